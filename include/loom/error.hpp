@@ -1,0 +1,138 @@
+#pragma once
+/// @file error.hpp
+/// The loom::Error hierarchy. Every failure loom reports is one of these: a
+/// checked CUDA, NCCL or MPI call, bad input, exhausted memory, a cancelled
+/// task, or a machine without a usable GPU. Each error carries the failing
+/// call, the source file and line, and the name of the task it came from
+/// when there is one.
+
+#include <cstddef>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace loom {
+
+/// Where an error was raised: the call that failed, its source location and
+/// the task that was running. Any field may be empty.
+struct ErrorContext {
+  std::string call;  ///< the checked expression, e.g. "cudaMalloc(&p, n)"
+  std::string file;  ///< source file of the check
+  int line = 0;      ///< source line of the check
+  std::string task;  ///< name of the task that was running, if any
+};
+
+/// Base of every loom error.
+///
+/// what() reads "loom: task 'blur': cudaMemcpyAsync(...) failed: <message> [file:line]";
+/// the parts are available separately. Thread-safe to read from any thread.
+class Error : public std::exception {
+ public:
+  explicit Error(std::string message, ErrorContext context = {});
+
+  const char* what() const noexcept override { return what_.c_str(); }
+  /// The message without the context decoration.
+  const std::string& message() const noexcept { return message_; }
+  const std::string& call() const noexcept { return context_.call; }
+  const std::string& file() const noexcept { return context_.file; }
+  int line() const noexcept { return context_.line; }
+  /// Name of the task the error came from; empty outside a task.
+  const std::string& task() const noexcept { return context_.task; }
+  const ErrorContext& context() const noexcept { return context_; }
+
+  /// Names the task the error came from, when it was raised outside one
+  /// (for example by a worker that runs the task). Keeps an existing name.
+  void attach_task(std::string_view task);
+
+ private:
+  void format();
+
+  std::string message_;
+  ErrorContext context_;
+  std::string what_;
+};
+
+/// A CUDA runtime call failed. code() is the cudaError_t value.
+class CudaError : public Error {
+ public:
+  CudaError(int code, std::string message, ErrorContext context = {})
+      : Error(std::move(message), std::move(context)), code_(code) {}
+  int code() const noexcept { return code_; }
+
+ private:
+  int code_;
+};
+
+/// An NCCL call failed. code() is the ncclResult_t value.
+class NcclError : public Error {
+ public:
+  NcclError(int code, std::string message, ErrorContext context = {})
+      : Error(std::move(message), std::move(context)), code_(code) {}
+  int code() const noexcept { return code_; }
+
+ private:
+  int code_;
+};
+
+/// An MPI call failed. code() is the MPI error code.
+class MpiError : public Error {
+ public:
+  MpiError(int code, std::string message, ErrorContext context = {})
+      : Error(std::move(message), std::move(context)), code_(code) {}
+  int code() const noexcept { return code_; }
+
+ private:
+  int code_;
+};
+
+/// Bad input rejected before anything launched: the message says what was
+/// expected and what was given.
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A memory resource could not satisfy a request. requested() is the size
+/// in bytes (0 when unknown).
+class OutOfMemory : public Error {
+ public:
+  OutOfMemory(std::size_t requested, std::string message, ErrorContext context = {})
+      : Error(std::move(message), std::move(context)), requested_(requested) {}
+  std::size_t requested() const noexcept { return requested_; }
+
+ private:
+  std::size_t requested_;
+};
+
+/// A task did not run because a task it depends on failed, or its run was
+/// cancelled.
+class Cancelled : public Error {
+ public:
+  using Error::Error;
+};
+
+/// No usable GPU: which of the reasons applies is in reason().
+class NoDevice : public Error {
+ public:
+  enum class Reason {
+    no_driver,            ///< no CUDA driver is installed (or it cannot be loaded)
+    driver_too_old,       ///< the driver is older than the CUDA runtime loom was built with
+    no_device,            ///< a driver is present but reports no CUDA device
+    device_out_of_range,  ///< a device index beyond the devices present was asked for
+  };
+  NoDevice(Reason reason, std::string message, ErrorContext context = {})
+      : Error(std::move(message), std::move(context)), reason_(reason) {}
+  Reason reason() const noexcept { return reason_; }
+
+ private:
+  Reason reason_;
+};
+
+/// loom itself broke a promise it checks (a bug in loom, please report it).
+class InternalError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace loom

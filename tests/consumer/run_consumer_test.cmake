@@ -1,0 +1,32 @@
+# Configures, builds and runs tests/consumer against loom's build tree
+# (MODE=build) or against a fresh install prefix (MODE=install).
+# Arguments: MODE, LOOM_BUILD_DIR, CONSUMER_SOURCE_DIR, WORK_DIR, GENERATOR, CXX_COMPILER.
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    string(REPLACE ";" " " cmd "${ARGN}")
+    message(FATAL_ERROR "failed (${rc}): ${cmd}\n${out}\n${err}")
+  endif()
+  message(STATUS "${out}")
+endfunction()
+
+if(MODE STREQUAL "build")
+  set(package_hint -Dloom_DIR=${LOOM_BUILD_DIR})
+elseif(MODE STREQUAL "install")
+  set(prefix ${WORK_DIR}/prefix)
+  run(${CMAKE_COMMAND} --install ${LOOM_BUILD_DIR} --prefix ${prefix})
+  if(NOT EXISTS ${prefix}/include/loom/loom.hpp)
+    message(FATAL_ERROR "the install did not put the public headers under ${prefix}/include")
+  endif()
+  set(package_hint -DCMAKE_PREFIX_PATH=${prefix})
+else()
+  message(FATAL_ERROR "MODE must be build or install, not '${MODE}'")
+endif()
+
+run(${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
+    -DCMAKE_CXX_COMPILER=${CXX_COMPILER} ${package_hint})
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+run(${WORK_DIR}/build/consumer)

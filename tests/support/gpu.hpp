@@ -1,0 +1,82 @@
+#pragma once
+// Helpers for GPU tests: skip with the reason where there is no GPU, device
+// buffers, fresh random inputs and poisoned outputs.
+
+#include "cuda/check.hpp"
+
+#include <loom/device.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <utility>
+#include <vector>
+
+/// Skips the current test, saying why, where CUDA is unavailable.
+#define LOOM_REQUIRE_GPU()                                              \
+  do {                                                                  \
+    if (!::loom::cuda_availability().available) {                       \
+      GTEST_SKIP() << "no GPU: " << ::loom::cuda_availability().reason; \
+    }                                                                   \
+  } while (0)
+
+namespace loom::test {
+
+/// An owning device allocation for tests (the runtime's pools come later).
+template <class T>
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(std::size_t count) : count_(count) {
+    if (count_ > 0)
+      LOOM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), count_ * sizeof(T)));
+  }
+  ~DeviceBuffer() {
+    if (data_ != nullptr) LOOM_CUDA_ASSERT(cudaFree(data_));
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  T* data() noexcept { return data_; }
+  const T* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return count_; }
+
+  void upload(const std::vector<T>& host) {
+    if (count_ > 0) {
+      LOOM_CUDA_CHECK(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice));
+    }
+  }
+  std::vector<T> download() const {
+    std::vector<T> host(count_);
+    if (count_ > 0) {
+      LOOM_CUDA_CHECK(cudaMemcpy(host.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost));
+    }
+    return host;
+  }
+  /// Fills every byte with 0xFF: NaN for floats, so unwritten elements fail.
+  void poison() {
+    if (count_ > 0) LOOM_CUDA_CHECK(cudaMemset(data_, 0xFF, count_ * sizeof(T)));
+  }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t count_;
+};
+
+/// A fresh random engine per call site; the seed is printed on failure by the caller.
+inline std::mt19937_64 random_engine() {
+  static std::random_device device;
+  return std::mt19937_64((static_cast<std::uint64_t>(device()) << 32) ^ device());
+}
+
+inline std::vector<float> random_floats(std::size_t n, std::mt19937_64& rng, float lo = -1.0F,
+                                        float hi = 1.0F) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+}  // namespace loom::test
