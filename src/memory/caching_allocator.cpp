@@ -1,0 +1,364 @@
+#include "memory/caching_allocator.hpp"
+
+#include "core/log.hpp"
+
+#include <loom/error.hpp>
+
+#include <boost/intrusive/list.hpp>
+#include <boost/intrusive/set.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <tuple>
+#include <vector>
+
+namespace loom {
+
+std::string format_bytes(std::size_t bytes) {
+  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 5) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char text[32];
+  if (unit == 0) {
+    std::snprintf(text, sizeof text, "%zu B", bytes);
+  } else {
+    std::snprintf(text, sizeof text, "%.2f %s", value, kUnits[unit]);
+  }
+  return text;
+}
+
+std::string to_string(const PoolStatistics& s) {
+  char rates[96];
+  std::snprintf(rates, sizeof rates, "%.1f%% cache hits, fragmentation %.2f",
+                100.0 * s.cache_hit_rate(), s.fragmentation());
+  return "reserved " + format_bytes(s.reserved_bytes) + " (peak " +
+         format_bytes(s.peak_reserved_bytes) + "), in use " + format_bytes(s.in_use_bytes) +
+         " (peak " + format_bytes(s.peak_in_use_bytes) + "), " + std::to_string(s.allocations) +
+         " allocations, " + rates + ", " + std::to_string(s.upstream_allocations) +
+         " upstream allocations";
+}
+
+namespace detail {
+
+namespace bi = boost::intrusive;
+using FreeHook = bi::set_member_hook<bi::link_mode<bi::safe_link>>;
+using PendingHook = bi::list_member_hook<bi::link_mode<bi::safe_link>>;
+
+struct Block {
+  char* ptr = nullptr;
+  std::size_t size = 0;
+  StreamKey stream = 0;
+  bool small = false;
+  bool allocated = false;
+  bool pending = false;   // freed, waiting for markers on other streams
+  Block* prev = nullptr;  // neighbours inside the segment, by address
+  Block* next = nullptr;
+  Block* next_spare = nullptr;               // the recycled-records list
+  std::vector<StreamKey> used_on;            // other streams (record_stream)
+  std::vector<EventSource::Marker> markers;  // recorded at free time
+  FreeHook free_hook;
+  PendingHook pending_hook;
+
+  bool whole_segment() const noexcept { return prev == nullptr && next == nullptr; }
+};
+
+namespace {
+
+struct BlockOrder {
+  bool operator()(const Block& a, const Block& b) const noexcept {
+    return std::tie(a.stream, a.size, a.ptr) < std::tie(b.stream, b.size, b.ptr);
+  }
+};
+
+using FreeSet = bi::multiset<Block, bi::member_hook<Block, FreeHook, &Block::free_hook>,
+                             bi::compare<BlockOrder>>;
+using PendingList = bi::list<Block, bi::member_hook<Block, PendingHook, &Block::pending_hook>>;
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+std::size_t segment_size(std::size_t rounded) {
+  if (rounded <= CachingAllocator::kSmallLimit) return CachingAllocator::kSmallSegment;
+  if (rounded < CachingAllocator::kMediumLimit) return CachingAllocator::kMediumSegment;
+  return round_up(rounded, CachingAllocator::kLargeRound);
+}
+
+bool worth_splitting(const Block& block, std::size_t rounded) {
+  const std::size_t remainder = block.size - rounded;
+  return block.small ? remainder >= CachingAllocator::kRoundTo
+                     : remainder > CachingAllocator::kSmallLimit;
+}
+
+}  // namespace
+
+struct CachingAllocator::Impl {
+  std::unique_ptr<Upstream> upstream;
+  std::shared_ptr<EventSource> events;
+  mutable std::mutex mutex;
+  FreeSet small_free;
+  FreeSet large_free;
+  PendingList pending;
+  std::vector<std::unique_ptr<Block>> records;  // owns every Block record
+  Block* spare = nullptr;                       // recycled records
+  std::vector<Block*> segments;                 // segment heads, for teardown
+  PoolStatistics stats;
+
+  FreeSet& free_set(bool small) { return small ? small_free : large_free; }
+
+  Block* new_record() {
+    if (spare != nullptr) {
+      Block* b = spare;
+      spare = b->next_spare;
+      b->next_spare = nullptr;
+      return b;
+    }
+    records.push_back(std::make_unique<Block>());
+    return records.back().get();
+  }
+
+  void recycle(Block* b) {
+    b->ptr = nullptr;
+    b->size = 0;
+    b->prev = b->next = nullptr;
+    b->allocated = b->pending = false;
+    b->used_on.clear();  // keeps capacity: no allocation next time
+    b->markers.clear();
+    b->next_spare = spare;
+    spare = b;
+  }
+
+  Block* find_free(std::size_t rounded, StreamKey stream, bool small) {
+    FreeSet& set = free_set(small);
+    Block key;
+    key.stream = stream;
+    key.size = rounded;
+    auto it = set.lower_bound(key, BlockOrder{});
+    if (it == set.end() || it->stream != stream) return nullptr;
+    Block* b = &*it;
+    set.erase(it);
+    return b;
+  }
+
+  Block* new_segment(std::size_t rounded, StreamKey stream, bool small) {
+    const std::size_t bytes = segment_size(rounded);
+    void* p = upstream->allocate(bytes);
+    if (p == nullptr) {
+      const std::size_t released = release_cached_locked();
+      logger().warn(
+          "{} pool: upstream out of memory for {}; released {} of cached blocks, retrying",
+          upstream->name(), format_bytes(bytes), format_bytes(released));
+      p = upstream->allocate(bytes);
+    }
+    if (p == nullptr) return nullptr;
+    ++stats.upstream_allocations;
+    stats.reserved_bytes += bytes;
+    stats.peak_reserved_bytes = std::max(stats.peak_reserved_bytes, stats.reserved_bytes);
+    Block* b = new_record();
+    b->ptr = static_cast<char*>(p);
+    b->size = bytes;
+    b->stream = stream;
+    b->small = small;
+    segments.push_back(b);
+    return b;
+  }
+
+  void split(Block* b, std::size_t rounded) {
+    Block* rest = new_record();
+    rest->ptr = b->ptr + rounded;
+    rest->size = b->size - rounded;
+    rest->stream = b->stream;
+    rest->small = b->small;
+    rest->prev = b;
+    rest->next = b->next;
+    if (b->next != nullptr) b->next->prev = rest;
+    b->next = rest;
+    b->size = rounded;
+    free_set(rest->small).insert(*rest);
+  }
+
+  bool mergeable(const Block* n) const { return n != nullptr && !n->allocated && !n->pending; }
+
+  // A block becomes free: merge with free neighbours, then cache it.
+  void make_free(Block* b) {
+    b->allocated = false;
+    b->pending = false;
+    FreeSet& set = free_set(b->small);
+    if (mergeable(b->prev)) {
+      Block* p = b->prev;
+      set.erase(set.iterator_to(*p));
+      p->size += b->size;
+      p->next = b->next;
+      if (b->next != nullptr) b->next->prev = p;
+      recycle(b);
+      b = p;
+    }
+    if (mergeable(b->next)) {
+      Block* n = b->next;
+      set.erase(set.iterator_to(*n));
+      b->size += n->size;
+      b->next = n->next;
+      if (n->next != nullptr) n->next->prev = b;
+      recycle(n);
+    }
+    set.insert(*b);
+  }
+
+  void process_pending() {
+    for (auto it = pending.begin(); it != pending.end();) {
+      Block& b = *it;
+      const bool done = std::all_of(b.markers.begin(), b.markers.end(),
+                                    [this](EventSource::Marker m) { return events->completed(m); });
+      if (!done) {
+        ++it;
+        continue;
+      }
+      for (auto m : b.markers) events->release(m);
+      b.markers.clear();
+      it = pending.erase(it);
+      --stats.pending_reuse;
+      make_free(&b);
+    }
+  }
+
+  std::size_t release_cached_locked() {
+    if (events) process_pending();
+    std::size_t released = 0;
+    for (auto it = segments.begin(); it != segments.end();) {
+      Block* b = *it;
+      if (b->whole_segment() && !b->allocated && !b->pending) {
+        free_set(b->small).erase(free_set(b->small).iterator_to(*b));
+        upstream->deallocate(b->ptr, b->size);
+        ++stats.upstream_frees;
+        stats.reserved_bytes -= b->size;
+        released += b->size;
+        recycle(b);
+        it = segments.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (released > 0) ++stats.cache_releases;
+    return released;
+  }
+
+  [[noreturn]] void throw_out_of_memory(std::size_t bytes, std::size_t rounded) {
+    const std::string message =
+        upstream->name() + " pool: out of memory allocating " + format_bytes(bytes) + " (" +
+        std::to_string(bytes) + " bytes, a " + format_bytes(segment_size(rounded)) +
+        " segment) after releasing the cache and retrying once; pool: " + to_string(stats);
+    throw OutOfMemory(bytes, message);
+  }
+};
+
+CachingAllocator::CachingAllocator(std::unique_ptr<Upstream> upstream,
+                                   std::shared_ptr<EventSource> events)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->upstream = std::move(upstream);
+  impl_->events = std::move(events);
+}
+
+CachingAllocator::~CachingAllocator() {
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->stats.in_use_bytes > 0) {
+    logger().warn("{} pool destroyed with {} still in use; that memory is released now",
+                  impl_->upstream->name(), format_bytes(impl_->stats.in_use_bytes));
+  }
+  for (Block& b : impl_->pending) {
+    for (auto m : b.markers) impl_->events->release(m);
+  }
+  impl_->pending.clear();
+  impl_->small_free.clear();
+  impl_->large_free.clear();
+  for (Block* head : impl_->segments) {
+    std::size_t bytes = 0;
+    for (Block* b = head; b != nullptr; b = b->next) bytes += b->size;
+    impl_->upstream->deallocate(head->ptr, bytes);
+  }
+}
+
+std::size_t CachingAllocator::rounded_size(std::size_t bytes) noexcept {
+  return round_up(std::max<std::size_t>(bytes, 1), kRoundTo);
+}
+
+Allocation CachingAllocator::allocate(std::size_t bytes, StreamKey stream) {
+  if (bytes == 0) return {};
+  const std::size_t rounded = rounded_size(bytes);
+  if (rounded < bytes)
+    throw InvalidArgument("allocation of " + std::to_string(bytes) + " bytes overflows");
+  const bool small = rounded <= kSmallLimit;
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->events && !impl_->pending.empty()) impl_->process_pending();
+  Block* b = impl_->find_free(rounded, stream, small);
+  if (b != nullptr) {
+    ++impl_->stats.cache_hits;
+  } else {
+    b = impl_->new_segment(rounded, stream, small);
+    if (b == nullptr) impl_->throw_out_of_memory(bytes, rounded);
+  }
+  if (worth_splitting(*b, rounded)) impl_->split(b, rounded);
+  b->allocated = true;
+  auto& s = impl_->stats;
+  ++s.allocations;
+  s.in_use_bytes += b->size;
+  s.peak_in_use_bytes = std::max(s.peak_in_use_bytes, s.in_use_bytes);
+  return {b->ptr, bytes, b};
+}
+
+void CachingAllocator::deallocate(const Allocation& allocation) noexcept {
+  Block* b = allocation.block;
+  if (b == nullptr) return;
+  std::lock_guard lock(impl_->mutex);
+  impl_->stats.in_use_bytes -= b->size;
+  if (b->used_on.empty()) {
+    impl_->make_free(b);
+    return;
+  }
+  try {
+    for (StreamKey s : b->used_on) b->markers.push_back(impl_->events->record(s));
+    b->used_on.clear();
+    b->allocated = false;
+    b->pending = true;
+    impl_->pending.push_back(*b);
+    ++impl_->stats.pending_reuse;
+  } catch (const std::exception& e) {
+    // Without a marker we cannot know when the other streams are done: keep
+    // the block out of circulation rather than hand out memory still in use.
+    logger().error("{} pool: could not record a reuse marker ({}); the block of {} is retired",
+                   impl_->upstream->name(), e.what(), format_bytes(b->size));
+    for (auto m : b->markers) impl_->events->release(m);
+    b->markers.clear();
+    b->allocated = true;  // never merged, never reused
+  }
+}
+
+void CachingAllocator::record_stream(const Allocation& allocation, StreamKey stream) {
+  Block* b = allocation.block;
+  if (b == nullptr) return;
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->events) {
+    throw InvalidArgument(impl_->upstream->name() +
+                          " pool has no event source: its blocks cannot be used on other streams");
+  }
+  if (stream == b->stream) return;
+  if (std::find(b->used_on.begin(), b->used_on.end(), stream) == b->used_on.end()) {
+    b->used_on.push_back(stream);
+  }
+}
+
+std::size_t CachingAllocator::release_cached() {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->release_cached_locked();
+}
+
+PoolStatistics CachingAllocator::statistics() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->stats;
+}
+
+std::string CachingAllocator::name() const { return impl_->upstream->name(); }
+
+}  // namespace detail
+}  // namespace loom

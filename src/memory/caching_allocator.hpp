@@ -1,0 +1,84 @@
+#pragma once
+// The one caching allocator, over an Upstream (device, pinned host or plain
+// host memory).
+//
+// - Sizes round up to 512 B. Requests up to 1 MiB come from 2 MiB segments
+//   (the small pool); up to 10 MiB from 20 MiB segments; larger ones from a
+//   segment of their own size rounded to 2 MiB (the large pool).
+// - Best fit among the free blocks of the requesting stream; a block larger
+//   than needed is split (small pool: any remainder of 512 B or more; large
+//   pool: a remainder over 1 MiB); freed neighbours in a segment merge.
+// - Free lists are per stream: a block freed on the stream it was allocated
+//   on is reusable at once by that stream, in stream order. A block that
+//   record_stream() says was used on other streams is reused only after a
+//   marker recorded on each of those streams at free time has completed.
+// - Upstream out of memory: the cached (wholly free) segments go back to the
+//   upstream and the request is retried once; then loom::OutOfMemory, whose
+//   message carries the request and the pool's statistics.
+//
+// Thread-safety: every public function is safe from any thread. All of them
+// take the pool's one mutex; allocate() holds it across an upstream call on
+// a cache miss (a miss is slow anyway: cudaMalloc synchronizes the device).
+// Steady state allocates nothing: free lists are intrusive, and block
+// records are recycled.
+
+#include "memory/event_source.hpp"
+#include "memory/upstream.hpp"
+
+#include <loom/memory_stats.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace loom::detail {
+
+struct Block;
+
+/// One allocation. Empty (size 0, null pointer) for a 0-byte request.
+struct Allocation {
+  void* ptr = nullptr;
+  std::size_t size = 0;  ///< the requested size
+  Block* block = nullptr;
+};
+
+class CachingAllocator {
+ public:
+  static constexpr std::size_t kRoundTo = 512;
+  static constexpr std::size_t kSmallLimit = std::size_t{1} << 20;    // 1 MiB
+  static constexpr std::size_t kSmallSegment = std::size_t{2} << 20;  // 2 MiB
+  static constexpr std::size_t kMediumLimit = std::size_t{10} << 20;  // 10 MiB
+  static constexpr std::size_t kMediumSegment = std::size_t{20} << 20;
+  static constexpr std::size_t kLargeRound = std::size_t{2} << 20;
+
+  /// `events` may be null when every user stays on one stream (host pools).
+  CachingAllocator(std::unique_ptr<Upstream> upstream, std::shared_ptr<EventSource> events);
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  /// `bytes` for use on `stream`. @throws OutOfMemory after the retry.
+  Allocation allocate(std::size_t bytes, StreamKey stream = 0);
+  /// Returns an allocation. Never throws (a failed marker record waits for
+  /// the streams instead of losing the block). Empty allocations are ignored.
+  void deallocate(const Allocation& allocation) noexcept;
+  /// The allocation is (also) used on `stream`: its memory is reused only
+  /// after that stream's work at free time has completed.
+  void record_stream(const Allocation& allocation, StreamKey stream);
+
+  /// Gives every wholly free segment back to the upstream; returns the bytes released.
+  std::size_t release_cached();
+
+  PoolStatistics statistics() const;
+  /// The upstream's name: "device 0", "pinned host", "host".
+  std::string name() const;
+  /// The rounded size a request of `bytes` occupies.
+  static std::size_t rounded_size(std::size_t bytes) noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace loom::detail
