@@ -1,0 +1,98 @@
+#pragma once
+/// @file runtime.hpp
+/// The Runtime owns loom's machinery: the memory pools of every space
+/// (pageable host, pinned host, each device), the device streams, and the
+/// staging workers that copy pageable memory without blocking the caller.
+/// Tensors keep the pools they came from alive, so they may outlive it.
+///
+/// @code
+/// loom::Runtime rt;                                     // the GPU if there is one
+/// auto host = rt.tensor<float>({1024, 1024}, loom::Memory::pageable);
+/// auto dev  = rt.tensor<float>({1024, 1024});            // device 0 (or host without GPU)
+/// rt.copy(host, dev).wait();                             // staged, caller not blocked until
+/// wait()
+/// @endcode
+///
+/// Thread-safety: every member may be called from any thread.
+
+#include <loom/completion.hpp>
+#include <loom/dtype.hpp>
+#include <loom/memory.hpp>
+#include <loom/memory_stats.hpp>
+#include <loom/tensor.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+
+namespace loom {
+
+struct RuntimeOptions {
+  /// The device whose memory is the default; ignored without a GPU.
+  int device = 0;
+  /// Use the CPU only, even where a GPU exists.
+  bool cpu_only = false;
+  /// Bytes a staging chunk (pageable <-> device copies).
+  std::size_t staging_chunk_bytes = std::size_t{4} << 20;
+  /// Staging workers; 0 picks from the core count (2 to 8).
+  int staging_workers = 0;
+};
+
+class Runtime {
+ public:
+  /// @throws NoDevice when options.device does not exist (with a GPU).
+  explicit Runtime(RuntimeOptions options = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  /// True when this runtime drives a GPU.
+  bool has_gpu() const noexcept;
+  /// Where tensors go by default: the default device, or pageable host memory.
+  Memory default_memory() const noexcept;
+
+  /// An uninitialized contiguous tensor from the pool of `memory` (default:
+  /// default_memory()). @throws OutOfMemory, InvalidArgument (bad shape),
+  /// NoDevice (pinned or device memory without a GPU, or a device that does not exist).
+  Tensor tensor(DType dtype, const Shape& shape, std::optional<Memory> memory = std::nullopt);
+  template <class T>
+  Tensor tensor(const Shape& shape, std::optional<Memory> memory = std::nullopt) {
+    return tensor(dtype_of<T>(), shape, memory);
+  }
+
+  /// Wraps memory the caller owns, without copying or owning it ("provide").
+  /// The memory must stay valid while any tensor views it. Row-major unless
+  /// `strides` is given. @throws InvalidArgument for a null pointer with a non-empty shape.
+  Tensor provide(void* data, DType dtype, const Shape& shape, Memory memory,
+                 std::optional<Strides> strides = std::nullopt);
+
+  /// dst = src, shapes and dtypes equal. The path comes from the two memory
+  /// spaces: nothing when they are the same memory; memcpy between host
+  /// spaces; cudaMemcpyAsync between pinned host and a device, or within a
+  /// device (a gather kernel for strided sources); chunked staging through
+  /// pinned buffers between pageable host and a device, so the caller never
+  /// waits for the copy; a peer copy between devices (the driver stages it
+  /// through host memory where peer access is unavailable).
+  /// Device-side copies are ordered after earlier work on the device's loom
+  /// stream. Both tensors must stay alive until the completion is ready.
+  /// @throws InvalidArgument for mismatched tensors, with what was expected.
+  Completion copy(const Tensor& src, const Tensor& dst);
+
+  /// Blocks until every copy and device operation loom has queued is done.
+  void synchronize();
+
+  /// The pool's statistics for a memory space. @throws NoDevice for a device
+  /// space without a GPU.
+  PoolStatistics statistics(Memory memory) const;
+  /// Gives a pool's cached blocks back to the system; the bytes released.
+  std::size_t release_cached(Memory memory);
+
+  /// For loom's own layers.
+  struct Impl;
+  Impl& impl() noexcept { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace loom

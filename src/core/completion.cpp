@@ -1,0 +1,65 @@
+#include <loom/completion.hpp>
+
+#include "core/completion_state.hpp"
+
+#include <thread>
+
+namespace loom {
+
+Completion::Completion() : state_(std::make_shared<detail::CompletionState>()) {
+  state_->done = true;
+}
+
+bool Completion::ready() const {
+  auto& s = *state_;
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.done) return true;
+  }
+  if (s.poll) {
+    try {
+      if (s.poll()) s.finish();
+    } catch (...) {
+      s.finish(std::current_exception());
+    }
+    std::lock_guard lock(s.mutex);
+    return s.done;
+  }
+  return false;
+}
+
+void Completion::wait() const {
+  auto& s = *state_;
+  if (s.block) {
+    try {
+      s.block();
+      s.finish();
+    } catch (...) {
+      s.finish(std::current_exception());
+    }
+  }
+  std::unique_lock lock(s.mutex);
+  s.done_cv.wait(lock, [&] { return s.done; });
+  if (s.error) std::rethrow_exception(s.error);
+}
+
+bool Completion::wait_for(std::chrono::nanoseconds timeout) const {
+  auto& s = *state_;
+  if (s.poll) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!ready()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
+  std::unique_lock lock(s.mutex);
+  return s.done_cv.wait_for(lock, timeout, [&] { return s.done; });
+}
+
+std::exception_ptr Completion::error() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->error;
+}
+
+}  // namespace loom

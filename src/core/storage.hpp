@@ -1,0 +1,57 @@
+#pragma once
+// The memory behind tensors, and the pool-side owner that made it. A
+// Storage keeps its owner (and so the pool) alive; owned storage goes back
+// to the owner when the last tensor viewing it is gone. Provided storage
+// wraps a user's pointer and gives nothing back.
+
+#include "memory/caching_allocator.hpp"
+
+#include <loom/memory.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace loom {
+class Tensor;
+}
+
+namespace loom::detail {
+
+struct Storage;
+
+/// One memory space's source of storage: a pool, its default stream, and
+/// how to copy strided tensors within the space.
+class MemoryOwner : public std::enable_shared_from_this<MemoryOwner> {
+ public:
+  virtual ~MemoryOwner() = default;
+  virtual Memory memory() const noexcept = 0;
+  /// Fresh storage of `bytes` for use on the owner's stream. @throws OutOfMemory.
+  virtual std::shared_ptr<Storage> allocate(std::size_t bytes) = 0;
+  /// Gives an owned storage's memory back. Never throws.
+  virtual void free(Storage& storage) noexcept = 0;
+  /// The storage is (also) used on `stream`. No-op for host memory.
+  virtual void record_stream(Storage& storage, std::uintptr_t stream) = 0;
+  /// dst = src, same shape and dtype, both in this space; dst contiguous.
+  /// Host: done when it returns. Device: enqueued on the owner's stream.
+  virtual void copy_strided(const Tensor& src, const Tensor& dst) = 0;
+};
+
+struct Storage {
+  void* base = nullptr;
+  std::size_t bytes = 0;
+  Memory memory = Memory::pageable;
+  std::uintptr_t stream = 0;  ///< the stream the memory was allocated for; 0 for host
+  Allocation allocation;      ///< empty for provided storage
+  bool owned = false;
+  std::shared_ptr<MemoryOwner> owner;
+
+  Storage() = default;
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage() {
+    if (owned && owner) owner->free(*this);
+  }
+};
+
+}  // namespace loom::detail

@@ -1,0 +1,37 @@
+#pragma once
+// Storage in one device's memory, from its caching pool, for use on the
+// owner's stream (a non-blocking stream: the device's default loom stream).
+
+#include "core/storage.hpp"
+#include "cuda/stream.hpp"
+
+#include <memory>
+
+namespace loom::detail {
+
+class DeviceOwner final : public MemoryOwner {
+ public:
+  DeviceOwner(int device, std::shared_ptr<CachingAllocator> pool);
+
+  Memory memory() const noexcept override { return Memory::on_device(device_); }
+  std::shared_ptr<Storage> allocate(std::size_t bytes) override;
+  void free(Storage& storage) noexcept override { pool_->deallocate(storage.allocation); }
+  void record_stream(Storage& storage, std::uintptr_t stream) override;
+  /// Enqueued on the owner's stream.
+  void copy_strided(const Tensor& src, const Tensor& dst) override;
+
+  int device() const noexcept { return device_; }
+  StreamView stream() const noexcept { return stream_.view(); }
+  CachingAllocator& pool() noexcept { return *pool_; }
+
+ private:
+  int device_;
+  std::shared_ptr<CachingAllocator> pool_;
+  Stream stream_;
+};
+
+inline std::uintptr_t key_of(StreamView s) noexcept {
+  return reinterpret_cast<std::uintptr_t>(s.native());
+}
+
+}  // namespace loom::detail

@@ -1,0 +1,82 @@
+#pragma once
+// Copies between pageable host memory and a device, staged through pinned
+// buffers from the pinned pool, so that the caller never blocks: the caller
+// records one event and queues one slice a worker; the workers copy chunks
+// pageable -> pinned (a CPU memcpy, several workers in parallel) and
+// pinned -> device (cudaMemcpyAsync), two buffers each so that the CPU copy
+// of one chunk overlaps the DMA of the one before. Downloads run the other
+// way. Completion comes from a CUDA host callback (uploads) or the worker
+// (downloads).
+//
+// Thread-safety: upload/download may be called from any thread. The workers
+// block on their own events; they are not the scheduling thread.
+
+#include "cuda/event_pool.hpp"
+#include "cuda/stream.hpp"
+#include "memory/caching_allocator.hpp"
+
+#include <loom/completion.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace loom::detail {
+
+class StagingEngine {
+ public:
+  /// `pinned` supplies the staging buffers (two of `chunk_bytes` a worker,
+  /// taken on first use and kept). `workers` 0 picks from the core count.
+  StagingEngine(int device, std::shared_ptr<CachingAllocator> pinned, std::size_t chunk_bytes,
+                int workers);
+  ~StagingEngine();
+  StagingEngine(const StagingEngine&) = delete;
+  StagingEngine& operator=(const StagingEngine&) = delete;
+
+  /// host (pageable) -> device, after the work already on `after`. `keep`
+  /// stays alive until the copy completes.
+  Completion upload(const void* host, void* device, std::size_t bytes, StreamView after,
+                    std::shared_ptr<void> keep);
+  /// device -> host (pageable), after the work already on `after`.
+  Completion download(const void* device, void* host, std::size_t bytes, StreamView after,
+                      std::shared_ptr<void> keep);
+
+  /// Blocks until every queued copy has completed.
+  void drain();
+  int workers() const noexcept { return static_cast<int>(workers_.size()); }
+  std::size_t chunk_bytes() const noexcept { return chunk_; }
+
+ private:
+  struct Job;
+  struct Slice {
+    std::shared_ptr<Job> job;
+    int index;  // this worker takes chunks index, index + workers, ...
+  };
+  struct Worker;
+
+  Completion submit(bool upload, const void* src, void* dst, std::size_t bytes, StreamView after,
+                    std::shared_ptr<void> keep);
+  void run(Worker& worker);
+  void upload_slice(Worker& worker, const std::shared_ptr<Job>& job, int index);
+  void download_slice(Worker& worker, const std::shared_ptr<Job>& job, int index);
+  void slice_done(const std::shared_ptr<Job>& job, std::exception_ptr error);
+  void reap();
+
+  int device_;
+  std::shared_ptr<CachingAllocator> pinned_;
+  std::size_t chunk_;
+  EventPool start_events_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::atomic<int> outstanding_{0};
+  std::mutex drain_mutex_;
+  std::condition_variable drained_;
+  std::mutex retired_mutex_;
+  std::vector<std::shared_ptr<Job>> retired_;  // finished jobs, released outside callbacks
+};
+
+}  // namespace loom::detail

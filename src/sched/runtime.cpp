@@ -1,0 +1,290 @@
+#include <loom/device.hpp>
+#include <loom/error.hpp>
+#include <loom/runtime.hpp>
+
+#include "core/completion_state.hpp"
+#include "core/log.hpp"
+#include "core/storage.hpp"
+#include "cuda/check.hpp"
+#include "cuda/cuda_upstreams.hpp"
+#include "cuda/device_guard.hpp"
+#include "cuda/device_owner.hpp"
+#include "cuda/event_pool.hpp"
+#include "cuda/staging.hpp"
+#include "memory/host_owner.hpp"
+
+#include <mutex>
+#include <vector>
+
+namespace loom {
+
+using detail::CachingAllocator;
+using detail::DeviceOwner;
+using detail::HostOwner;
+
+struct Runtime::Impl {
+  RuntimeOptions options;
+  bool gpu = false;
+  std::shared_ptr<HostOwner> pageable;
+  std::shared_ptr<HostOwner> pinned;
+  std::shared_ptr<detail::CudaEventSource> events;
+  std::vector<std::shared_ptr<DeviceOwner>> devices;  // made on first use
+  std::vector<std::unique_ptr<detail::EventPool>> completion_events;
+  std::unique_ptr<detail::StagingEngine> staging;  // for the default device
+  std::mutex mutex;                                // guards lazy creation
+
+  DeviceOwner& device_owner(int device) {
+    if (!gpu) {
+      throw NoDevice(NoDevice::Reason::no_device,
+                     "device memory needs a GPU: " + (options.cpu_only
+                                                          ? std::string("this runtime is CPU-only")
+                                                          : cuda_availability().reason));
+    }
+    if (device < 0 || device >= static_cast<int>(devices.size())) {
+      throw NoDevice(NoDevice::Reason::device_out_of_range,
+                     "device " + std::to_string(device) + " does not exist; there are " +
+                         std::to_string(devices.size()) + " CUDA device(s)");
+    }
+    std::lock_guard lock(mutex);
+    auto& owner = devices[static_cast<std::size_t>(device)];
+    if (!owner) {
+      auto pool = std::make_shared<CachingAllocator>(detail::make_device_upstream(device), events);
+      owner = std::make_shared<DeviceOwner>(device, std::move(pool));
+      completion_events[static_cast<std::size_t>(device)] =
+          std::make_unique<detail::EventPool>(device);
+    }
+    return *owner;
+  }
+
+  HostOwner& pinned_owner() {
+    if (!gpu) {
+      throw NoDevice(NoDevice::Reason::no_device,
+                     "pinned memory needs a CUDA driver: " +
+                         (options.cpu_only ? std::string("this runtime is CPU-only")
+                                           : cuda_availability().reason));
+    }
+    return *pinned;
+  }
+
+  detail::MemoryOwner& owner_of(Memory memory) {
+    switch (memory.kind()) {
+      case Memory::Kind::pageable: return *pageable;
+      case Memory::Kind::pinned: return pinned_owner();
+      case Memory::Kind::device: return device_owner(memory.device());
+    }
+    throw InternalError("unknown memory kind");
+  }
+
+  detail::StagingEngine& staging_for(int device) {
+    if (device != options.device) {
+      throw InvalidArgument("pageable copies stage through device " +
+                            std::to_string(options.device) + " only; device " +
+                            std::to_string(device) + " needs a pinned or device tensor");
+    }
+    std::lock_guard lock(mutex);
+    if (!staging) {
+      staging = std::make_unique<detail::StagingEngine>(
+          device, pinned->pool_ptr(), options.staging_chunk_bytes, options.staging_workers);
+    }
+    return *staging;
+  }
+
+  // A completion that is ready when the work queued so far on `owner`'s stream is.
+  Completion stream_completion(DeviceOwner& owner) {
+    auto lease = completion_events[static_cast<std::size_t>(owner.device())]->acquire();
+    lease->record(owner.stream());
+    auto state = std::make_shared<detail::CompletionState>();
+    auto event = std::make_shared<detail::EventPool::Lease>(std::move(lease));
+    state->poll = [event] { return (*event)->completed(); };
+    state->block = [event] { (*event)->synchronize(); };
+    return Completion(state);
+  }
+};
+
+namespace {
+
+void check_copy_pair(const Tensor& src, const Tensor& dst) {
+  if (!src.defined() || !dst.defined()) {
+    throw InvalidArgument(std::string("copy: the ") + (src.defined() ? "destination" : "source") +
+                          " is an undefined tensor");
+  }
+  if (src.dtype() != dst.dtype() || !(src.shape() == dst.shape())) {
+    throw InvalidArgument(
+        "copy: the destination must have the source's dtype and shape; source is " +
+        src.describe() + ", destination is " + dst.describe());
+  }
+}
+
+void require_contiguous(const Tensor& t, const char* role, const char* path) {
+  if (!t.is_contiguous()) {
+    throw InvalidArgument(std::string("copy: the ") + role + " " + t.describe() +
+                          " must be contiguous for a copy " + path + "; call contiguous() first");
+  }
+}
+
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.shares_storage_with(b) && a.offset() == b.offset() && a.strides() == b.strides();
+}
+
+std::shared_ptr<void> keep_both(const Tensor& a, const Tensor& b) {
+  auto pair = std::make_shared<
+      std::pair<std::shared_ptr<detail::Storage>, std::shared_ptr<detail::Storage>>>(a.storage(),
+                                                                                     b.storage());
+  return pair;
+}
+
+}  // namespace
+
+Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
+  auto& m = *impl_;
+  m.options = options;
+  m.gpu = !options.cpu_only && cuda_availability().available;
+  m.pageable = std::make_shared<HostOwner>(
+      Memory::pageable, std::make_shared<CachingAllocator>(detail::make_host_upstream(), nullptr));
+  if (m.gpu) {
+    if (options.device < 0 || options.device >= device_count()) {
+      throw NoDevice(NoDevice::Reason::device_out_of_range,
+                     "RuntimeOptions::device is " + std::to_string(options.device) +
+                         " but there are " + std::to_string(device_count()) + " CUDA device(s)");
+    }
+    m.events = std::make_shared<detail::CudaEventSource>();
+    m.pinned = std::make_shared<HostOwner>(
+        Memory::pinned,
+        std::make_shared<CachingAllocator>(detail::make_pinned_upstream(), m.events));
+    m.devices.resize(static_cast<std::size_t>(device_count()));
+    m.completion_events.resize(static_cast<std::size_t>(device_count()));
+    detail::logger().info("loom runtime: CUDA backend on device {} ({} device(s))", options.device,
+                          device_count());
+  } else {
+    detail::logger().info("loom runtime: CPU backend ({})",
+                          options.cpu_only ? "asked for" : cuda_availability().reason);
+  }
+}
+
+Runtime::~Runtime() {
+  try {
+    synchronize();
+  } catch (const std::exception& e) {
+    detail::logger().error("loom runtime shutdown: {}", e.what());
+  }
+}
+
+bool Runtime::has_gpu() const noexcept { return impl_->gpu; }
+
+Memory Runtime::default_memory() const noexcept {
+  return impl_->gpu ? Memory::on_device(impl_->options.device) : Memory::pageable;
+}
+
+Tensor Runtime::tensor(DType dtype, const Shape& shape, std::optional<Memory> memory) {
+  for (auto extent : shape) {
+    if (extent < 0) throw InvalidArgument("tensor: negative extent in shape " + shape.to_string());
+  }
+  auto& owner = impl_->owner_of(memory.value_or(default_memory()));
+  const auto bytes = bytes_for(dtype, static_cast<std::uint64_t>(shape.product()));
+  return Tensor(owner.allocate(static_cast<std::size_t>(bytes)), dtype, shape,
+                contiguous_strides(shape), 0);
+}
+
+Tensor Runtime::provide(void* data, DType dtype, const Shape& shape, Memory memory,
+                        std::optional<Strides> strides) {
+  if (data == nullptr && shape.product() != 0) {
+    throw InvalidArgument("provide: a null pointer for a non-empty " +
+                          std::string(to_string(dtype)) + shape.to_string() + " tensor");
+  }
+  auto& owner = impl_->owner_of(memory);  // validates the space
+  auto storage = std::make_shared<detail::Storage>();
+  storage->base = data;
+  storage->memory = memory;
+  storage->owned = false;
+  storage->owner = owner.shared_from_this();
+  const Strides s = strides.value_or(contiguous_strides(shape));
+  std::int64_t span = 1;
+  for (int i = 0; i < shape.rank(); ++i) span += (shape[i] - 1) * std::max<std::int64_t>(s[i], 0);
+  storage->bytes = static_cast<std::size_t>(bytes_for(dtype, static_cast<std::uint64_t>(span)));
+  if (memory.is_device()) {
+    storage->stream = detail::key_of(impl_->device_owner(memory.device()).stream());
+  }
+  return Tensor(std::move(storage), dtype, shape, s, 0);
+}
+
+Completion Runtime::copy(const Tensor& src, const Tensor& dst) {
+  check_copy_pair(src, dst);
+  if (same_view(src, dst) || src.numel() == 0) return Completion();
+  const Memory from = src.memory();
+  const Memory to = dst.memory();
+  auto& m = *impl_;
+
+  if (from.is_host() && to.is_host()) {
+    detail::copy_strided_on_host(src, dst);
+    return Completion();
+  }
+  if (from.is_device() && to == from) {
+    auto& owner = m.device_owner(from.device());
+    owner.copy_strided(src, dst);
+    return m.stream_completion(owner);
+  }
+  const char* path = "between memory spaces";
+  require_contiguous(src, "source", path);
+  require_contiguous(dst, "destination", path);
+  const std::size_t bytes = src.nbytes();
+
+  if (from.is_device() && to.is_device()) {
+    auto& src_owner = m.device_owner(from.device());
+    auto& dst_owner = m.device_owner(to.device());
+    // The destination's stream waits for the source's, then copies.
+    auto ready = m.completion_events[static_cast<std::size_t>(from.device())]->acquire();
+    ready->record(src_owner.stream());
+    detail::DeviceGuard guard(to.device());
+    ready->make_wait(dst_owner.stream());
+    LOOM_CUDA_CHECK(cudaMemcpyPeerAsync(dst.data(), to.device(), src.data(), from.device(), bytes,
+                                        dst_owner.stream()));
+    src.storage()->owner->record_stream(*src.storage(), detail::key_of(dst_owner.stream()));
+    return m.stream_completion(dst_owner);
+  }
+
+  const Memory device_side = from.is_device() ? from : to;
+  const Memory host_side = from.is_device() ? to : from;
+  auto& owner = m.device_owner(device_side.device());
+  if (host_side == Memory::pinned) {
+    detail::DeviceGuard guard(owner.device());
+    LOOM_CUDA_CHECK(
+        cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDefault, owner.stream()));
+    const Tensor& host = from.is_device() ? dst : src;
+    host.storage()->owner->record_stream(*host.storage(), detail::key_of(owner.stream()));
+    return m.stream_completion(owner);
+  }
+  auto& staging = m.staging_for(owner.device());
+  if (to.is_device()) {
+    return staging.upload(src.data(), dst.data(), bytes, owner.stream(), keep_both(src, dst));
+  }
+  return staging.download(src.data(), dst.data(), bytes, owner.stream(), keep_both(src, dst));
+}
+
+void Runtime::synchronize() {
+  auto& m = *impl_;
+  if (!m.gpu) return;
+  {
+    std::lock_guard lock(m.mutex);
+    if (m.staging) m.staging->drain();
+  }
+  for (auto& owner : m.devices) {
+    if (owner) {
+      detail::DeviceGuard guard(owner->device());
+      LOOM_CUDA_CHECK(cudaStreamSynchronize(owner->stream()));
+    }
+  }
+}
+
+PoolStatistics Runtime::statistics(Memory memory) const {
+  auto& owner = impl_->owner_of(memory);
+  if (memory.is_device()) return static_cast<DeviceOwner&>(owner).pool().statistics();
+  return static_cast<HostOwner&>(owner).pool().statistics();
+}
+
+std::size_t Runtime::release_cached(Memory memory) {
+  auto& owner = impl_->owner_of(memory);
+  if (memory.is_device()) return static_cast<DeviceOwner&>(owner).pool().release_cached();
+  return static_cast<HostOwner&>(owner).pool().release_cached();
+}
+
+}  // namespace loom
