@@ -219,6 +219,10 @@ std::string Tensor::describe() const {
 
 std::shared_ptr<void> Tensor::take() {
   require_defined(*this, "take");
+  if (!storage_->owned) {
+    throw InvalidArgument("take: " + describe() +
+                          " wraps memory the caller provided; it is not loom's to hand over");
+  }
   if (storage_.use_count() != 1) {
     throw InvalidArgument("take: " + describe() + " shares its storage with " +
                           std::to_string(storage_.use_count() - 1) +
