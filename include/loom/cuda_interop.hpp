@@ -50,3 +50,14 @@ class EventView {
 };
 
 }  // namespace loom
+
+#include <loom/op.hpp>
+
+namespace loom {
+
+/// The CUDA stream an op's run_cuda() must enqueue its work on.
+inline cudaStream_t cuda_stream(const ExecutionContext& ctx) noexcept {
+  return static_cast<cudaStream_t>(ctx.native_stream());
+}
+
+}  // namespace loom

@@ -17,6 +17,8 @@
 
 #include <loom/completion.hpp>
 #include <loom/dtype.hpp>
+#include <loom/future.hpp>
+#include <loom/graph.hpp>
 #include <loom/memory.hpp>
 #include <loom/memory_stats.hpp>
 #include <loom/tensor.hpp>
@@ -24,14 +26,25 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <string>
 
 namespace loom {
 
+/// Which backend runs graphs. automatic: CUDA when a GPU exists, else the
+/// CPU; the environment variable LOOM_DEVICE=cpu|cuda overrides automatic.
+enum class Backend { automatic, cpu, cuda };
+
 struct RuntimeOptions {
-  /// The device whose memory is the default; ignored without a GPU.
+  /// The device whose memory is the default and whose streams run graphs.
   int device = 0;
-  /// Use the CPU only, even where a GPU exists.
-  bool cpu_only = false;
+  Backend backend = Backend::automatic;
+  /// Streams a priority level for graph tasks (independent branches run concurrently).
+  int streams_per_priority = 4;
+  /// Host workers for host tasks (and every task on the CPU backend); 0: from the core count.
+  int workers = 0;
+  /// Chrome-trace JSON per run: run N of "t.json" goes to "t.N.json". Empty:
+  /// the LOOM_TRACE environment variable, if set.
+  std::string trace_path;
   /// Bytes a staging chunk (pageable <-> device copies).
   std::size_t staging_chunk_bytes = std::size_t{4} << 20;
   /// Staging workers; 0 picks from the core count (2 to 8).
@@ -40,14 +53,24 @@ struct RuntimeOptions {
 
 class Runtime {
  public:
-  /// @throws NoDevice when options.device does not exist (with a GPU).
+  /// @throws NoDevice when the CUDA backend is asked for without a GPU, or
+  /// options.device does not exist; InvalidArgument for a bad LOOM_DEVICE.
   explicit Runtime(RuntimeOptions options = {});
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  /// True when this runtime drives a GPU.
+  /// True when this runtime drives a GPU (the CUDA backend).
   bool has_gpu() const noexcept;
+  /// Backend::cuda or Backend::cpu.
+  Backend backend() const noexcept { return has_gpu() ? Backend::cuda : Backend::cpu; }
+
+  /// Validates the graph and starts running it; returns at once. The graph
+  /// is copied: it may be changed or submitted again meanwhile. Runs
+  /// submitted one after another without waiting run concurrently.
+  /// @throws InvalidArgument (a cycle, bad op inputs, tensors in the wrong
+  /// memory space for the backend), naming the task.
+  Future submit(const Graph& graph);
   /// Where tensors go by default: the default device, or pageable host memory.
   Memory default_memory() const noexcept;
 

@@ -2,6 +2,7 @@
 #include <loom/error.hpp>
 #include <loom/runtime.hpp>
 
+#include "copy/strided_copy.hpp"
 #include "core/completion_state.hpp"
 #include "core/log.hpp"
 #include "core/storage.hpp"
@@ -12,6 +13,9 @@
 #include "cuda/event_pool.hpp"
 #include "cuda/staging.hpp"
 #include "memory/host_owner.hpp"
+#include "sched/executor.hpp"
+
+#include <cstdlib>
 
 #include <mutex>
 #include <vector>
@@ -22,9 +26,10 @@ using detail::CachingAllocator;
 using detail::DeviceOwner;
 using detail::HostOwner;
 
-struct Runtime::Impl {
+struct Runtime::Impl final : detail::CopyEngine {
   RuntimeOptions options;
   bool gpu = false;
+  bool cpu_asked = false;
   std::shared_ptr<HostOwner> pageable;
   std::shared_ptr<HostOwner> pinned;
   std::shared_ptr<detail::CudaEventSource> events;
@@ -36,9 +41,9 @@ struct Runtime::Impl {
   DeviceOwner& device_owner(int device) {
     if (!gpu) {
       throw NoDevice(NoDevice::Reason::no_device,
-                     "device memory needs a GPU: " + (options.cpu_only
-                                                          ? std::string("this runtime is CPU-only")
-                                                          : cuda_availability().reason));
+                     "device memory needs a GPU: " +
+                         (cpu_asked ? std::string("this runtime runs the CPU backend")
+                                    : cuda_availability().reason));
     }
     if (device < 0 || device >= static_cast<int>(devices.size())) {
       throw NoDevice(NoDevice::Reason::device_out_of_range,
@@ -60,8 +65,8 @@ struct Runtime::Impl {
     if (!gpu) {
       throw NoDevice(NoDevice::Reason::no_device,
                      "pinned memory needs a CUDA driver: " +
-                         (options.cpu_only ? std::string("this runtime is CPU-only")
-                                           : cuda_availability().reason));
+                         (cpu_asked ? std::string("this runtime runs the CPU backend")
+                                    : cuda_availability().reason));
     }
     return *pinned;
   }
@@ -87,6 +92,15 @@ struct Runtime::Impl {
           device, pinned->pool_ptr(), options.staging_chunk_bytes, options.staging_workers);
     }
     return *staging;
+  }
+
+  std::unique_ptr<detail::Executor> executor;  // made last, destroyed first
+
+  // CopyEngine: the paths the executor's copy tasks take.
+  void enqueue(const Tensor& src, const Tensor& dst, StreamView stream) override;
+  Completion start(const Tensor& src, const Tensor& dst) override;
+  void host_copy(const Tensor& src, const Tensor& dst) override {
+    detail::copy_strided_on_host(src, dst);
   }
 
   // A completion that is ready when the work queued so far on `owner`'s stream is.
@@ -135,10 +149,31 @@ std::shared_ptr<void> keep_both(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+namespace {
+
+Backend backend_from_environment(Backend asked) {
+  if (asked != Backend::automatic) return asked;
+  const char* env = std::getenv("LOOM_DEVICE");
+  if (env == nullptr || *env == '\0') return Backend::automatic;
+  const std::string value = env;
+  if (value == "cpu") return Backend::cpu;
+  if (value == "cuda") return Backend::cuda;
+  throw InvalidArgument("LOOM_DEVICE='" + value + "' is neither 'cpu' nor 'cuda'");
+}
+
+}  // namespace
+
 Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
   auto& m = *impl_;
   m.options = options;
-  m.gpu = !options.cpu_only && cuda_availability().available;
+  const Backend backend = backend_from_environment(options.backend);
+  if (backend == Backend::cuda && !cuda_availability().available) {
+    throw NoDevice(
+        NoDevice::Reason::no_device,
+        "the CUDA backend was asked for, but CUDA is unavailable: " + cuda_availability().reason);
+  }
+  m.cpu_asked = backend == Backend::cpu;
+  m.gpu = !m.cpu_asked && cuda_availability().available;
   m.pageable = std::make_shared<HostOwner>(
       Memory::pageable, std::make_shared<CachingAllocator>(detail::make_host_upstream(), nullptr));
   if (m.gpu) {
@@ -157,17 +192,30 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
                           device_count());
   } else {
     detail::logger().info("loom runtime: CPU backend ({})",
-                          options.cpu_only ? "asked for" : cuda_availability().reason);
+                          m.cpu_asked ? "asked for" : cuda_availability().reason);
   }
+  detail::ExecutorOptions exec;
+  exec.cuda = m.gpu;
+  exec.device = options.device;
+  exec.streams_per_priority = options.streams_per_priority;
+  exec.workers = options.workers;
+  exec.trace_path = options.trace_path;
+  if (exec.trace_path.empty()) {
+    if (const char* env = std::getenv("LOOM_TRACE"); env != nullptr) exec.trace_path = env;
+  }
+  m.executor = std::make_unique<detail::Executor>(exec, m);
 }
 
 Runtime::~Runtime() {
   try {
+    impl_->executor.reset();  // lets submitted runs finish
     synchronize();
   } catch (const std::exception& e) {
     detail::logger().error("loom runtime shutdown: {}", e.what());
   }
 }
+
+Future Runtime::submit(const Graph& graph) { return impl_->executor->submit(graph); }
 
 bool Runtime::has_gpu() const noexcept { return impl_->gpu; }
 
@@ -207,57 +255,91 @@ Tensor Runtime::provide(void* data, DType dtype, const Shape& shape, Memory memo
   return Tensor(std::move(storage), dtype, shape, s, 0);
 }
 
+// A stream-ordered copy on `stream`: within a device (a gather kernel for a
+// strided source), between devices (peer), or between pinned host and a device.
+void Runtime::Impl::enqueue(const Tensor& src, const Tensor& dst, StreamView stream) {
+  check_copy_pair(src, dst);
+  if (same_view(src, dst) || src.numel() == 0) return;
+  const Memory from = src.memory();
+  const Memory to = dst.memory();
+  if (from.is_device() && to == from) {
+    if (!dst.is_contiguous()) {
+      throw InvalidArgument("copy: the destination " + dst.describe() + " must be contiguous");
+    }
+    detail::DeviceGuard guard(from.device());
+    if (src.is_contiguous()) {
+      LOOM_CUDA_CHECK(
+          cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToDevice, stream));
+    } else {
+      if (src.dtype() == DType::i4) {
+        throw InvalidArgument("copy: a strided i4 tensor cannot be gathered; " + src.describe());
+      }
+      kernels::strided_copy(src.data(), detail::layout_of(src), dst.data(), src.numel(),
+                            bits_of(src.dtype()) / 8, stream);
+    }
+    return;
+  }
+  const char* path = "between memory spaces";
+  require_contiguous(src, "source", path);
+  require_contiguous(dst, "destination", path);
+  if (from == Memory::pageable || to == Memory::pageable || (from.is_host() && to.is_host())) {
+    throw InternalError("copy: " + from.to_string() + " to " + to.to_string() +
+                        " is not a stream-ordered path");
+  }
+  const std::size_t bytes = src.nbytes();
+  if (from.is_device() && to.is_device()) {
+    detail::DeviceGuard guard(to.device());
+    LOOM_CUDA_CHECK(
+        cudaMemcpyPeerAsync(dst.data(), to.device(), src.data(), from.device(), bytes, stream));
+  } else {
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDefault, stream));
+  }
+  // Pinned (or another device's) memory is now used on this stream.
+  for (const Tensor* t : {&src, &dst}) {
+    if (t->storage()->stream != detail::key_of(stream)) {
+      t->storage()->owner->record_stream(*t->storage(), detail::key_of(stream));
+    }
+  }
+}
+
+// A staged copy between pageable host memory and a device.
+Completion Runtime::Impl::start(const Tensor& src, const Tensor& dst) {
+  check_copy_pair(src, dst);
+  const char* path = "between pageable host memory and a device";
+  require_contiguous(src, "source", path);
+  require_contiguous(dst, "destination", path);
+  const bool upload = dst.memory().is_device();
+  auto& owner = device_owner((upload ? dst : src).memory().device());
+  auto& engine = staging_for(owner.device());
+  if (upload) {
+    return engine.upload(src.data(), dst.data(), src.nbytes(), owner.stream(), keep_both(src, dst));
+  }
+  return engine.download(src.data(), dst.data(), src.nbytes(), owner.stream(), keep_both(src, dst));
+}
+
 Completion Runtime::copy(const Tensor& src, const Tensor& dst) {
   check_copy_pair(src, dst);
   if (same_view(src, dst) || src.numel() == 0) return Completion();
   const Memory from = src.memory();
   const Memory to = dst.memory();
   auto& m = *impl_;
-
   if (from.is_host() && to.is_host()) {
     detail::copy_strided_on_host(src, dst);
     return Completion();
   }
-  if (from.is_device() && to == from) {
-    auto& owner = m.device_owner(from.device());
-    owner.copy_strided(src, dst);
-    return m.stream_completion(owner);
-  }
-  const char* path = "between memory spaces";
-  require_contiguous(src, "source", path);
-  require_contiguous(dst, "destination", path);
-  const std::size_t bytes = src.nbytes();
-
-  if (from.is_device() && to.is_device()) {
+  if (from == Memory::pageable || to == Memory::pageable) return m.start(src, dst);
+  // Stream-ordered: on the loom stream of the destination's device (or the source's).
+  auto& owner = m.device_owner(to.is_device() ? to.device() : from.device());
+  if (from.is_device() && to.is_device() && from.device() != to.device()) {
+    // The destination's stream waits for the source device's earlier work.
     auto& src_owner = m.device_owner(from.device());
-    auto& dst_owner = m.device_owner(to.device());
-    // The destination's stream waits for the source's, then copies.
     auto ready = m.completion_events[static_cast<std::size_t>(from.device())]->acquire();
     ready->record(src_owner.stream());
     detail::DeviceGuard guard(to.device());
-    ready->make_wait(dst_owner.stream());
-    LOOM_CUDA_CHECK(cudaMemcpyPeerAsync(dst.data(), to.device(), src.data(), from.device(), bytes,
-                                        dst_owner.stream()));
-    src.storage()->owner->record_stream(*src.storage(), detail::key_of(dst_owner.stream()));
-    return m.stream_completion(dst_owner);
+    ready->make_wait(owner.stream());
   }
-
-  const Memory device_side = from.is_device() ? from : to;
-  const Memory host_side = from.is_device() ? to : from;
-  auto& owner = m.device_owner(device_side.device());
-  if (host_side == Memory::pinned) {
-    detail::DeviceGuard guard(owner.device());
-    LOOM_CUDA_CHECK(
-        cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDefault, owner.stream()));
-    const Tensor& host = from.is_device() ? dst : src;
-    host.storage()->owner->record_stream(*host.storage(), detail::key_of(owner.stream()));
-    return m.stream_completion(owner);
-  }
-  auto& staging = m.staging_for(owner.device());
-  if (to.is_device()) {
-    return staging.upload(src.data(), dst.data(), bytes, owner.stream(), keep_both(src, dst));
-  }
-  return staging.download(src.data(), dst.data(), bytes, owner.stream(), keep_both(src, dst));
+  m.enqueue(src, dst, owner.stream());
+  return m.stream_completion(owner);
 }
 
 void Runtime::synchronize() {

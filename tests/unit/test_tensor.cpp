@@ -15,7 +15,7 @@ namespace {
 
 loom::RuntimeOptions cpu() {
   loom::RuntimeOptions o;
-  o.cpu_only = true;
+  o.backend = loom::Backend::cpu;
   return o;
 }
 
@@ -82,7 +82,7 @@ TEST(Tensor, WithoutAGpuPinnedAndDeviceMemoryAreRefusedSayingWhy) {
     (void)rt.tensor<float>({4}, loom::Memory::on_device(0));
     FAIL();
   } catch (const loom::NoDevice& e) {
-    EXPECT_NE(std::string(e.what()).find("CPU-only"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("CPU backend"), std::string::npos) << e.what();
   }
 }
 

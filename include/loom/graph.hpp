@@ -1,0 +1,113 @@
+#pragma once
+/// @file graph.hpp
+/// A task graph, built in plain C++. Tasks are appended in program order;
+/// each declares the tensors it reads and writes, and the graph derives the
+/// edges from them (read-after-write, write-after-read, write-after-write,
+/// for overlapping bytes of the same storage). Explicit edges may be added
+/// too. validate() rejects cycles (naming the tasks on one) and bad op
+/// inputs (naming the task and what was expected).
+///
+/// @code
+/// loom::Graph g;
+/// auto a = g.add(loom::ops::fill(x, 1.0f));
+/// auto b = g.add(loom::ops::vector_add(x, y, z));   // after a: it reads x
+/// g.host("log", [] { std::puts("done"); }, {z}, {});  // after b: it reads z
+/// @endcode
+///
+/// Thread-safety: a Graph is not safe to modify from two threads at once;
+/// a built graph may be submitted from any thread, many times.
+
+#include <loom/collective.hpp>
+#include <loom/op.hpp>
+#include <loom/priority.hpp>
+#include <loom/tensor.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace loom {
+
+enum class TaskKind { op, copy, host, collective };
+
+std::string_view to_string(TaskKind kind) noexcept;
+
+/// A task's index in its graph.
+struct TaskId {
+  std::uint32_t index = 0;
+  friend bool operator==(TaskId a, TaskId b) noexcept { return a.index == b.index; }
+};
+
+struct TaskOptions {
+  std::string name;  ///< defaults to the op's name (numbered when repeated)
+  Priority priority = Priority::normal;
+};
+
+/// What the graph stores of a task.
+struct Task {
+  TaskKind kind = TaskKind::op;
+  std::string name;
+  Priority priority = Priority::normal;
+  std::vector<Tensor> reads;
+  std::vector<Tensor> writes;
+  OpPtr op;                    ///< kind op
+  CollectivePtr collective;    ///< kind collective
+  std::function<void()> host;  ///< kind host
+  Tensor copy_src;             ///< kind copy
+  Tensor copy_dst;
+  std::vector<std::uint32_t> predecessors;  ///< deduplicated, sorted
+  std::vector<std::uint32_t> successors;
+};
+
+class Graph {
+ public:
+  /// Appends an op. @throws InvalidArgument for a null op.
+  TaskId add(OpPtr op, TaskOptions options = {});
+  /// Appends a copy dst = src; its path follows the two memory spaces.
+  TaskId copy(const Tensor& src, const Tensor& dst, TaskOptions options = {});
+  /// Appends a host function that reads and writes the given tensors.
+  TaskId host(std::string name, std::function<void()> fn, std::vector<Tensor> reads = {},
+              std::vector<Tensor> writes = {}, Priority priority = Priority::normal);
+  /// Appends a collective (implemented by communicators).
+  TaskId collective(CollectivePtr collective, TaskOptions options = {});
+
+  /// `before` runs before `after`. @throws InvalidArgument for unknown ids.
+  void precede(TaskId before, TaskId after);
+  /// `after` runs after `before`.
+  void succeed(TaskId after, TaskId before) { precede(before, after); }
+
+  /// Rejects cycles (the message names the tasks on one, in order) and ops
+  /// whose inputs are invalid (the message names the task). @throws InvalidArgument.
+  void validate() const;
+
+  std::size_t size() const noexcept { return tasks_.size(); }
+  bool empty() const noexcept { return tasks_.empty(); }
+  const Task& task(TaskId id) const { return tasks_.at(id.index); }
+  const std::vector<Task>& tasks() const noexcept { return tasks_; }
+  /// Number of edges (inferred and explicit).
+  std::size_t edge_count() const noexcept { return edges_; }
+  /// True when the graph has an edge from -> to (not transitive).
+  bool has_edge(TaskId from, TaskId to) const;
+
+ private:
+  struct Interval {
+    std::uint32_t task;
+    std::uintptr_t lo;
+    std::uintptr_t hi;
+    bool write;
+  };
+  TaskId append(Task task);
+  void add_edge(std::uint32_t from, std::uint32_t to);
+  void infer(std::uint32_t task, const Tensor& tensor, bool write);
+  std::string unique_name(std::string base);
+
+  std::vector<Task> tasks_;
+  std::size_t edges_ = 0;
+  // Accesses since the last covering write, per storage (keyed by its address).
+  std::unordered_map<const void*, std::vector<Interval>> history_;
+  std::unordered_map<std::string, int> name_counts_;
+};
+
+}  // namespace loom

@@ -1,0 +1,624 @@
+#include "sched/executor.hpp"
+
+#include "core/log.hpp"
+#include "core/task_context.hpp"
+#include "cuda/check.hpp"
+#include "cuda/device_guard.hpp"
+#include "trace/chrome_trace.hpp"
+
+#include <loom/cuda_interop.hpp>
+#include <loom/error.hpp>
+
+#include <nvtx3/nvToolsExt.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace loom::detail {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double micros_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+class NvtxRange {
+ public:
+  explicit NvtxRange(const std::string& name) { nvtxRangePushA(name.c_str()); }
+  ~NvtxRange() { nvtxRangePop(); }
+  NvtxRange(const NvtxRange&) = delete;
+  NvtxRange& operator=(const NvtxRange&) = delete;
+};
+
+std::string message_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "an unknown exception";
+  }
+}
+
+}  // namespace
+
+struct TaskState {
+  std::uint32_t unmet = 0;
+  TaskStatus status = TaskStatus::pending;
+  bool launched = false;  // device: enqueued; host: posted; async: started
+  bool skipped = false;   // a worker found the run cancelled and did not run it
+  std::exception_ptr error;
+  EventPool::Lease event;
+  EventPool::Lease trace_start;
+  EventPool::Lease trace_end;
+  Completion async;
+  int worker = -1;
+  double start_us = 0;
+  double end_us = 0;
+};
+
+struct Executor::Run {
+  std::shared_ptr<RunState> state;
+  Graph graph;
+  Plan plan;
+  std::vector<TaskState> tasks;
+  std::size_t unfinished = 0;
+  std::vector<std::vector<std::uint32_t>> in_flight;  // per stream, launch order
+  std::vector<std::size_t> in_flight_head;
+  std::vector<std::uint32_t> ready_device;
+  std::vector<std::uint32_t> watched;
+  std::vector<std::uint32_t> async_running;
+  std::atomic<int> host_outstanding{0};
+  bool cancel_handled = false;
+  std::exception_ptr first_error;
+  std::vector<TaskReport> reports;  // published to the state when the run ends
+  Clock::time_point started = Clock::now();
+  unsigned long long number = 0;
+  bool tracing = false;
+  EventPool::Lease trace_base;
+};
+
+Executor::Executor(ExecutorOptions options, CopyEngine& copies)
+    : options_(std::move(options)), copies_(copies) {
+  int workers = options_.workers;
+  if (workers <= 0) {
+    const int cores = static_cast<int>(std::max(2U, std::thread::hardware_concurrency()));
+    workers = options_.cuda ? std::clamp(cores / 4, 2, 4) : std::clamp(cores, 2, 16);
+  }
+  workers_ = std::make_shared<WorkerPool>(workers);
+  if (options_.cuda) {
+    stream_pool_ = std::make_unique<StreamPool>(options_.device);
+    events_ = std::make_unique<EventPool>(options_.device);
+    timing_events_ = std::make_unique<EventPool>(options_.device, EventTiming::enabled);
+    const int k = std::max(1, options_.streams_per_priority);
+    for (int p = 0; p < kPriorityLevels; ++p) {
+      for (int i = 0; i < k; ++i)
+        streams_.push_back(stream_pool_->acquire(static_cast<Priority>(p)));
+    }
+    streams_.push_back(stream_pool_->acquire(Priority::normal));  // collectives
+    events_->reserve(64);
+  }
+  scheduler_ = std::thread([this] { schedule(); });
+}
+
+Executor::~Executor() {
+  stop_ = true;
+  wake();
+  scheduler_.join();
+}
+
+void Executor::wake() {
+  wake_flag_.store(true, std::memory_order_release);
+  std::lock_guard lock(wake_mutex_);
+  wake_cv_.notify_one();
+}
+
+Plan Executor::last_plan() const {
+  std::lock_guard lock(plan_mutex_);
+  return last_plan_;
+}
+
+std::vector<Placement> Executor::placements(const Graph& graph) const {
+  std::vector<Placement> out;
+  out.reserve(graph.size());
+  for (const auto& t : graph.tasks()) {
+    if (!options_.cuda || t.kind == TaskKind::host) {
+      out.push_back(Placement::host);
+    } else if (t.kind == TaskKind::copy) {
+      const Memory a = t.copy_src.memory();
+      const Memory b = t.copy_dst.memory();
+      if (a.is_host() && b.is_host()) {
+        out.push_back(Placement::host);
+      } else if (a == Memory::pageable || b == Memory::pageable) {
+        out.push_back(Placement::async);
+      } else {
+        out.push_back(Placement::device);
+      }
+    } else {
+      out.push_back(Placement::device);
+    }
+  }
+  return out;
+}
+
+void Executor::check_memory(const Graph& graph) const {
+  for (const auto& t : graph.tasks()) {
+    if (t.kind != TaskKind::op && t.kind != TaskKind::collective) continue;
+    const auto check = [&](const Tensor& x, const char* role) {
+      if (!x.defined()) return;
+      const Memory m = x.memory();
+      const bool ok = options_.cuda ? m == Memory::on_device(options_.device) : m.is_host();
+      if (!ok) {
+        const std::string expected = options_.cuda ? Memory::on_device(options_.device).to_string()
+                                                   : std::string("host memory");
+        InvalidArgument e(std::string(to_string(t.kind)) + " " + t.name + ": the " + role + " " +
+                          x.describe() + " is not on " + expected + ", where this runtime's " +
+                          (options_.cuda ? "CUDA" : "CPU") + " backend runs it");
+        e.attach_task(t.name);
+        throw e;
+      }
+    };
+    for (const auto& r : t.reads) check(r, "input");
+    for (const auto& w : t.writes) check(w, "output");
+  }
+}
+
+Future Executor::submit(const Graph& graph) {
+  graph.validate();
+  check_memory(graph);
+  auto run = std::make_unique<Run>();
+  run->graph = graph;
+  run->plan = make_plan(run->graph, placements(run->graph), options_.streams_per_priority);
+  {
+    std::lock_guard lock(plan_mutex_);
+    last_plan_ = run->plan;
+  }
+  run->state = std::make_shared<RunState>();
+  run->state->workers = workers_;
+  run->state->wake_scheduler = [this] { wake(); };
+  run->reports.resize(graph.size());
+  for (std::size_t i = 0; i < graph.size(); ++i) run->reports[i].name = graph.tasks()[i].name;
+  run->state->reports = run->reports;
+  run->tasks.resize(graph.size());
+  run->unfinished = graph.size();
+  run->number = ++run_counter_;
+  run->tracing = !options_.trace_path.empty();
+  Future future(run->state);
+  Run* raw = run.release();
+  while (!incoming_.push(raw)) std::this_thread::yield();
+  wake();
+  return future;
+}
+
+void Executor::schedule() {
+  int idle_rounds = 0;
+  for (;;) {
+    bool progress = false;
+    Run* incoming = nullptr;
+    while (incoming_.pop(incoming)) {
+      runs_.emplace_back(incoming);
+      start_run(*runs_.back());
+      progress = true;
+    }
+    Done done{};
+    while (done_.pop(done)) {
+      Run& run = *done.run;
+      run.host_outstanding.fetch_sub(1);
+      TaskState& ts = run.tasks[done.task];
+      if (ts.error) {
+        fail(run, done.task, ts.error);
+      } else if (ts.skipped) {
+        ts.status = TaskStatus::cancelled;
+        --run.unfinished;
+        run.reports[done.task].status = TaskStatus::cancelled;
+        run.reports[done.task].error = "cancelled: the run was cancelled by the user";
+        cancel_successors(run, done.task,
+                          "task '" + run.graph.tasks()[done.task].name + "' was cancelled");
+      } else {
+        complete(run, done.task);
+      }
+      progress = true;
+    }
+    bool waiting_on_device = false;
+    for (auto& r : runs_) {
+      Run& run = *r;
+      if (run.state->cancel_requested.load() && !run.cancel_handled) {
+        run.cancel_handled = true;
+        if (!run.first_error) {
+          run.first_error = std::make_exception_ptr(Cancelled("the run was cancelled by the user"));
+        }
+        cancel_pending(run, "the run was cancelled by the user");
+        progress = true;
+      }
+      // Launch ready device tasks, highest priority first.
+      if (!run.ready_device.empty()) {
+        std::vector<std::uint32_t> ready;
+        ready.swap(run.ready_device);
+        std::stable_sort(ready.begin(), ready.end(), [&](auto a, auto b) {
+          return priority_index(run.graph.tasks()[a].priority) >
+                 priority_index(run.graph.tasks()[b].priority);
+        });
+        for (auto t : ready) launch_device(run, t);
+        progress = true;
+      }
+      if (poll(run)) progress = true;
+      if (!run.watched.empty() || !run.async_running.empty()) waiting_on_device = true;
+    }
+    // Finished runs.
+    for (auto it = runs_.begin(); it != runs_.end();) {
+      if ((*it)->unfinished == 0 && (*it)->host_outstanding.load() == 0) {
+        finish_run(**it);
+        it = runs_.erase(it);
+        progress = true;
+      } else {
+        ++it;
+      }
+    }
+    if (stop_.load() && runs_.empty() && incoming_.empty()) return;
+    if (progress) {
+      idle_rounds = 0;
+      continue;
+    }
+    // Nothing to do now. While device work is being watched, poll: spin
+    // briefly (low release latency), then back off; otherwise sleep until woken.
+    ++idle_rounds;
+    if (waiting_on_device) {
+      if (idle_rounds < 2000) {
+        std::this_thread::yield();
+      } else {
+        std::unique_lock lock(wake_mutex_);
+        wake_cv_.wait_for(lock, std::chrono::microseconds(50),
+                          [&] { return wake_flag_.load(std::memory_order_acquire); });
+      }
+    } else {
+      std::unique_lock lock(wake_mutex_);
+      wake_cv_.wait_for(lock, std::chrono::milliseconds(100),
+                        [&] { return wake_flag_.load(std::memory_order_acquire); });
+    }
+    wake_flag_.store(false, std::memory_order_relaxed);
+  }
+}
+
+void Executor::start_run(Run& run) {
+  run.in_flight.assign(static_cast<std::size_t>(run.plan.stream_count), {});
+  run.in_flight_head.assign(static_cast<std::size_t>(run.plan.stream_count), 0);
+  if (run.tracing && options_.cuda) {
+    run.trace_base = timing_events_->acquire();
+    run.trace_base->record(streams_.front()->view());
+  }
+  const auto& tasks = run.graph.tasks();
+  for (std::uint32_t t = 0; t < tasks.size(); ++t) {
+    run.tasks[t].unmet = static_cast<std::uint32_t>(tasks[t].predecessors.size());
+  }
+  for (auto t : run.plan.order) {
+    if (run.tasks[t].unmet == 0) make_ready(run, t);
+  }
+}
+
+void Executor::make_ready(Run& run, std::uint32_t t) {
+  if (run.tasks[t].status != TaskStatus::pending) return;
+  if (run.state->cancel_requested.load()) return;  // cancel_pending() will take it
+  switch (run.plan.tasks[t].placement) {
+    case Placement::device: run.ready_device.push_back(t); break;
+    case Placement::host: post_host(run, t); break;
+    case Placement::async: start_async(run, t); break;
+  }
+}
+
+void Executor::satisfy(Run& run, std::uint32_t t) {
+  if (--run.tasks[t].unmet == 0) make_ready(run, t);
+}
+
+void Executor::launch_device(Run& run, std::uint32_t t) {
+  TaskState& ts = run.tasks[t];
+  if (ts.status != TaskStatus::pending) return;
+  const Task& task = run.graph.tasks()[t];
+  const PlannedTask& planned = run.plan.tasks[t];
+  const StreamView stream = streams_[static_cast<std::size_t>(planned.stream)]->view();
+  try {
+    const TaskScope scope(task.name);
+    const NvtxRange range(task.name);
+    DeviceGuard guard(options_.device);
+    for (auto p : planned.waits) run.tasks[p].event->make_wait(stream);
+    if (run.tracing) {
+      ts.trace_start = timing_events_->acquire();
+      ts.trace_start->record(stream);
+    }
+    const ExecutionContext ctx(options_.device, stream.native());
+    switch (task.kind) {
+      case TaskKind::op: task.op->run_cuda(ctx); break;
+      case TaskKind::collective: task.collective->run_cuda(ctx); break;
+      case TaskKind::copy: copies_.enqueue(task.copy_src, task.copy_dst, stream); break;
+      case TaskKind::host: throw InternalError("a host task was planned on a stream");
+    }
+    if (run.tracing) {
+      ts.trace_end = timing_events_->acquire();
+      ts.trace_end->record(stream);
+    }
+    if (planned.record_event) {
+      ts.event = events_->acquire();
+      ts.event->record(stream);
+    }
+  } catch (...) {
+    fail(run, t, std::current_exception());
+    return;
+  }
+  ts.launched = true;
+  ts.status = TaskStatus::running;
+  run.reports[t].status = TaskStatus::running;
+  run.in_flight[static_cast<std::size_t>(planned.stream)].push_back(t);
+  if (planned.watched) run.watched.push_back(t);
+  for (auto s : task.successors) {
+    if (run.plan.tasks[s].placement == Placement::device) satisfy(run, s);
+  }
+}
+
+void Executor::start_async(Run& run, std::uint32_t t) {
+  TaskState& ts = run.tasks[t];
+  const Task& task = run.graph.tasks()[t];
+  try {
+    const TaskScope scope(task.name);
+    ts.start_us = micros_since(run.started);
+    ts.async = copies_.start(task.copy_src, task.copy_dst);
+  } catch (...) {
+    fail(run, t, std::current_exception());
+    return;
+  }
+  ts.launched = true;
+  ts.status = TaskStatus::running;
+  run.reports[t].status = TaskStatus::running;
+  run.async_running.push_back(t);
+}
+
+void Executor::post_host(Run& run, std::uint32_t t) {
+  TaskState& ts = run.tasks[t];
+  ts.launched = true;
+  ts.status = TaskStatus::running;
+  run.host_outstanding.fetch_add(1);
+  Run* r = &run;
+  workers_->post(run.graph.tasks()[t].priority,
+                 [this, r, t](int worker) { run_host_task(*r, t, worker); });
+}
+
+void Executor::run_host_task(Run& run, std::uint32_t t, int worker) {
+  TaskState& ts = run.tasks[t];
+  const Task& task = run.graph.tasks()[t];
+  if (run.state->cancel_requested.load()) {
+    ts.skipped = true;
+  } else {
+    ts.worker = worker;
+    ts.start_us = micros_since(run.started);
+    try {
+      const TaskScope scope(task.name);
+      const NvtxRange range(task.name);
+      switch (task.kind) {
+        case TaskKind::host: task.host(); break;
+        case TaskKind::op: task.op->run_cpu(); break;
+        case TaskKind::collective: task.collective->run_cpu(); break;
+        case TaskKind::copy: copies_.host_copy(task.copy_src, task.copy_dst); break;
+      }
+    } catch (Error& e) {
+      e.attach_task(task.name);
+      ts.error = std::current_exception();
+    } catch (const std::exception& e) {
+      ts.error = std::make_exception_ptr(
+          Error(std::string("the host function threw: ") + e.what(), {"", "", 0, task.name}));
+    } catch (...) {
+      ts.error = std::make_exception_ptr(
+          Error("the host function threw a non-standard exception", {"", "", 0, task.name}));
+    }
+    ts.end_us = micros_since(run.started);
+  }
+  while (!done_.push(Done{&run, t})) std::this_thread::yield();
+  wake();
+}
+
+void Executor::complete(Run& run, std::uint32_t t) {
+  TaskState& ts = run.tasks[t];
+  if (ts.status == TaskStatus::completed || ts.status == TaskStatus::failed) return;
+  ts.status = TaskStatus::completed;
+  run.reports[t].status = TaskStatus::completed;
+  --run.unfinished;
+  const bool device = run.plan.tasks[t].placement == Placement::device;
+  for (auto s : run.graph.tasks()[t].successors) {
+    // Device successors of a device task were released at its launch.
+    if (!device || run.plan.tasks[s].placement != Placement::device) satisfy(run, s);
+  }
+}
+
+void Executor::fail(Run& run, std::uint32_t t, std::exception_ptr error) {
+  TaskState& ts = run.tasks[t];
+  if (ts.status == TaskStatus::completed || ts.status == TaskStatus::failed ||
+      ts.status == TaskStatus::cancelled) {
+    return;
+  }
+  const std::string& name = run.graph.tasks()[t].name;
+  try {
+    std::rethrow_exception(error);
+  } catch (Error& e) {
+    e.attach_task(name);
+    error = std::current_exception();
+  } catch (const std::exception& e) {
+    error = std::make_exception_ptr(Error(e.what(), {"", "", 0, name}));
+  } catch (...) {
+    error = std::make_exception_ptr(Error("an unknown exception", {"", "", 0, name}));
+  }
+  ts.status = TaskStatus::failed;
+  ts.error = error;
+  run.reports[t].status = TaskStatus::failed;
+  run.reports[t].error = message_of(error);
+  --run.unfinished;
+  if (!run.first_error) run.first_error = error;
+  detail::logger().debug("task '{}' failed: {}", name, run.reports[t].error);
+  cancel_successors(run, t, "task '" + name + "' failed");
+}
+
+void Executor::cancel_successors(Run& run, std::uint32_t t, const std::string& why) {
+  std::vector<std::uint32_t> stack(run.graph.tasks()[t].successors);
+  while (!stack.empty()) {
+    const auto s = stack.back();
+    stack.pop_back();
+    TaskState& ts = run.tasks[s];
+    if (ts.status != TaskStatus::pending) continue;  // launched work finishes on its own
+    ts.status = TaskStatus::cancelled;
+    run.reports[s].status = TaskStatus::cancelled;
+    run.reports[s].error = "cancelled: " + why;
+    --run.unfinished;
+    for (auto n : run.graph.tasks()[s].successors) stack.push_back(n);
+  }
+}
+
+void Executor::cancel_pending(Run& run, const std::string& why) {
+  for (std::uint32_t t = 0; t < run.tasks.size(); ++t) {
+    TaskState& ts = run.tasks[t];
+    if (ts.status != TaskStatus::pending) continue;
+    ts.status = TaskStatus::cancelled;
+    run.reports[t].status = TaskStatus::cancelled;
+    run.reports[t].error = "cancelled: " + why;
+    --run.unfinished;
+  }
+  run.ready_device.clear();
+}
+
+bool Executor::poll(Run& run) {
+  bool progress = false;
+  for (std::size_t i = 0; i < run.watched.size();) {
+    const auto w = run.watched[i];
+    bool done = false;
+    std::exception_ptr error;
+    try {
+      done = run.tasks[w].event->completed();
+    } catch (...) {
+      done = true;
+      error = std::current_exception();
+    }
+    if (!done) {
+      ++i;
+      continue;
+    }
+    run.watched[i] = run.watched.back();
+    run.watched.pop_back();
+    progress = true;
+    // Stream order: everything launched on the stream up to w is done too.
+    const auto s = static_cast<std::size_t>(run.plan.tasks[w].stream);
+    auto& flight = run.in_flight[s];
+    auto& head = run.in_flight_head[s];
+    while (head < flight.size()) {
+      const auto t = flight[head++];
+      if (error) {
+        fail(run, t, error);
+      } else {
+        complete(run, t);
+      }
+      if (t == w) break;
+    }
+  }
+  for (std::size_t i = 0; i < run.async_running.size();) {
+    const auto a = run.async_running[i];
+    TaskState& ts = run.tasks[a];
+    if (!ts.async.ready()) {
+      ++i;
+      continue;
+    }
+    run.async_running[i] = run.async_running.back();
+    run.async_running.pop_back();
+    progress = true;
+    ts.end_us = micros_since(run.started);
+    if (auto e = ts.async.error()) {
+      fail(run, a, e);
+    } else {
+      complete(run, a);
+    }
+  }
+  return progress;
+}
+
+void Executor::finish_run(Run& run) {
+  auto state = run.state;
+  auto publish = [this, state, error = run.first_error,
+                  reports = std::move(run.reports)]() mutable {
+    std::vector<std::function<void(const Future&)>> continuations;
+    {
+      std::lock_guard lock(state->mutex);
+      state->error = error;
+      state->reports = std::move(reports);
+      state->done = true;
+      state->wake_scheduler = nullptr;
+      continuations.swap(state->continuations);
+    }
+    state->done_cv.notify_all();
+    for (auto& fn : continuations) {
+      workers_->post(Priority::normal, [fn = std::move(fn), state](int) {
+        try {
+          fn(Future(state));
+        } catch (const std::exception& e) {
+          logger().error("a continuation threw: {}", e.what());
+        }
+      });
+    }
+  };
+  if (!run.tracing) {
+    publish();
+    return;
+  }
+  // Writing the file is I/O: a worker does it, and the run is over after it.
+  auto trace = collect_trace(run);
+  workers_->post(Priority::low,
+                 [trace = std::move(trace), publish = std::move(publish)](int) mutable {
+                   write_chrome_trace(trace.path, trace.tracks, trace.events);
+                   publish();
+                 });
+}
+
+Executor::Trace Executor::collect_trace(Run& run) {
+  std::vector<TraceTrack> tracks;
+  std::vector<TraceEvent> events;
+  const int k = std::max(1, options_.streams_per_priority);
+  for (int s = 0; options_.cuda && s < run.plan.stream_count; ++s) {
+    const std::string prio = s == run.plan.collective_stream()
+                                 ? std::string("collectives")
+                                 : std::string(to_string(static_cast<Priority>(s / k)));
+    tracks.push_back({100 + s, "stream " + std::to_string(s) + " (" + prio + ")"});
+  }
+  for (int w = 0; w < workers_->size(); ++w)
+    tracks.push_back({w + 1, "host worker " + std::to_string(w)});
+  tracks.push_back({99, "scheduler (async copies)"});
+  const auto& tasks = run.graph.tasks();
+  for (std::uint32_t t = 0; t < tasks.size(); ++t) {
+    const TaskState& ts = run.tasks[t];
+    if (ts.status != TaskStatus::completed) continue;
+    TraceEvent e;
+    e.name = tasks[t].name;
+    e.category = std::string(to_string(tasks[t].kind));
+    switch (run.plan.tasks[t].placement) {
+      case Placement::device: {
+        if (!ts.trace_start || !ts.trace_end || !run.trace_base) continue;
+        try {
+          e.start_us = 1e3 * ts.trace_start->elapsed_ms_since(*run.trace_base);
+          e.duration_us = 1e3 * ts.trace_end->elapsed_ms_since(*ts.trace_start);
+        } catch (const std::exception&) {
+          continue;
+        }
+        e.track = 100 + run.plan.tasks[t].stream;
+        break;
+      }
+      case Placement::host:
+        e.track = ts.worker + 1;
+        e.start_us = ts.start_us;
+        e.duration_us = ts.end_us - ts.start_us;
+        break;
+      case Placement::async:
+        e.track = 99;
+        e.start_us = ts.start_us;
+        e.duration_us = ts.end_us - ts.start_us;
+        break;
+    }
+    events.push_back(std::move(e));
+  }
+  return Trace{trace_path_for_run(options_.trace_path, run.number), std::move(tracks),
+               std::move(events)};
+}
+
+}  // namespace loom::detail

@@ -1,0 +1,91 @@
+#include <loom/error.hpp>
+#include <loom/future.hpp>
+
+#include "core/log.hpp"
+#include "sched/run_state.hpp"
+#include "sched/worker_pool.hpp"
+
+namespace loom {
+
+std::string_view to_string(TaskStatus status) noexcept {
+  switch (status) {
+    case TaskStatus::pending: return "pending";
+    case TaskStatus::running: return "running";
+    case TaskStatus::completed: return "completed";
+    case TaskStatus::failed: return "failed";
+    case TaskStatus::cancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+const detail::RunState& Future::state() const {
+  if (!state_) throw InvalidArgument("this Future belongs to no run (default-constructed)");
+  return *state_;
+}
+
+bool Future::ready() const {
+  const auto& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.done;
+}
+
+void Future::wait() const {
+  const auto& s = state();
+  std::unique_lock lock(s.mutex);
+  const_cast<std::condition_variable&>(s.done_cv).wait(lock, [&] { return s.done; });
+  if (s.error) std::rethrow_exception(s.error);
+}
+
+bool Future::wait_for(std::chrono::nanoseconds timeout) const {
+  const auto& s = state();
+  std::unique_lock lock(s.mutex);
+  return const_cast<std::condition_variable&>(s.done_cv).wait_for(lock, timeout,
+                                                                  [&] { return s.done; });
+}
+
+std::exception_ptr Future::error() const {
+  const auto& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.error;
+}
+
+void Future::then(std::function<void(const Future&)> fn) const {
+  if (!fn) throw InvalidArgument("Future::then: an empty function");
+  auto& s = const_cast<detail::RunState&>(state());
+  {
+    std::lock_guard lock(s.mutex);
+    if (!s.done) {
+      s.continuations.push_back(std::move(fn));
+      return;
+    }
+  }
+  // Already over: run it on a worker if the runtime still exists, else here.
+  if (auto workers = s.workers.lock()) {
+    workers->post(Priority::normal, [fn = std::move(fn), self = *this](int) {
+      try {
+        fn(self);
+      } catch (const std::exception& e) {
+        detail::logger().error("a continuation threw: {}", e.what());
+      }
+    });
+  } else {
+    fn(*this);
+  }
+}
+
+void Future::cancel() const {
+  auto& s = const_cast<detail::RunState&>(state());
+  std::lock_guard lock(s.mutex);
+  if (s.done) return;
+  s.cancel_requested = true;
+  // Under the lock: the run cannot end (and its executor go away) meanwhile.
+  if (s.wake_scheduler) s.wake_scheduler();
+}
+
+std::vector<TaskReport> Future::report() const {
+  const auto& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.reports;
+}
+
+}  // namespace loom

@@ -1,0 +1,115 @@
+#include "sched/plan.hpp"
+
+#include <loom/error.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <queue>
+
+namespace loom::detail {
+namespace {
+
+std::vector<std::uint32_t> topological_order(const Graph& graph) {
+  const auto& tasks = graph.tasks();
+  std::vector<std::uint32_t> unmet(tasks.size());
+  std::priority_queue<std::uint32_t, std::vector<std::uint32_t>, std::greater<>> ready;
+  for (std::uint32_t i = 0; i < tasks.size(); ++i) {
+    unmet[i] = static_cast<std::uint32_t>(tasks[i].predecessors.size());
+    if (unmet[i] == 0) ready.push(i);
+  }
+  std::vector<std::uint32_t> order;
+  order.reserve(tasks.size());
+  while (!ready.empty()) {
+    const auto t = ready.top();
+    ready.pop();
+    order.push_back(t);
+    for (auto s : tasks[t].successors) {
+      if (--unmet[s] == 0) ready.push(s);
+    }
+  }
+  if (order.size() != tasks.size()) throw InvalidArgument("the graph has a cycle");
+  return order;
+}
+
+}  // namespace
+
+Plan make_plan(const Graph& graph, const std::vector<Placement>& placement,
+               int streams_per_priority) {
+  const auto& tasks = graph.tasks();
+  Plan plan;
+  plan.tasks.resize(tasks.size());
+  plan.order = topological_order(graph);
+  const int k = std::max(1, streams_per_priority);
+  plan.stream_count = k * kPriorityLevels + 1;
+  const auto streams = static_cast<std::size_t>(plan.stream_count);
+
+  std::vector<std::int64_t> tail(streams, -1);      // last task on each stream
+  std::vector<std::uint64_t> last_use(streams, 0);  // for least-recently-used choice
+  std::vector<std::int64_t> seq(streams, 0);
+  std::vector<std::vector<std::int64_t>> clock(streams, std::vector<std::int64_t>(streams, 0));
+  std::vector<std::int64_t> task_seq(tasks.size(), 0);
+  std::vector<std::vector<std::int64_t>> snapshot(tasks.size());
+  std::uint64_t use_counter = 0;
+
+  for (auto t : plan.order) {
+    auto& p = plan.tasks[t];
+    p.placement = placement[t];
+    if (p.placement != Placement::device) continue;
+    const Task& task = tasks[t];
+    int s = -1;
+    if (task.kind == TaskKind::collective) {
+      s = plan.collective_stream();
+    } else {
+      const int first = priority_index(task.priority) * k;
+      // Continue a predecessor's chain: the latest predecessor that is still its stream's tail.
+      for (auto it = task.predecessors.rbegin(); it != task.predecessors.rend() && s < 0; ++it) {
+        const auto& pred = plan.tasks[*it];
+        if (pred.placement == Placement::device && pred.stream >= first &&
+            pred.stream < first + k &&
+            tail[static_cast<std::size_t>(pred.stream)] == static_cast<std::int64_t>(*it)) {
+          s = pred.stream;
+        }
+      }
+      if (s < 0) {
+        s = first;
+        for (int c = first + 1; c < first + k; ++c) {
+          if (last_use[static_cast<std::size_t>(c)] < last_use[static_cast<std::size_t>(s)]) s = c;
+        }
+      }
+    }
+    const auto su = static_cast<std::size_t>(s);
+    p.stream = s;
+    // Waits, latest predecessors first: their clocks imply the most.
+    for (auto it = task.predecessors.rbegin(); it != task.predecessors.rend(); ++it) {
+      auto& pred = plan.tasks[*it];
+      if (pred.placement != Placement::device || pred.stream == s) continue;
+      ++plan.cross_stream_edges;
+      const auto ps = static_cast<std::size_t>(pred.stream);
+      if (clock[su][ps] >= task_seq[*it]) continue;  // already known to be done
+      p.waits.push_back(*it);
+      pred.record_event = true;
+      ++plan.cross_stream_waits;
+      for (std::size_t x = 0; x < streams; ++x) {
+        clock[su][x] = std::max(clock[su][x], snapshot[*it][x]);
+      }
+    }
+    clock[su][su] = task_seq[t] = ++seq[su];
+    snapshot[t] = clock[su];
+    tail[su] = t;
+    last_use[su] = ++use_counter;
+    // A device task whose successor runs on the host is watched.
+    for (auto succ : task.successors) {
+      if (placement[succ] != Placement::device) p.watched = true;
+    }
+  }
+  // Every stream's last task is watched: its completion completes the stream's part of the run.
+  for (std::size_t s = 0; s < streams; ++s) {
+    if (tail[s] >= 0) plan.tasks[static_cast<std::size_t>(tail[s])].watched = true;
+  }
+  for (auto& p : plan.tasks) {
+    if (p.watched) p.record_event = true;
+  }
+  return plan;
+}
+
+}  // namespace loom::detail

@@ -1,0 +1,58 @@
+#include "sched/worker_pool.hpp"
+
+#include "core/log.hpp"
+
+namespace loom::detail {
+
+WorkerPool::WorkerPool(int threads) {
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this, i] { run(i); });
+}
+
+WorkerPool::~WorkerPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void WorkerPool::post(Priority priority, std::function<void(int)> job) {
+  {
+    std::lock_guard lock(mutex_);
+    queues_[static_cast<std::size_t>(priority_index(priority))].push_back(std::move(job));
+  }
+  wake_.notify_one();
+}
+
+void WorkerPool::run(int index) {
+  for (;;) {
+    std::function<void(int)> job;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] {
+        if (stop_) return true;
+        for (const auto& q : queues_) {
+          if (!q.empty()) return true;
+        }
+        return false;
+      });
+      // Highest priority first; drain the queues before stopping.
+      for (int p = kPriorityLevels - 1; p >= 0 && !job; --p) {
+        auto& q = queues_[static_cast<std::size_t>(p)];
+        if (!q.empty()) {
+          job = std::move(q.front());
+          q.pop_front();
+        }
+      }
+      if (!job) return;  // stop requested and nothing queued
+    }
+    try {
+      job(index);
+    } catch (const std::exception& e) {
+      logger().error("a host job escaped with an exception: {}", e.what());
+    }
+  }
+}
+
+}  // namespace loom::detail

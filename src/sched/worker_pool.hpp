@@ -1,0 +1,40 @@
+#pragma once
+// Host worker threads with a ready queue ordered by priority (then FIFO).
+// Workers run host tasks and continuations; they never wait on a stream.
+//
+// Thread-safety: post() from any thread; one mutex around the queue.
+
+#include <loom/priority.hpp>
+
+#include <array>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace loom::detail {
+
+class WorkerPool {
+ public:
+  explicit WorkerPool(int threads);
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  /// Queues `job`; `job` receives the index of the worker that runs it.
+  void post(Priority priority, std::function<void(int worker)> job);
+  int size() const noexcept { return static_cast<int>(threads_.size()); }
+
+ private:
+  void run(int index);
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::array<std::deque<std::function<void(int)>>, kPriorityLevels> queues_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace loom::detail
