@@ -68,6 +68,7 @@ struct Executor::Run {
   std::vector<std::vector<std::uint32_t>> in_flight;  // per stream, launch order
   std::vector<std::size_t> in_flight_head;
   std::vector<std::uint32_t> ready_device;
+  std::vector<std::uint32_t> ready_host;  // posted in priority order once per scheduler round
   std::vector<std::uint32_t> watched;
   std::vector<std::uint32_t> async_running;
   std::atomic<int> host_outstanding{0};
@@ -244,6 +245,16 @@ void Executor::schedule() {
         progress = true;
       }
       if (poll(run)) progress = true;
+      if (!run.ready_host.empty()) {
+        std::vector<std::uint32_t> ready;
+        ready.swap(run.ready_host);
+        std::stable_sort(ready.begin(), ready.end(), [&](auto a, auto b) {
+          return priority_index(run.graph.tasks()[a].priority) >
+                 priority_index(run.graph.tasks()[b].priority);
+        });
+        for (auto t : ready) post_host(run, t);
+        progress = true;
+      }
       if (!run.watched.empty() || !run.async_running.empty()) waiting_on_device = true;
     }
     // Finished runs.
@@ -302,7 +313,7 @@ void Executor::make_ready(Run& run, std::uint32_t t) {
   if (run.state->cancel_requested.load()) return;  // cancel_pending() will take it
   switch (run.plan.tasks[t].placement) {
     case Placement::device: run.ready_device.push_back(t); break;
-    case Placement::host: post_host(run, t); break;
+    case Placement::host: run.ready_host.push_back(t); break;
     case Placement::async: start_async(run, t); break;
   }
 }
@@ -374,6 +385,7 @@ void Executor::start_async(Run& run, std::uint32_t t) {
 
 void Executor::post_host(Run& run, std::uint32_t t) {
   TaskState& ts = run.tasks[t];
+  if (ts.status != TaskStatus::pending) return;  // cancelled while it waited for its round
   ts.launched = true;
   ts.status = TaskStatus::running;
   run.host_outstanding.fetch_add(1);
@@ -480,6 +492,7 @@ void Executor::cancel_pending(Run& run, const std::string& why) {
     --run.unfinished;
   }
   run.ready_device.clear();
+  run.ready_host.clear();
 }
 
 bool Executor::poll(Run& run) {

@@ -1,0 +1,307 @@
+// The executor on the CPU backend: results, futures and continuations,
+// errors and cancellation, priorities, a 10,000-task random DAG against
+// sequential execution, and the trace file.
+#include <loom/error.hpp>
+#include <loom/graph.hpp>
+#include <loom/ops.hpp>
+#include <loom/runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+loom::RuntimeOptions cpu(int workers = 0) {
+  loom::RuntimeOptions o;
+  o.backend = loom::Backend::cpu;
+  o.workers = workers;
+  return o;
+}
+
+TEST(ExecutorCpu, RunsOpsInDependencyOrder) {
+  loom::Runtime rt(cpu());
+  EXPECT_EQ(rt.backend(), loom::Backend::cpu);
+  auto a = rt.tensor<float>({1000});
+  auto b = rt.tensor<float>({1000});
+  auto c = rt.tensor<float>({1000});
+  loom::Graph g;
+  g.add(loom::ops::fill(a, 2.0F));
+  g.add(loom::ops::fill(b, 3.0F));
+  g.add(loom::ops::vector_add(a, b, c));
+  g.add(loom::ops::scale_copy(c, c, 10.0F));
+  float seen = 0;
+  g.host("read", [&] { seen = c.data_as<float>()[999]; }, {c});
+  auto run = rt.submit(g);
+  EXPECT_TRUE(run.valid());
+  run.wait();
+  EXPECT_TRUE(run.ready());
+  EXPECT_EQ(run.error(), nullptr);
+  EXPECT_EQ(seen, 50.0F);
+  for (const auto& r : run.report()) EXPECT_EQ(r.status, loom::TaskStatus::completed) << r.name;
+}
+
+TEST(ExecutorCpu, SubmitReturnsAtOnceAndThenRunsContinuations) {
+  loom::Runtime rt(cpu());
+  std::atomic<bool> release{false};
+  loom::Graph g;
+  g.host("gate", [&] {
+    while (!release) std::this_thread::sleep_for(1ms);
+  });
+  auto run = rt.submit(g);
+  EXPECT_FALSE(run.ready());
+  EXPECT_FALSE(run.wait_for(5ms));
+  std::promise<bool> continued;
+  run.then([&](const loom::Future& f) { continued.set_value(f.ready()); });
+  release = true;
+  auto fut = continued.get_future();
+  ASSERT_EQ(fut.wait_for(5s), std::future_status::ready);
+  EXPECT_TRUE(fut.get());
+  std::promise<void> late;
+  run.then([&](const loom::Future&) { late.set_value(); });  // after the end: still runs
+  EXPECT_EQ(late.get_future().wait_for(5s), std::future_status::ready);
+}
+
+TEST(ExecutorCpu, AFailureNamesItsTaskCancelsDependantsAndSparesTheRest) {
+  loom::Runtime rt(cpu());
+  auto x = rt.tensor<float>({16});
+  auto y = rt.tensor<float>({16});
+  std::atomic<int> independent{0};
+  std::atomic<int> dependant{0};
+  loom::Graph g;
+  g.host("load", [] { throw std::runtime_error("disk on fire"); }, {}, {x});
+  g.host("use", [&] { ++dependant; }, {x}, {});
+  g.host("use more", [&] { ++dependant; }, {x}, {y});
+  g.host("after use", [&] { ++dependant; }, {y}, {});
+  for (int i = 0; i < 5; ++i) g.host("independent", [&] { ++independent; });
+  auto run = rt.submit(g);
+  try {
+    run.wait();
+    FAIL() << "expected the failure";
+  } catch (const loom::Error& e) {
+    EXPECT_EQ(e.task(), "load");
+    EXPECT_NE(std::string(e.what()).find("disk on fire"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(dependant.load(), 0);
+  EXPECT_EQ(independent.load(), 5);
+  const auto report = run.report();
+  EXPECT_EQ(report[0].status, loom::TaskStatus::failed);
+  for (int i = 1; i <= 3; ++i) {
+    EXPECT_EQ(report[static_cast<std::size_t>(i)].status, loom::TaskStatus::cancelled);
+    EXPECT_NE(report[static_cast<std::size_t>(i)].error.find("'load' failed"), std::string::npos);
+  }
+  for (std::size_t i = 4; i < report.size(); ++i)
+    EXPECT_EQ(report[i].status, loom::TaskStatus::completed);
+
+  // The runtime is usable for the next run.
+  loom::Graph ok;
+  ok.add(loom::ops::fill(x, 4.0F));
+  rt.submit(ok).wait();
+  EXPECT_EQ(x.data_as<float>()[3], 4.0F);
+}
+
+TEST(ExecutorCpu, LoomErrorsKeepTheirTypeAndGetTheTaskName) {
+  loom::Runtime rt(cpu());
+  loom::Graph g;
+  g.host("strict", [] { throw loom::InvalidArgument("expected 3 channels"); });
+  try {
+    rt.submit(g).wait();
+    FAIL();
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_EQ(e.task(), "strict");
+  }
+}
+
+TEST(ExecutorCpu, CancelStopsWhatHasNotStarted) {
+  loom::Runtime rt(cpu(2));
+  std::atomic<bool> started{false};
+  std::atomic<int> later{0};
+  loom::Graph g;
+  auto first = g.host("slow", [&] {
+    started = true;
+    std::this_thread::sleep_for(50ms);
+  });
+  for (int i = 0; i < 10; ++i) {
+    auto t = g.host("later", [&] { ++later; });
+    g.precede(first, t);
+  }
+  auto run = rt.submit(g);
+  while (!started) std::this_thread::sleep_for(1ms);
+  run.cancel();
+  EXPECT_THROW(run.wait(), loom::Cancelled);
+  EXPECT_EQ(later.load(), 0);
+  const auto report = run.report();
+  EXPECT_EQ(report[0].status, loom::TaskStatus::completed);
+  for (std::size_t i = 1; i < report.size(); ++i)
+    EXPECT_EQ(report[i].status, loom::TaskStatus::cancelled);
+}
+
+TEST(ExecutorCpu, HighPriorityHostTasksGoFirst) {
+  loom::Runtime rt(cpu(1));
+  std::mutex m;
+  std::vector<loom::Priority> order;
+  loom::Graph g;
+  auto gate = g.host("gate", [] { std::this_thread::sleep_for(20ms); });
+  for (int i = 0; i < 6; ++i) {
+    const auto p = i % 2 == 0 ? loom::Priority::low : loom::Priority::high;
+    auto t = g.host(
+        "work",
+        [&, p] {
+          std::lock_guard lock(m);
+          order.push_back(p);
+        },
+        {}, {}, p);
+    g.precede(gate, t);
+  }
+  rt.submit(g).wait();
+  ASSERT_EQ(order.size(), 6U);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(order[static_cast<std::size_t>(i)], loom::Priority::high);
+  for (int i = 3; i < 6; ++i) EXPECT_EQ(order[static_cast<std::size_t>(i)], loom::Priority::low);
+}
+
+TEST(ExecutorCpu, IndependentHostTasksRunConcurrently) {
+  loom::Runtime rt(cpu(4));
+  loom::Graph g;
+  for (int i = 0; i < 4; ++i) g.host("sleep", [] { std::this_thread::sleep_for(100ms); });
+  const auto t0 = std::chrono::steady_clock::now();
+  rt.submit(g).wait();
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(elapsed, 350ms) << "four 100 ms tasks on four workers ran one after another";
+}
+
+// Random DAGs of in-place ops over a few tensors: the executor must give
+// exactly what running the tasks one by one in submission order gives.
+TEST(ExecutorCpu, TenThousandTaskRandomDagMatchesSequentialExecution) {
+  loom::Runtime rt(cpu());
+  constexpr int kTensors = 24;
+  constexpr int kTasks = 10000;
+  std::mt19937 rng(std::random_device{}());
+  std::vector<loom::Tensor> live;
+  std::vector<loom::Tensor> shadow;
+  std::uniform_real_distribution<float> init(-1, 1);
+  for (int i = 0; i < kTensors; ++i) {
+    live.push_back(rt.tensor<float>({37}));
+    shadow.push_back(rt.tensor<float>({37}));
+    for (int k = 0; k < 37; ++k) {
+      shadow.back().data_as<float>()[k] = live.back().data_as<float>()[k] = init(rng);
+    }
+  }
+  loom::Graph g;
+  std::vector<loom::OpPtr> sequential;
+  std::uniform_int_distribution<int> pick(0, kTensors - 1);
+  std::uniform_int_distribution<int> kind(0, 2);
+  for (int i = 0; i < kTasks; ++i) {
+    const int a = pick(rng);
+    const int b = pick(rng);
+    const int c = pick(rng);
+    const float alpha = 0.5F + static_cast<float>(i % 7) * 0.25F;
+    switch (kind(rng)) {
+      case 0:
+        g.add(loom::ops::vector_add(live[a], live[b], live[c]));
+        sequential.push_back(loom::ops::vector_add(shadow[a], shadow[b], shadow[c]));
+        break;
+      case 1:
+        g.add(loom::ops::scale_copy(live[a], live[c], alpha));
+        sequential.push_back(loom::ops::scale_copy(shadow[a], shadow[c], alpha));
+        break;
+      default:
+        g.add(loom::ops::scale_copy(live[a], live[a], 1.0F / alpha));
+        sequential.push_back(loom::ops::scale_copy(shadow[a], shadow[a], 1.0F / alpha));
+        break;
+    }
+  }
+  rt.submit(g).wait();
+  for (const auto& op : sequential) op->run_cpu();
+  for (int i = 0; i < kTensors; ++i) {
+    ASSERT_EQ(std::memcmp(live[i].data(), shadow[i].data(), live[i].nbytes()), 0) << "tensor " << i;
+  }
+}
+
+TEST(ExecutorCpu, WritesAValidChromeTracePerRun) {
+  const std::string base = ::testing::TempDir() + "loom_trace_test.json";
+  auto options = cpu(2);
+  options.trace_path = base;
+  loom::Runtime rt(options);
+  auto x = rt.tensor<float>({64});
+  loom::Graph g;
+  g.add(loom::ops::fill(x, 1), {.name = "fill \"x\""});
+  g.host("inspect", [] { std::this_thread::sleep_for(1ms); }, {x});
+  rt.submit(g).wait();
+  rt.submit(g).wait();
+  for (int run = 1; run <= 2; ++run) {
+    const std::string path =
+        ::testing::TempDir() + "loom_trace_test." + std::to_string(run) + ".json";
+    std::ifstream in(path);
+    ASSERT_TRUE(in.good()) << path;
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string json = text.str();
+    EXPECT_EQ(json.rfind("{\"displayTimeUnit\"", 0), 0U);
+    EXPECT_NE(json.find("\"traceEvents\""), std::string::npos);
+    EXPECT_NE(json.find("\"name\":\"fill \\\"x\\\"\""), std::string::npos) << "escaped name";
+    EXPECT_NE(json.find("\"name\":\"inspect\""), std::string::npos);
+    EXPECT_NE(json.find("host worker"), std::string::npos);
+    std::size_t complete_events = 0;
+    for (auto pos = json.find("\"ph\":\"X\""); pos != std::string::npos;
+         pos = json.find("\"ph\":\"X\"", pos + 1)) {
+      ++complete_events;
+    }
+    EXPECT_EQ(complete_events, 2U);
+    // Balanced braces and brackets: a cheap structural check.
+    int depth = 0;
+    bool in_string = false;
+    for (std::size_t i = 0; i < json.size(); ++i) {
+      const char ch = json[i];
+      if (in_string) {
+        if (ch == '\\')
+          ++i;
+        else if (ch == '"')
+          in_string = false;
+      } else if (ch == '"') {
+        in_string = true;
+      } else if (ch == '{' || ch == '[') {
+        ++depth;
+      } else if (ch == '}' || ch == ']') {
+        --depth;
+        ASSERT_GE(depth, 0);
+      }
+    }
+    EXPECT_EQ(depth, 0);
+    std::remove(path.c_str());
+  }
+}
+
+TEST(ExecutorCpu, EmptyGraphIsReadyAtOnce) {
+  loom::Runtime rt(cpu());
+  auto run = rt.submit(loom::Graph());
+  EXPECT_TRUE(run.wait_for(1s));
+  EXPECT_NO_THROW(run.wait());
+}
+
+TEST(ExecutorCpu, BackendFromTheEnvironment) {
+  const char* device = std::getenv("LOOM_DEVICE");
+  if (device == nullptr) GTEST_SKIP() << "run through ctest, which sets LOOM_DEVICE";
+  const std::string expect = std::getenv("LOOM_EXPECT") ? std::getenv("LOOM_EXPECT") : "";
+  if (expect == "cpu") {
+    loom::Runtime rt;
+    EXPECT_EQ(rt.backend(), loom::Backend::cpu);
+  } else if (expect == "no-device") {
+    EXPECT_THROW(loom::Runtime rt, loom::NoDevice);
+  } else if (expect == "invalid") {
+    EXPECT_THROW(loom::Runtime rt, loom::InvalidArgument);
+  }
+}
+
+}  // namespace
