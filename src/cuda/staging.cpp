@@ -25,6 +25,7 @@ struct StagingEngine::Job {
   std::shared_ptr<void> keep;
   std::shared_ptr<CompletionState> completion;
   std::atomic<int> remaining{0};
+  bool finished = false;  // under the engine's drain mutex
   std::mutex error_mutex;
   std::exception_ptr error;
 };
@@ -107,7 +108,11 @@ Completion StagingEngine::submit(bool upload, const void* src, void* dst, std::s
     DeviceGuard guard(device_);
     job->start->record(after);
   }
-  outstanding_.fetch_add(1);
+  {
+    std::lock_guard lock(drain_mutex_);
+    ++outstanding_;
+    active_.push_back(job);
+  }
   for (int i = 0; i < job->slices; ++i) {
     Worker& w = *workers_[static_cast<std::size_t>(i)];
     {
@@ -145,7 +150,7 @@ void StagingEngine::run(Worker& worker) {
         download_slice(worker, slice.job, slice.index);
       }
     } catch (...) {
-      slice_done(slice.job, std::current_exception());
+      slice_done(job, std::current_exception());
     }
   }
 }
@@ -167,21 +172,18 @@ void StagingEngine::upload_slice(Worker& worker, const std::shared_ptr<Job>& job
     b ^= 1;
   }
   // Completion is signalled from the stream itself, once the last DMA is
-  // done. The callback runs on a CUDA thread: it may not call CUDA, so it
-  // only counts and retires the job (released later, outside the callback).
-  auto* holder = new std::shared_ptr<Job>(job_ref);
+  // done. The callback runs on a CUDA thread and may not call CUDA: it holds
+  // no reference (the engine's active list keeps the job alive until reap(),
+  // which runs elsewhere) and only counts.
+  Job* raw = job_ref.get();
   const cudaError_t rc = cudaLaunchHostFunc(
       stream,
       [](void* p) {
-        auto* held = static_cast<std::shared_ptr<Job>*>(p);
-        (*held)->engine->slice_done(*held, nullptr);
-        delete held;
+        auto* finished = static_cast<Job*>(p);
+        finished->engine->slice_done(*finished, nullptr);
       },
-      holder);
-  if (rc != cudaSuccess) {
-    delete holder;
-    LOOM_CUDA_CHECK(rc);
-  }
+      raw);
+  LOOM_CUDA_CHECK(rc);
 }
 
 void StagingEngine::download_slice(Worker& worker, const std::shared_ptr<Job>& job_ref, int index) {
@@ -212,11 +214,10 @@ void StagingEngine::download_slice(Worker& worker, const std::shared_ptr<Job>& j
     b ^= 1;
   }
   drain_pending();
-  slice_done(job_ref, nullptr);
+  slice_done(job, nullptr);
 }
 
-void StagingEngine::slice_done(const std::shared_ptr<Job>& job_ref, std::exception_ptr error) {
-  Job& job = *job_ref;
+void StagingEngine::slice_done(Job& job, std::exception_ptr error) {
   if (error) {
     std::lock_guard lock(job.error_mutex);
     if (!job.error) job.error = error;
@@ -229,29 +230,30 @@ void StagingEngine::slice_done(const std::shared_ptr<Job>& job_ref, std::excepti
     std::lock_guard lock(job.error_mutex);
     first = job.error;
   }
-  {
-    std::lock_guard lock(retired_mutex_);
-    retired_.push_back(job_ref);
-  }
   job.completion->finish(first);
-  if (outstanding_.fetch_sub(1) == 1) {
-    std::lock_guard lock(drain_mutex_);
-    drained_.notify_all();
-  }
+  // The last touch of the job and of the engine, under the drain lock: once
+  // it is released, drain() and reap() may free both.
+  std::lock_guard lock(drain_mutex_);
+  job.finished = true;
+  --outstanding_;
+  drained_.notify_all();
 }
 
 void StagingEngine::reap() {
   std::vector<std::shared_ptr<Job>> done;
-  {
-    std::lock_guard lock(retired_mutex_);
-    done.swap(retired_);
-  }
+  std::lock_guard lock(drain_mutex_);
+  std::erase_if(active_, [&](std::shared_ptr<Job>& job) {
+    if (!job->finished) return false;
+    done.push_back(std::move(job));
+    return true;
+  });
+  // `done` is released here, on this (non-callback) thread.
 }
 
 void StagingEngine::drain() {
   {
     std::unique_lock lock(drain_mutex_);
-    drained_.wait(lock, [&] { return outstanding_.load() == 0; });
+    drained_.wait(lock, [&] { return outstanding_ == 0; });
   }
   reap();
 }

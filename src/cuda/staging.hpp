@@ -64,7 +64,7 @@ class StagingEngine {
   void run(Worker& worker);
   void upload_slice(Worker& worker, const std::shared_ptr<Job>& job, int index);
   void download_slice(Worker& worker, const std::shared_ptr<Job>& job, int index);
-  void slice_done(const std::shared_ptr<Job>& job, std::exception_ptr error);
+  void slice_done(Job& job, std::exception_ptr error);
   void reap();
 
   int device_;
@@ -72,11 +72,11 @@ class StagingEngine {
   std::size_t chunk_;
   EventPool start_events_;
   std::vector<std::unique_ptr<Worker>> workers_;
-  std::atomic<int> outstanding_{0};
   std::mutex drain_mutex_;
   std::condition_variable drained_;
-  std::mutex retired_mutex_;
-  std::vector<std::shared_ptr<Job>> retired_;  // finished jobs, released outside callbacks
+  int outstanding_ = 0;  // under drain_mutex_
+  std::vector<std::shared_ptr<Job>>
+      active_;  // under drain_mutex_; released by reap(), never in a callback
 };
 
 }  // namespace loom::detail

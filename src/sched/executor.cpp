@@ -49,6 +49,8 @@ struct TaskState {
   TaskStatus status = TaskStatus::pending;
   bool launched = false;  // device: enqueued; host: posted; async: started
   bool skipped = false;   // a worker found the run cancelled and did not run it
+  bool ready = false;     // device: every predecessor satisfied; waits for its turn on the stream
+  bool watching = false;  // device: its event is polled
   std::exception_ptr error;
   EventPool::Lease event;
   EventPool::Lease trace_start;
@@ -67,7 +69,8 @@ struct Executor::Run {
   std::size_t unfinished = 0;
   std::vector<std::vector<std::uint32_t>> in_flight;  // per stream, launch order
   std::vector<std::size_t> in_flight_head;
-  std::vector<std::uint32_t> ready_device;
+  std::vector<std::vector<std::uint32_t>> stream_plan;  // device tasks per stream, plan order
+  std::vector<std::size_t> stream_next;                 // the next to launch on each stream
   std::vector<std::uint32_t> ready_host;  // posted in priority order once per scheduler round
   std::vector<std::uint32_t> watched;
   std::vector<std::uint32_t> async_running;
@@ -108,6 +111,9 @@ Executor::~Executor() {
   stop_ = true;
   wake();
   scheduler_.join();
+  // Workers may still be finishing a wake() or a trace write: join them
+  // before the members they use go away.
+  workers_->shutdown();
 }
 
 void Executor::wake() {
@@ -200,7 +206,16 @@ void Executor::schedule() {
     Run* incoming = nullptr;
     while (incoming_.pop(incoming)) {
       runs_.emplace_back(incoming);
-      start_run(*runs_.back());
+      try {
+        start_run(*runs_.back());
+      } catch (...) {
+        // Only tracing setup can throw here: fail the whole run, cleanly.
+        Run& run = *runs_.back();
+        const auto error = std::current_exception();
+        for (std::uint32_t t = 0; t < run.tasks.size(); ++t) {
+          if (run.tasks[t].status == TaskStatus::pending) fail(run, t, error);
+        }
+      }
       progress = true;
     }
     Done done{};
@@ -233,16 +248,10 @@ void Executor::schedule() {
         cancel_pending(run, "the run was cancelled by the user");
         progress = true;
       }
-      // Launch ready device tasks, highest priority first.
-      if (!run.ready_device.empty()) {
-        std::vector<std::uint32_t> ready;
-        ready.swap(run.ready_device);
-        std::stable_sort(ready.begin(), ready.end(), [&](auto a, auto b) {
-          return priority_index(run.graph.tasks()[a].priority) >
-                 priority_index(run.graph.tasks()[b].priority);
-        });
-        for (auto t : ready) launch_device(run, t);
-        progress = true;
+      // Launch device tasks in plan order on each stream (the plan's event
+      // elimination and stream tails assume it), high-priority streams first.
+      for (int st = run.plan.stream_count - 1; st >= 0; --st) {
+        if (advance_stream(run, st)) progress = true;
       }
       if (poll(run)) progress = true;
       if (!run.ready_host.empty()) {
@@ -294,6 +303,13 @@ void Executor::schedule() {
 
 void Executor::start_run(Run& run) {
   run.in_flight.assign(static_cast<std::size_t>(run.plan.stream_count), {});
+  run.stream_plan.assign(static_cast<std::size_t>(run.plan.stream_count), {});
+  run.stream_next.assign(static_cast<std::size_t>(run.plan.stream_count), 0);
+  for (auto t : run.plan.order) {
+    if (run.plan.tasks[t].placement == Placement::device) {
+      run.stream_plan[static_cast<std::size_t>(run.plan.tasks[t].stream)].push_back(t);
+    }
+  }
   run.in_flight_head.assign(static_cast<std::size_t>(run.plan.stream_count), 0);
   if (run.tracing && options_.cuda) {
     run.trace_base = timing_events_->acquire();
@@ -312,7 +328,7 @@ void Executor::make_ready(Run& run, std::uint32_t t) {
   if (run.tasks[t].status != TaskStatus::pending) return;
   if (run.state->cancel_requested.load()) return;  // cancel_pending() will take it
   switch (run.plan.tasks[t].placement) {
-    case Placement::device: run.ready_device.push_back(t); break;
+    case Placement::device: run.tasks[t].ready = true; break;
     case Placement::host: run.ready_host.push_back(t); break;
     case Placement::async: start_async(run, t); break;
   }
@@ -320,6 +336,52 @@ void Executor::make_ready(Run& run, std::uint32_t t) {
 
 void Executor::satisfy(Run& run, std::uint32_t t) {
   if (--run.tasks[t].unmet == 0) make_ready(run, t);
+}
+
+bool Executor::advance_stream(Run& run, int stream) {
+  const auto s = static_cast<std::size_t>(stream);
+  const auto& queue = run.stream_plan[s];
+  auto& next = run.stream_next[s];
+  bool progress = false;
+  while (next < queue.size()) {
+    const auto t = queue[next];
+    TaskState& ts = run.tasks[t];
+    if (ts.status == TaskStatus::cancelled || ts.status == TaskStatus::failed) {
+      // Skipped: the work already launched on this stream must still be seen to finish.
+      ++next;
+      watch_stream_tail(run, stream);
+      progress = true;
+      continue;
+    }
+    if (ts.status != TaskStatus::pending || !ts.ready) break;
+    ++next;
+    launch_device(run, t);
+    if (ts.status == TaskStatus::failed) watch_stream_tail(run, stream);
+    progress = true;
+  }
+  return progress;
+}
+
+void Executor::watch_stream_tail(Run& run, int stream) {
+  const auto s = static_cast<std::size_t>(stream);
+  const auto& flight = run.in_flight[s];
+  if (run.in_flight_head[s] >= flight.size()) return;  // nothing launched is unconfirmed
+  const auto last = flight.back();
+  TaskState& ts = run.tasks[last];
+  if (ts.watching) return;
+  try {
+    if (!ts.event) {
+      ts.event = events_->acquire();
+      ts.event->record(streams_[s]->view());
+    }
+  } catch (...) {
+    const auto error = std::current_exception();
+    for (std::size_t i = run.in_flight_head[s]; i < flight.size(); ++i) fail(run, flight[i], error);
+    run.in_flight_head[s] = flight.size();
+    return;
+  }
+  ts.watching = true;
+  run.watched.push_back(last);
 }
 
 void Executor::launch_device(Run& run, std::uint32_t t) {
@@ -360,7 +422,10 @@ void Executor::launch_device(Run& run, std::uint32_t t) {
   ts.status = TaskStatus::running;
   run.reports[t].status = TaskStatus::running;
   run.in_flight[static_cast<std::size_t>(planned.stream)].push_back(t);
-  if (planned.watched) run.watched.push_back(t);
+  if (planned.watched) {
+    ts.watching = true;
+    run.watched.push_back(t);
+  }
   for (auto s : task.successors) {
     if (run.plan.tasks[s].placement == Placement::device) satisfy(run, s);
   }
@@ -491,7 +556,6 @@ void Executor::cancel_pending(Run& run, const std::string& why) {
     run.reports[t].error = "cancelled: " + why;
     --run.unfinished;
   }
-  run.ready_device.clear();
   run.ready_host.clear();
 }
 
@@ -514,6 +578,8 @@ bool Executor::poll(Run& run) {
     run.watched[i] = run.watched.back();
     run.watched.pop_back();
     progress = true;
+    // A later watched task of the same stream may already have completed it.
+    if (run.tasks[w].status != TaskStatus::running) continue;
     // Stream order: everything launched on the stream up to w is done too.
     const auto s = static_cast<std::size_t>(run.plan.tasks[w].stream);
     auto& flight = run.in_flight[s];
@@ -558,18 +624,25 @@ void Executor::finish_run(Run& run) {
       state->error = error;
       state->reports = std::move(reports);
       state->done = true;
-      state->wake_scheduler = nullptr;
       continuations.swap(state->continuations);
     }
     state->done_cv.notify_all();
+    const auto workers = state->workers.lock();
     for (auto& fn : continuations) {
-      workers_->post(Priority::normal, [fn = std::move(fn), state](int) {
+      auto job = [fn = std::move(fn), state](int) {
         try {
           fn(Future(state));
         } catch (const std::exception& e) {
           logger().error("a continuation threw: {}", e.what());
+        } catch (...) {
+          logger().error("a continuation threw a non-standard exception");
         }
-      });
+      };
+      if (workers) {
+        workers->post(Priority::normal, std::move(job));
+      } else {
+        job(-1);
+      }
     }
   };
   if (!run.tracing) {

@@ -79,6 +79,8 @@ class Executor {
   void start_run(Run& run);
   void make_ready(Run& run, std::uint32_t t);
   void satisfy(Run& run, std::uint32_t t);
+  bool advance_stream(Run& run, int stream);
+  void watch_stream_tail(Run& run, int stream);
   void launch_device(Run& run, std::uint32_t t);
   void start_async(Run& run, std::uint32_t t);
   void post_host(Run& run, std::uint32_t t);

@@ -8,13 +8,18 @@ WorkerPool::WorkerPool(int threads) {
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this, i] { run(i); });
 }
 
-WorkerPool::~WorkerPool() {
+WorkerPool::~WorkerPool() { shutdown(); }
+
+void WorkerPool::shutdown() {
+  std::lock_guard join_lock(join_mutex_);
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
   wake_.notify_all();
-  for (auto& t : threads_) t.join();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
 }
 
 void WorkerPool::post(Priority priority, std::function<void(int)> job) {
@@ -51,6 +56,8 @@ void WorkerPool::run(int index) {
       job(index);
     } catch (const std::exception& e) {
       logger().error("a host job escaped with an exception: {}", e.what());
+    } catch (...) {
+      logger().error("a host job escaped with a non-standard exception");
     }
   }
 }

@@ -26,6 +26,8 @@ class WorkerPool {
   /// Queues `job`; `job` receives the index of the worker that runs it.
   void post(Priority priority, std::function<void(int worker)> job);
   int size() const noexcept { return static_cast<int>(threads_.size()); }
+  /// Runs what is queued (and what that posts), then joins the threads. Idempotent.
+  void shutdown();
 
  private:
   void run(int index);
@@ -35,6 +37,7 @@ class WorkerPool {
   std::array<std::deque<std::function<void(int)>>, kPriorityLevels> queues_;
   bool stop_ = false;
   std::vector<std::thread> threads_;
+  std::mutex join_mutex_;
 };
 
 }  // namespace loom::detail

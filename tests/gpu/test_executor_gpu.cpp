@@ -18,6 +18,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 namespace {
 
@@ -195,6 +196,67 @@ TEST(ExecutorGpu, ADeviceFailureNamesItsTaskAndSparesIndependentWork) {
   loom::Graph next;
   next.add(loom::ops::fill(a, 1.0F));
   EXPECT_NO_THROW(rt.submit(next).wait()) << "the runtime is usable afterwards";
+}
+
+// The planned tail of a stream is cancelled: the work launched before it on
+// that stream must still be seen to finish, and the run must end.
+TEST(ExecutorGpu, RunsEndWhenAStreamTailIsCancelled) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  auto t = rt.tensor<float>({4});
+  loom::Graph g;
+  auto x = g.add(loom::ops::spin(t, 200), {.name = "x"});
+  auto h = g.host("h", [] { throw std::runtime_error("host failure"); });
+  auto y = g.add(loom::ops::spin(t, 200), {.name = "y"});
+  g.precede(h, y);
+  (void)x;
+  auto run = rt.submit(g);
+  ASSERT_TRUE(run.wait_for(std::chrono::seconds(10))) << "the run never ended";
+  const auto report = run.report();
+  EXPECT_EQ(report[0].status, loom::TaskStatus::completed);
+  EXPECT_EQ(report[1].status, loom::TaskStatus::failed);
+  EXPECT_EQ(report[2].status, loom::TaskStatus::cancelled);
+}
+
+// A device task behind a host task shares a stream with later independent
+// kernels: they must not overtake it on its stream, and the run must end.
+TEST(ExecutorGpu, DeviceTasksKeepPlanOrderOnTheirStream) {
+  LOOM_REQUIRE_GPU();
+  loom::RuntimeOptions options;
+  options.streams_per_priority = 2;
+  loom::Runtime rt(options);
+  std::vector<loom::Tensor> ts;
+  for (int i = 0; i < 6; ++i) ts.push_back(rt.tensor<float>({4}));
+  loom::Graph g;
+  auto h = g.host("slow host", [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+  auto x = g.add(loom::ops::fill(ts[0], 1.0F), {.name = "after host"});
+  g.precede(h, x);
+  for (int i = 1; i < 6; ++i) g.add(loom::ops::fill(ts[static_cast<std::size_t>(i)], 2.0F));
+  for (int i = 0; i < 20; ++i) {
+    auto run = rt.submit(g);
+    ASSERT_TRUE(run.wait_for(std::chrono::seconds(10))) << "the run never ended";
+    EXPECT_NO_THROW(run.wait());
+  }
+}
+
+TEST(ExecutorGpu, CancelWhileKernelsRunEndsTheRun) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  auto t = rt.tensor<float>({4});
+  loom::Graph g;
+  for (int i = 0; i < 50; ++i) g.add(loom::ops::spin(t, 1000));
+  auto gate = g.host("gate", [] {}, {t});
+  for (int i = 0; i < 10; ++i) {
+    auto later = g.add(loom::ops::spin(t, 1000));
+    g.precede(gate, later);
+  }
+  auto run = rt.submit(g);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  run.cancel();
+  ASSERT_TRUE(run.wait_for(std::chrono::seconds(20)));
+  EXPECT_THROW(run.wait(), loom::Cancelled);
+  const auto report = run.report();
+  EXPECT_EQ(report.back().status, loom::TaskStatus::cancelled);
 }
 
 TEST(ExecutorGpu, SteadyStateCreatesNoStreamOrEvent) {
