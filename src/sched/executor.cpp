@@ -82,6 +82,7 @@ struct Executor::Run {
   unsigned long long number = 0;
   bool tracing = false;
   EventPool::Lease trace_base;
+  EventPool::Lease entry;
 };
 
 Executor::Executor(ExecutorOptions options, CopyEngine& copies)
@@ -311,6 +312,19 @@ void Executor::start_run(Run& run) {
     }
   }
   run.in_flight_head.assign(static_cast<std::size_t>(run.plan.stream_count), 0);
+  if (options_.cuda && options_.entry_stream != nullptr) {
+    // Memory the pool hands out is ordered on the runtime's stream; this
+    // run's streams must not overtake work still queued there.
+    bool any = false;
+    for (const auto& q : run.stream_plan) any = any || !q.empty();
+    if (any) {
+      run.entry = events_->acquire();
+      run.entry->record(StreamView(options_.entry_stream));
+      for (std::size_t s = 0; s < run.stream_plan.size(); ++s) {
+        if (!run.stream_plan[s].empty()) run.entry->make_wait(streams_[s]->view());
+      }
+    }
+  }
   if (run.tracing && options_.cuda) {
     run.trace_base = timing_events_->acquire();
     run.trace_base->record(streams_.front()->view());

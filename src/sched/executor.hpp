@@ -49,6 +49,9 @@ struct ExecutorOptions {
   int streams_per_priority = 4;
   int workers = 0;         // 0: from the core count
   std::string trace_path;  // empty: no trace
+  /// The runtime's own stream on the device (allocations, Runtime::copy):
+  /// each run's streams first wait for the work already queued on it.
+  cudaStream_t entry_stream = nullptr;
 };
 
 class Executor {

@@ -200,6 +200,7 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
   exec.streams_per_priority = options.streams_per_priority;
   exec.workers = options.workers;
   exec.trace_path = options.trace_path;
+  if (m.gpu) exec.entry_stream = m.device_owner(options.device).stream().native();
   if (exec.trace_path.empty()) {
     if (const char* env = std::getenv("LOOM_TRACE"); env != nullptr) exec.trace_path = env;
   }
