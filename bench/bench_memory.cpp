@@ -158,8 +158,10 @@ void BM_PageableUpload(benchmark::State& state) {
 }
 BENCHMARK(BM_PageableUpload)->UseManualTime()->Iterations(10)->Unit(benchmark::kMillisecond);
 
-// Random sizes (256 B .. 16 MB, log-uniform) allocated and freed on 4 streams
-// with a bounded live set; fragmentation = reserved / in use at the end and peak.
+// Random sizes (256 B .. 16 MB, log-uniform) on 4 streams: fill a live set
+// of 512 blocks, then churn (free a random block, allocate a new one on a
+// random stream, touch it with a small memset so the streams have work in
+// flight). Fragmentation = reserved / in use at the end, and at the peak.
 void BM_Churn(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
   auto events = std::make_shared<loom::detail::CudaEventSource>();
@@ -169,34 +171,39 @@ void BM_Churn(benchmark::State& state) {
   std::mt19937_64 rng(42);
   std::uniform_real_distribution<double> log_size(8.0, 24.0);
   std::vector<loom::detail::Allocation> live;
-  constexpr int kLive = 512;
+  constexpr std::size_t kLive = 512;
+  constexpr int kOps = 100000;
+  const auto allocate_one = [&] {
+    const auto bytes = static_cast<std::size_t>(std::exp2(log_size(rng)));
+    const auto s = streams[rng() % streams.size()]->view();
+    live.push_back(pool.allocate(bytes, reinterpret_cast<std::uintptr_t>(s.native())));
+    LOOM_CUDA_CHECK(cudaMemsetAsync(live.back().ptr, 0, std::min<std::size_t>(bytes, 256), s));
+  };
+  while (live.size() < kLive) allocate_one();
   double ns = 0;
   for (auto _ : state) {
     const auto t0 = Clock::now();
-    for (int i = 0; i < 100000; ++i) {
-      if (live.size() >= kLive || (!live.empty() && (rng() % 2) == 0)) {
-        const std::size_t k = rng() % live.size();
-        pool.deallocate(live[k]);
-        live[k] = live.back();
-        live.pop_back();
-      } else {
-        const auto bytes = static_cast<std::size_t>(std::exp2(log_size(rng)));
-        const auto s = streams[rng() % streams.size()]->view().native();
-        live.push_back(pool.allocate(bytes, reinterpret_cast<std::uintptr_t>(s)));
-      }
+    for (int i = 0; i < kOps; ++i) {
+      const std::size_t k = rng() % live.size();
+      pool.deallocate(live[k]);
+      live[k] = live.back();
+      live.pop_back();
+      allocate_one();
     }
-    ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / 100000;
+    ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / kOps;
   }
+  for (auto& s : streams) s->synchronize();
   std::size_t requested = 0;
   for (auto& a : live) requested += a.size;
   const auto s = pool.statistics();
-  state.counters["ns_per_op"] = ns;
+  state.counters["ns_per_free_alloc"] = ns;
   state.counters["fragmentation"] = s.fragmentation();
   state.counters["reserved_over_requested"] =
       static_cast<double>(s.reserved_bytes) / static_cast<double>(requested);
   state.counters["peak_fragmentation"] =
       static_cast<double>(s.peak_reserved_bytes) / static_cast<double>(s.peak_in_use_bytes);
   state.counters["hit_rate"] = s.cache_hit_rate();
+  state.counters["cross_stream_reuses"] = static_cast<double>(s.cross_stream_reuses);
   for (auto& a : live) pool.deallocate(a);
 }
 BENCHMARK(BM_Churn)->Iterations(1)->Unit(benchmark::kMillisecond);

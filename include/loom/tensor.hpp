@@ -41,7 +41,7 @@ class Dims {
   std::int64_t& operator[](int i) noexcept { return values_[static_cast<std::size_t>(i)]; }
   const std::int64_t* begin() const noexcept { return values_.data(); }
   const std::int64_t* end() const noexcept { return values_.data() + rank_; }
-  /// The product of the entries (1 for rank 0).
+  /// The product of the entries (1 for rank 0); -1 if it overflows.
   std::int64_t product() const noexcept;
   friend bool operator==(const Dims& a, const Dims& b) noexcept;
   /// "[3, 4, 5]".
@@ -57,6 +57,10 @@ using Strides = Dims;
 
 /// Row-major strides of a shape, in elements.
 Strides contiguous_strides(const Shape& shape);
+
+/// @throws InvalidArgument when `shape` holds more elements of `dtype` than
+/// any memory could (including overflow of the element count).
+void check_element_count(DType dtype, const Shape& shape);
 
 class Tensor {
  public:

@@ -64,8 +64,9 @@ void strided_copy_reference(const void* src, const StridedLayout& layout, void* 
   auto* d = static_cast<unsigned char*>(dst);
   const auto width = static_cast<std::size_t>(element_bytes);
   for (std::int64_t i = 0; i < numel; ++i) {
-    std::memcpy(d + static_cast<std::size_t>(i) * width,
-                s + static_cast<std::size_t>(source_offset(layout, i)) * width, width);
+    const std::ptrdiff_t from =
+        static_cast<std::ptrdiff_t>(source_offset(layout, i)) * static_cast<std::ptrdiff_t>(width);
+    std::memcpy(d + static_cast<std::size_t>(i) * width, s + from, width);
   }
 }
 

@@ -1,6 +1,8 @@
 #include <loom/error.hpp>
 #include <loom/graph.hpp>
 
+#include "core/storage.hpp"
+
 #include <algorithm>
 #include <string>
 
@@ -15,26 +17,6 @@ std::string_view to_string(TaskKind kind) noexcept {
   }
   return "unknown";
 }
-
-namespace {
-
-// The bytes a view can touch: [lo, hi) in the storage's address space.
-std::pair<std::uintptr_t, std::uintptr_t> byte_span(const Tensor& t) {
-  const auto base = reinterpret_cast<std::uintptr_t>(t.data());
-  if (t.numel() == 0) return {base, base};
-  std::int64_t lo = 0;
-  std::int64_t hi = 0;
-  for (int i = 0; i < t.rank(); ++i) {
-    const std::int64_t reach = (t.shape()[i] - 1) * t.strides()[i];
-    (reach < 0 ? lo : hi) += reach;
-  }
-  const int bits = bits_of(t.dtype());
-  const auto to_bytes = [bits](std::int64_t elements) { return elements * bits / 8; };
-  return {base + static_cast<std::uintptr_t>(to_bytes(lo)),
-          base + static_cast<std::uintptr_t>(to_bytes(hi + 1) + (bits < 8 ? 1 : 0))};
-}
-
-}  // namespace
 
 std::string Graph::unique_name(std::string base) {
   if (base.empty()) base = "task";
@@ -55,7 +37,7 @@ void Graph::add_edge(std::uint32_t from, std::uint32_t to) {
 
 void Graph::infer(std::uint32_t task, const Tensor& tensor, bool write) {
   if (!tensor.defined() || tensor.numel() == 0) return;
-  const auto [lo, hi] = byte_span(tensor);
+  const auto [lo, hi] = detail::byte_span(tensor);
   auto& accesses = history_[tensor.storage().get()];
   for (const auto& a : accesses) {
     const bool overlap = a.lo < hi && lo < a.hi;

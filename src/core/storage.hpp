@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 namespace loom {
 class Tensor;
@@ -19,6 +20,9 @@ class Tensor;
 namespace loom::detail {
 
 struct Storage;
+
+/// The bytes a view can touch: [lo, hi) in its storage's address space.
+std::pair<std::uintptr_t, std::uintptr_t> byte_span(const Tensor& t);
 
 /// One memory space's source of storage: a pool, its default stream, and
 /// how to copy strided tensors within the space.

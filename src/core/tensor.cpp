@@ -22,7 +22,9 @@ Dims::Dims(std::span<const std::int64_t> values) {
 
 std::int64_t Dims::product() const noexcept {
   std::int64_t p = 1;
-  for (auto v : *this) p *= v;
+  for (auto v : *this) {
+    if (__builtin_mul_overflow(p, v, &p)) return -1;  // callers reject it
+  }
   return p;
 }
 
@@ -49,6 +51,16 @@ Strides contiguous_strides(const Shape& shape) {
   return s;
 }
 
+void check_element_count(DType dtype, const Shape& shape) {
+  const std::int64_t n = shape.product();
+  const auto max_elements =
+      (~std::uint64_t{0} - 7) / static_cast<std::uint64_t>(bits_of(dtype)) / 2;
+  if (n < 0 || static_cast<std::uint64_t>(n) > max_elements) {
+    throw InvalidArgument("the shape " + shape.to_string() + " has more " +
+                          std::string(to_string(dtype)) + " elements than any memory can hold");
+  }
+}
+
 Tensor::Tensor(std::shared_ptr<detail::Storage> storage, DType dtype, const Shape& shape,
                const Strides& strides, std::int64_t offset)
     : storage_(std::move(storage)),
@@ -59,6 +71,7 @@ Tensor::Tensor(std::shared_ptr<detail::Storage> storage, DType dtype, const Shap
   for (auto extent : shape_) {
     if (extent < 0) throw InvalidArgument("negative extent in shape " + shape_.to_string());
   }
+  check_element_count(dtype_, shape_);
   if (strides_.rank() != shape_.rank()) {
     throw InvalidArgument("strides " + strides_.to_string() + " do not match shape " +
                           shape_.to_string());
@@ -66,12 +79,12 @@ Tensor::Tensor(std::shared_ptr<detail::Storage> storage, DType dtype, const Shap
 }
 
 std::int64_t Tensor::size(int dim) const {
-  if (dim < 0) dim += rank();
-  if (dim < 0 || dim >= rank()) {
-    throw InvalidArgument("dimension " + std::to_string(dim) + " of a rank-" +
+  const int d = dim < 0 ? dim + rank() : dim;
+  if (d < 0 || d >= rank()) {
+    throw InvalidArgument("dimension " + std::to_string(dim) + " is out of range for a rank-" +
                           std::to_string(rank()) + " tensor");
   }
-  return shape_[dim];
+  return shape_[d];
 }
 
 std::size_t Tensor::nbytes() const noexcept {
@@ -81,6 +94,7 @@ std::size_t Tensor::nbytes() const noexcept {
 Memory Tensor::memory() const noexcept { return storage_ ? storage_->memory : Memory::pageable; }
 
 bool Tensor::is_contiguous() const noexcept {
+  if (numel() == 0) return true;
   std::int64_t expected = 1;
   for (int i = rank() - 1; i >= 0; --i) {
     if (shape_[i] != 1 && strides_[i] != expected) return false;
@@ -101,6 +115,30 @@ void Tensor::check_dtype(DType expected) const {
                           ", not " + std::string(to_string(expected)));
   }
 }
+
+namespace detail {
+
+std::pair<std::uintptr_t, std::uintptr_t> byte_span(const Tensor& t) {
+  const auto base = reinterpret_cast<std::uintptr_t>(t.data());
+  if (t.numel() == 0) return {base, base};
+  std::int64_t lo = 0;
+  std::int64_t hi = 0;
+  for (int i = 0; i < t.rank(); ++i) {
+    const std::int64_t reach = (t.shape()[i] - 1) * t.strides()[i];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  const std::int64_t bits = bits_of(t.dtype());
+  // Round outwards to whole bytes (packed int4 elements share bytes).
+  const auto floor_bytes = [bits](std::int64_t e) {
+    const std::int64_t b = e * bits;
+    return (b >= 0 ? b : b - 7) / 8;
+  };
+  const auto ceil_bytes = [bits](std::int64_t e) { return (e * bits + 7) / 8; };
+  return {base + static_cast<std::uintptr_t>(floor_bytes(lo)),
+          base + static_cast<std::uintptr_t>(ceil_bytes(hi + 1))};
+}
+
+}  // namespace detail
 
 namespace {
 
@@ -146,7 +184,8 @@ Tensor Tensor::slice(int dim, std::int64_t start, std::int64_t stop, std::int64_
   stop = std::clamp<std::int64_t>(stop, start, n);
   Shape shape = shape_;
   Strides strides = strides_;
-  shape[d] = (stop - start + step - 1) / step;
+  const std::int64_t length = stop - start;
+  shape[d] = length == 0 ? 0 : 1 + (length - 1) / step;
   strides[d] = strides_[d] * step;
   Tensor view(storage_, dtype_, shape, strides, offset_ + start * strides_[d]);
   check_int4_view(view, "slice");

@@ -98,6 +98,16 @@ bool CudaEventSource::completed(Marker marker) {
   return slots_.at(marker - 1)->completed();
 }
 
+bool CudaEventSource::stream_idle(StreamKey stream) {
+  const cudaError_t rc = cudaStreamQuery(reinterpret_cast<cudaStream_t>(stream));
+  if (rc == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  LOOM_CUDA_CHECK(rc);
+  return true;
+}
+
 void CudaEventSource::release(Marker marker) noexcept {
   std::lock_guard lock(mutex_);
   slots_[marker - 1].release();

@@ -25,6 +25,7 @@ class CudaEventSource final : public EventSource {
   Marker record(StreamKey stream) override;
   bool completed(Marker marker) override;
   void release(Marker marker) noexcept override;
+  bool stream_idle(StreamKey stream) override;
 
  private:
   EventPool& pool_for(int device);

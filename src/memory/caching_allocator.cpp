@@ -82,7 +82,7 @@ std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to *
 
 std::size_t segment_size(std::size_t rounded) {
   if (rounded <= CachingAllocator::kSmallLimit) return CachingAllocator::kSmallSegment;
-  if (rounded < CachingAllocator::kMediumLimit) return CachingAllocator::kMediumSegment;
+  if (rounded <= CachingAllocator::kMediumLimit) return CachingAllocator::kMediumSegment;
   return round_up(rounded, CachingAllocator::kLargeRound);
 }
 
@@ -107,6 +107,22 @@ struct CachingAllocator::Impl {
   PoolStatistics stats;
 
   FreeSet& free_set(bool small) { return small ? small_free : large_free; }
+
+  // Two spare records (a segment head and a split remainder) and room for
+  // one more segment: taken before anything changes, so that an allocation
+  // failure of our own bookkeeping leaves the pool consistent.
+  void reserve_bookkeeping() {
+    for (int i = 0; i < 2; ++i) {
+      int spares = 0;
+      for (Block* b = spare; b != nullptr && spares < 2; b = b->next_spare) ++spares;
+      if (spares >= 2) break;
+      records.push_back(std::make_unique<Block>());
+      Block* b = records.back().get();
+      b->next_spare = spare;
+      spare = b;
+    }
+    segments.reserve(segments.size() + 1);
+  }
 
   Block* new_record() {
     if (spare != nullptr) {
@@ -140,6 +156,33 @@ struct CachingAllocator::Impl {
     Block* b = &*it;
     set.erase(it);
     return b;
+  }
+
+  // The best-fitting free block of another stream that is idle, handed to
+  // `stream`: all work that used it has completed, so no event is needed.
+  Block* take_from_idle_stream(std::size_t rounded, StreamKey stream, bool small) {
+    if (!events) return nullptr;
+    FreeSet& set = free_set(small);
+    Block* best = nullptr;
+    for (auto it = set.begin(); it != set.end();) {
+      const StreamKey other = it->stream;
+      Block key;
+      key.stream = other;
+      key.size = rounded;
+      auto fit = set.lower_bound(key, BlockOrder{});
+      if (other != stream && fit != set.end() && fit->stream == other &&
+          (best == nullptr || fit->size < best->size) && events->stream_idle(other)) {
+        best = &*fit;
+      }
+      key.size = ~std::size_t{0};
+      key.ptr = reinterpret_cast<char*>(~std::uintptr_t{0});
+      it = set.upper_bound(key, BlockOrder{});  // the next stream's blocks
+    }
+    if (best == nullptr) return nullptr;
+    set.erase(set.iterator_to(*best));
+    best->stream = stream;
+    ++stats.cross_stream_reuses;
+    return best;
   }
 
   Block* new_segment(std::size_t rounded, StreamKey stream, bool small) {
@@ -179,14 +222,17 @@ struct CachingAllocator::Impl {
     free_set(rest->small).insert(*rest);
   }
 
-  bool mergeable(const Block* n) const { return n != nullptr && !n->allocated && !n->pending; }
+  // Neighbours merge only when free and safe for the same stream.
+  bool mergeable(const Block* n, const Block* b) const {
+    return n != nullptr && !n->allocated && !n->pending && n->stream == b->stream;
+  }
 
   // A block becomes free: merge with free neighbours, then cache it.
   void make_free(Block* b) {
     b->allocated = false;
     b->pending = false;
     FreeSet& set = free_set(b->small);
-    if (mergeable(b->prev)) {
+    if (mergeable(b->prev, b)) {
       Block* p = b->prev;
       set.erase(set.iterator_to(*p));
       p->size += b->size;
@@ -195,7 +241,7 @@ struct CachingAllocator::Impl {
       recycle(b);
       b = p;
     }
-    if (mergeable(b->next)) {
+    if (mergeable(b->next, b)) {
       Block* n = b->next;
       set.erase(set.iterator_to(*n));
       b->size += n->size;
@@ -286,12 +332,16 @@ std::size_t CachingAllocator::rounded_size(std::size_t bytes) noexcept {
 Allocation CachingAllocator::allocate(std::size_t bytes, StreamKey stream) {
   if (bytes == 0) return {};
   const std::size_t rounded = rounded_size(bytes);
-  if (rounded < bytes)
-    throw InvalidArgument("allocation of " + std::to_string(bytes) + " bytes overflows");
+  if (rounded < bytes || rounded > ~std::size_t{0} - kLargeRound) {
+    throw OutOfMemory(bytes, name() + " pool: an allocation of " + std::to_string(bytes) +
+                                 " bytes is larger than any memory can be");
+  }
   const bool small = rounded <= kSmallLimit;
   std::lock_guard lock(impl_->mutex);
+  impl_->reserve_bookkeeping();
   if (impl_->events && !impl_->pending.empty()) impl_->process_pending();
   Block* b = impl_->find_free(rounded, stream, small);
+  if (b == nullptr) b = impl_->take_from_idle_stream(rounded, stream, small);
   if (b != nullptr) {
     ++impl_->stats.cache_hits;
   } else {
@@ -345,6 +395,13 @@ void CachingAllocator::record_stream(const Allocation& allocation, StreamKey str
   if (stream == b->stream) return;
   if (std::find(b->used_on.begin(), b->used_on.end(), stream) == b->used_on.end()) {
     b->used_on.push_back(stream);
+  }
+}
+
+void CachingAllocator::forget_other_streams() noexcept {
+  std::lock_guard lock(impl_->mutex);
+  for (Block* head : impl_->segments) {
+    for (Block* b = head; b != nullptr; b = b->next) b->used_on.clear();
   }
 }
 

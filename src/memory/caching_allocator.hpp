@@ -12,6 +12,9 @@
 //   on is reusable at once by that stream, in stream order. A block that
 //   record_stream() says was used on other streams is reused only after a
 //   marker recorded on each of those streams at free time has completed.
+// - A miss first looks at the free blocks of other streams that are idle
+//   (every piece of their work has completed): those are handed over
+//   instead of growing the pool. Blocks of different streams never merge.
 // - Upstream out of memory: the cached (wholly free) segments go back to the
 //   upstream and the request is retried once; then loom::OutOfMemory, whose
 //   message carries the request and the pool's statistics.
@@ -69,6 +72,9 @@ class CachingAllocator {
 
   /// Gives every wholly free segment back to the upstream; returns the bytes released.
   std::size_t release_cached();
+  /// Forgets the other streams recorded for live blocks: call only when
+  /// every stream is idle and some may be destroyed (runtime shutdown).
+  void forget_other_streams() noexcept;
 
   PoolStatistics statistics() const;
   /// The upstream's name: "device 0", "pinned host", "host".

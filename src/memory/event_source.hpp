@@ -20,6 +20,10 @@ class EventSource {
   virtual bool completed(Marker marker) = 0;
   /// The pool is done with the marker.
   virtual void release(Marker marker) noexcept = 0;
+  /// True when every piece of work submitted to `stream` so far has
+  /// completed. Never blocks. (Lets a pool hand a stream's idle cached
+  /// blocks to another stream instead of growing.)
+  virtual bool stream_idle(StreamKey stream) = 0;
 };
 
 }  // namespace loom::detail

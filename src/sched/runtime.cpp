@@ -127,12 +127,33 @@ void check_copy_pair(const Tensor& src, const Tensor& dst) {
         "copy: the destination must have the source's dtype and shape; source is " +
         src.describe() + ", destination is " + dst.describe());
   }
+  const bool same = src.shares_storage_with(dst) && src.offset() == dst.offset() &&
+                    src.strides() == dst.strides();
+  if (!same && src.shares_storage_with(dst)) {
+    const auto [slo, shi] = detail::byte_span(src);
+    const auto [dlo, dhi] = detail::byte_span(dst);
+    if (slo < dhi && dlo < shi) {
+      throw InvalidArgument("copy: the source " + src.describe() + " and the destination " +
+                            dst.describe() + " overlap in memory");
+    }
+  }
+  // Packed int4: an odd count ends in half a byte, which a byte copy would
+  // overwrite in its neighbour.
+  if (src.dtype() == DType::i4 && src.numel() % 2 != 0 &&
+      (dst.offset() != 0 || dst.nbytes() != dst.storage()->bytes)) {
+    throw InvalidArgument(
+        "copy: an odd number of i4 elements can only be copied into a whole "
+        "tensor, not into " +
+        dst.describe());
+  }
 }
 
 void require_contiguous(const Tensor& t, const char* role, const char* path) {
   if (!t.is_contiguous()) {
     throw InvalidArgument(std::string("copy: the ") + role + " " + t.describe() +
-                          " must be contiguous for a copy " + path + "; call contiguous() first");
+                          " must be contiguous for a copy " + path +
+                          (std::string(role) == "source" ? "; call contiguous() first"
+                                                         : "; copy into a contiguous tensor"));
   }
 }
 
@@ -209,8 +230,14 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
 
 Runtime::~Runtime() {
   try {
-    impl_->executor.reset();  // lets submitted runs finish
+    impl_->executor.reset();  // lets submitted runs finish; its streams go away
     synchronize();
+    // Every stream is idle now: tensors that outlive the runtime must not
+    // record markers on streams that no longer exist when they are freed.
+    for (auto& owner : impl_->devices) {
+      if (owner) owner->pool().forget_other_streams();
+    }
+    if (impl_->pinned) impl_->pinned->pool().forget_other_streams();
   } catch (const std::exception& e) {
     detail::logger().error("loom runtime shutdown: {}", e.what());
   }
@@ -228,6 +255,7 @@ Tensor Runtime::tensor(DType dtype, const Shape& shape, std::optional<Memory> me
   for (auto extent : shape) {
     if (extent < 0) throw InvalidArgument("tensor: negative extent in shape " + shape.to_string());
   }
+  check_element_count(dtype, shape);
   auto& owner = impl_->owner_of(memory.value_or(default_memory()));
   const auto bytes = bytes_for(dtype, static_cast<std::uint64_t>(shape.product()));
   return Tensor(owner.allocate(static_cast<std::size_t>(bytes)), dtype, shape,
@@ -246,9 +274,16 @@ Tensor Runtime::provide(void* data, DType dtype, const Shape& shape, Memory memo
   storage->memory = memory;
   storage->owned = false;
   storage->owner = owner.shared_from_this();
+  check_element_count(dtype, shape);
   const Strides s = strides.value_or(contiguous_strides(shape));
-  std::int64_t span = 1;
-  for (int i = 0; i < shape.rank(); ++i) span += (shape[i] - 1) * std::max<std::int64_t>(s[i], 0);
+  if (s.rank() != shape.rank()) {
+    throw InvalidArgument("provide: strides " + s.to_string() + " do not match shape " +
+                          shape.to_string());
+  }
+  std::int64_t span = shape.product() == 0 ? 0 : 1;
+  for (int i = 0; span > 0 && i < shape.rank(); ++i) {
+    span += (shape[i] - 1) * std::max<std::int64_t>(s[i], 0);
+  }
   storage->bytes = static_cast<std::size_t>(bytes_for(dtype, static_cast<std::uint64_t>(span)));
   if (memory.is_device()) {
     storage->stream = detail::key_of(impl_->device_owner(memory.device()).stream());

@@ -78,6 +78,10 @@ class FakeEvents final : public EventSource {
     stream_of_.erase(m);
     ++released_;
   }
+  bool stream_idle(StreamKey stream) override {
+    std::lock_guard lock(mutex_);
+    return finished_.count(stream) > 0;
+  }
   void finish(StreamKey stream) {
     std::lock_guard lock(mutex_);
     finished_.insert(stream);
@@ -195,6 +199,44 @@ TEST_F(CachingAllocatorTest, FreeListsArePerStream) {
   EXPECT_EQ(same.ptr, p) << "stream 1 reuses its own block at once, in stream order";
   pool->deallocate(other);
   pool->deallocate(same);
+}
+
+TEST_F(CachingAllocatorTest, AnIdleStreamsCachedBlocksServeAnotherStreamInsteadOfGrowing) {
+  const Allocation a = pool->allocate(4096, /*stream=*/1);
+  void* p = a.ptr;
+  pool->deallocate(a);
+  events->finish(1);  // stream 1 has no work left
+  const Allocation b = pool->allocate(4096, /*stream=*/2);
+  EXPECT_EQ(b.ptr, p);
+  EXPECT_EQ(upstream->allocations(), 1) << "no new segment";
+  EXPECT_EQ(pool->statistics().cross_stream_reuses, 1U);
+  // The handed-over block is stream 2's now: stream 1 does not get it back
+  // while it is in use, and once freed it is stream 2's to reuse at once.
+  pool->deallocate(b);
+  const Allocation c = pool->allocate(4096, /*stream=*/2);
+  EXPECT_EQ(c.ptr, p);
+  pool->deallocate(c);
+}
+
+TEST_F(CachingAllocatorTest, BlocksOfDifferentStreamsNeverMerge) {
+  events->finish(1);
+  const Allocation a = pool->allocate(1024, 1);
+  const Allocation b = pool->allocate(1024, 1);
+  pool->deallocate(a);                            // stream 1, free
+  const Allocation a2 = pool->allocate(1024, 2);  // taken over by stream 2
+  EXPECT_EQ(a2.ptr, a.ptr);
+  pool->deallocate(a2);  // stream 2's block next to stream 1's allocated b
+  pool->deallocate(b);   // stream 1's: must not merge with stream 2's neighbour
+  EXPECT_EQ(pool->release_cached(), 0U) << "the segment holds blocks of two streams";
+}
+
+TEST_F(CachingAllocatorTest, ForgettingOtherStreamsMakesFreesImmediate) {
+  const Allocation a = pool->allocate(4096, 1);
+  pool->record_stream(a, 5);
+  pool->forget_other_streams();
+  pool->deallocate(a);
+  EXPECT_EQ(events->recorded(), 0) << "no marker on a forgotten stream";
+  EXPECT_EQ(pool->statistics().pending_reuse, 0U);
 }
 
 TEST_F(CachingAllocatorTest, CrossStreamUseDelaysReuseUntilTheEventCompletes) {

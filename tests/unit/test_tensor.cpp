@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -213,6 +214,49 @@ TEST(HostCopy, MismatchesAreRejectedWithWhatWasExpected) {
   EXPECT_THROW((void)rt.copy(a, loom::Tensor()), loom::InvalidArgument);
   EXPECT_THROW((void)rt.copy(a, rt.tensor<float>({4, 4}).transpose(0, 1)), loom::InvalidArgument)
       << "a strided destination";
+}
+
+TEST(TensorEdges, OverflowingShapesAreRefused) {
+  loom::Runtime rt(cpu());
+  EXPECT_THROW((void)rt.tensor<float>({(std::int64_t{1} << 61) + 1}), loom::InvalidArgument);
+  EXPECT_THROW((void)rt.tensor<float>({std::int64_t{1} << 32, std::int64_t{1} << 32}),
+               loom::InvalidArgument);
+  float x = 0;
+  EXPECT_THROW(
+      (void)rt.provide(&x, loom::DType::f32, {std::int64_t{1} << 62, 4}, loom::Memory::pageable),
+      loom::InvalidArgument);
+}
+
+TEST(TensorEdges, EmptyTensorsAreContiguousAndCopyable) {
+  loom::Runtime rt(cpu());
+  auto e = rt.tensor<float>({4, 0});
+  EXPECT_TRUE(e.is_contiguous());
+  EXPECT_EQ(e.nbytes(), 0U);
+  EXPECT_NO_THROW((void)e.reshape({0, 7}));
+  EXPECT_NO_THROW(rt.copy(e, rt.tensor<float>({4, 0})).wait());
+  EXPECT_EQ(rt.tensor<float>({8}).slice(0, 0, 8, std::numeric_limits<std::int64_t>::max()).numel(),
+            1);
+}
+
+TEST(TensorEdges, OverlappingCopiesAreRefused) {
+  loom::Runtime rt(cpu());
+  auto r = rt.tensor<float>({8});
+  try {
+    (void)rt.copy(r.slice(0, 0, 7), r.slice(0, 1, 8));
+    FAIL();
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("overlap"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(rt.copy(r.slice(0, 0, 4), r.slice(0, 4, 8)).wait()) << "disjoint halves";
+}
+
+TEST(TensorEdges, OddInt4CopiesDoNotClobberTheNeighbouringNibble) {
+  loom::Runtime rt(cpu());
+  auto big = rt.tensor(loom::DType::i4, {8});
+  auto src = rt.tensor(loom::DType::i4, {3});
+  EXPECT_THROW((void)rt.copy(src, big.slice(0, 0, 3)), loom::InvalidArgument);
+  EXPECT_NO_THROW(rt.copy(src, rt.tensor(loom::DType::i4, {3})).wait()) << "a whole tensor";
+  EXPECT_NO_THROW(rt.copy(rt.tensor(loom::DType::i4, {4}), big.slice(0, 4, 8)).wait());
 }
 
 TEST(Completion, DefaultIsReady) {
