@@ -21,6 +21,7 @@ struct PoolStatistics {
   std::uint64_t upstream_frees = 0;
   std::uint64_t cache_releases = 0;  ///< times cached blocks were given back (OOM or on request)
   std::uint64_t pending_reuse = 0;   ///< freed blocks waiting for another stream's event
+  std::uint64_t cache_trims = 0;  ///< free segments given back before growing (fragmentation guard)
   std::uint64_t cross_stream_reuses = 0;  ///< cached blocks handed from an idle stream to another
 
   /// Fraction of allocations served from the cache; 0 with no allocations.

@@ -80,6 +80,10 @@ using PendingList = bi::list<Block, bi::member_hook<Block, PendingHook, &Block::
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
+// A miss that would take the pool past this multiple of the memory in use
+// first gives wholly free segments back to the upstream.
+constexpr double kGrowthLimit = 1.25;
+
 std::size_t segment_size(std::size_t rounded) {
   if (rounded <= CachingAllocator::kSmallLimit) return CachingAllocator::kSmallSegment;
   if (rounded <= CachingAllocator::kMediumLimit) return CachingAllocator::kMediumSegment;
@@ -185,8 +189,32 @@ struct CachingAllocator::Impl {
     return best;
   }
 
+  // Before growing past kGrowthLimit x what is in use, give wholly free
+  // cached segments back: a miss is slow anyway, and this keeps the cache
+  // from filling with pieces that no request fits (fragmentation).
+  void trim_before_growing(std::size_t bytes, std::size_t rounded) {
+    const auto limit = static_cast<double>(stats.in_use_bytes + rounded) * kGrowthLimit;
+    if (static_cast<double>(stats.reserved_bytes + bytes) <= limit) return;
+    for (auto it = segments.begin(); it != segments.end();) {
+      Block* b = *it;
+      if (static_cast<double>(stats.reserved_bytes + bytes) <= limit) break;
+      if (b->whole_segment() && !b->allocated && !b->pending) {
+        free_set(b->small).erase(free_set(b->small).iterator_to(*b));
+        upstream->deallocate(b->ptr, b->size);
+        ++stats.upstream_frees;
+        ++stats.cache_trims;
+        stats.reserved_bytes -= b->size;
+        recycle(b);
+        it = segments.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
   Block* new_segment(std::size_t rounded, StreamKey stream, bool small) {
     const std::size_t bytes = segment_size(rounded);
+    trim_before_growing(bytes, rounded);
     void* p = upstream->allocate(bytes);
     if (p == nullptr) {
       const std::size_t released = release_cached_locked();
@@ -222,12 +250,20 @@ struct CachingAllocator::Impl {
     free_set(rest->small).insert(*rest);
   }
 
-  // Neighbours merge only when free and safe for the same stream.
-  bool mergeable(const Block* n, const Block* b) const {
-    return n != nullptr && !n->allocated && !n->pending && n->stream == b->stream;
+  // A free neighbour merges when it is safe for the stream of the block
+  // being freed: the same stream, or a stream with no work left.
+  bool mergeable(const Block* n, const Block* b) {
+    if (n == nullptr || n->allocated || n->pending) return false;
+    if (n->stream == b->stream) return true;
+    try {
+      return events && events->stream_idle(n->stream);
+    } catch (...) {
+      return false;  // unknown: keep them apart
+    }
   }
 
-  // A block becomes free: merge with free neighbours, then cache it.
+  // A block becomes free: merge with free neighbours, then cache it. The
+  // result belongs to the freed block's stream (its work may be pending there).
   void make_free(Block* b) {
     b->allocated = false;
     b->pending = false;
@@ -237,6 +273,7 @@ struct CachingAllocator::Impl {
       set.erase(set.iterator_to(*p));
       p->size += b->size;
       p->next = b->next;
+      p->stream = b->stream;
       if (b->next != nullptr) b->next->prev = p;
       recycle(b);
       b = p;

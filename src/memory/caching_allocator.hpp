@@ -15,6 +15,9 @@
 // - A miss first looks at the free blocks of other streams that are idle
 //   (every piece of their work has completed): those are handed over
 //   instead of growing the pool. Blocks of different streams never merge.
+// - A miss that would grow the pool past 1.25 x the memory in use first
+//   gives wholly free cached segments back to the upstream (the cache must
+//   not fill with pieces no request fits).
 // - Upstream out of memory: the cached (wholly free) segments go back to the
 //   upstream and the request is retried once; then loom::OutOfMemory, whose
 //   message carries the request and the pool's statistics.

@@ -190,6 +190,7 @@ TEST_F(CachingAllocatorTest, BestFitPicksTheSmallestAdequateBlock) {
 }
 
 TEST_F(CachingAllocatorTest, FreeListsArePerStream) {
+  const Allocation keep = pool->allocate(64 * kMiB);  // enough in use that nothing is trimmed
   const Allocation a = pool->allocate(4096, /*stream=*/1);
   void* p = a.ptr;
   pool->deallocate(a);
@@ -199,6 +200,7 @@ TEST_F(CachingAllocatorTest, FreeListsArePerStream) {
   EXPECT_EQ(same.ptr, p) << "stream 1 reuses its own block at once, in stream order";
   pool->deallocate(other);
   pool->deallocate(same);
+  pool->deallocate(keep);
 }
 
 TEST_F(CachingAllocatorTest, AnIdleStreamsCachedBlocksServeAnotherStreamInsteadOfGrowing) {
@@ -272,15 +274,29 @@ TEST_F(CachingAllocatorTest, PendingBlocksDoNotMergeUntilReleased) {
 
 TEST_F(CachingAllocatorTest, OutOfMemoryReleasesTheCacheAndRetriesOnce) {
   make_pool(/*cap=*/64 * kMiB);
-  const Allocation a = pool->allocate(40 * kMiB);
-  pool->deallocate(a);  // cached, not returned
-  EXPECT_EQ(upstream->held(), 40 * kMiB);
-  const Allocation b = pool->allocate(50 * kMiB);  // needs the cache back
+  const Allocation live = pool->allocate(40 * kMiB);
+  const Allocation a = pool->allocate(12 * kMiB);
+  pool->deallocate(a);  // cached, not returned: 52 MiB held
+  EXPECT_EQ(upstream->held(), 52 * kMiB);
+  const Allocation b = pool->allocate(14 * kMiB);  // 66 MiB would exceed the cap
   EXPECT_NE(b.ptr, nullptr);
   EXPECT_EQ(upstream->frees(), 1);
   const auto s = pool->statistics();
   EXPECT_EQ(s.cache_releases, 1U);
+  EXPECT_EQ(s.cache_trims, 0U) << "this was the out-of-memory path, not a trim";
+  EXPECT_EQ(s.reserved_bytes, 54 * kMiB);
+  pool->deallocate(b);
+  pool->deallocate(live);
+}
+
+TEST_F(CachingAllocatorTest, GrowingFarPastTheMemoryInUseTrimsFreeSegmentsFirst) {
+  const Allocation a = pool->allocate(40 * kMiB);
+  pool->deallocate(a);                             // 40 MiB cached, nothing in use
+  const Allocation b = pool->allocate(50 * kMiB);  // does not fit: growing to 90 MiB is too much
+  const auto s = pool->statistics();
+  EXPECT_EQ(s.cache_trims, 1U);
   EXPECT_EQ(s.reserved_bytes, 50 * kMiB);
+  EXPECT_EQ(upstream->held(), 50 * kMiB);
   pool->deallocate(b);
 }
 
