@@ -201,6 +201,14 @@ Future Executor::submit(const Graph& graph) {
 }
 
 void Executor::schedule() {
+  // The scheduling thread drives one device: make it current once, not per launch.
+  if (options_.cuda) {
+    try {
+      LOOM_CUDA_CHECK(cudaSetDevice(options_.device));
+    } catch (const std::exception& e) {
+      logger().error("the scheduling thread cannot use device {}: {}", options_.device, e.what());
+    }
+  }
   int idle_rounds = 0;
   for (;;) {
     bool progress = false;
@@ -407,7 +415,6 @@ void Executor::launch_device(Run& run, std::uint32_t t) {
   try {
     const TaskScope scope(task.name);
     const NvtxRange range(task.name);
-    DeviceGuard guard(options_.device);
     for (auto p : planned.waits) run.tasks[p].event->make_wait(stream);
     if (run.tracing) {
       ts.trace_start = timing_events_->acquire();

@@ -7,6 +7,7 @@
 #include <loom/priority.hpp>
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -34,6 +35,7 @@ class WorkerPool {
 
   std::mutex mutex_;
   std::condition_variable wake_;
+  std::atomic<int> queued_{0};  // jobs posted and not yet taken: idle workers spin on it briefly
   std::array<std::deque<std::function<void(int)>>, kPriorityLevels> queues_;
   bool stop_ = false;
   std::vector<std::thread> threads_;
