@@ -47,7 +47,7 @@ struct RuntimeOptions {
   std::string trace_path;
   /// Bytes a staging chunk (pageable <-> device copies).
   std::size_t staging_chunk_bytes = std::size_t{4} << 20;
-  /// Staging workers; 0 picks from the core count (3/4 of the cores, 2 to 12).
+  /// Staging workers; 0 picks from the core count (half the cores, 2 to 8).
   int staging_workers = 0;
 };
 
