@@ -14,26 +14,17 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench_support.hpp"
+
 #include <chrono>
 #include <vector>
 
 namespace {
 
-bool skip_without_gpu(benchmark::State& state) {
-  if (!loom::cuda_availability().available) {
-    state.SkipWithError(("no GPU: " + loom::cuda_availability().reason).c_str());
-    return true;
-  }
-  return false;
-}
-
-template <class F>
-double ns_per_call(F&& f, int calls) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < calls; ++i) f();
-  const auto t1 = std::chrono::steady_clock::now();
-  return std::chrono::duration<double, std::nano>(t1 - t0).count() / calls;
-}
+using loom::bench::Clock;
+using loom::bench::median;
+using loom::bench::ns_per_call;
+using loom::bench::skip_without_gpu;
 
 void report_ratio(benchmark::State& state, double loom_ns, double anchor_ns) {
   state.counters["loom_ns"] = loom_ns;

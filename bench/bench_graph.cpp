@@ -15,6 +15,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench_support.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,20 +25,10 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-bool skip_without_gpu(benchmark::State& state) {
-  if (!loom::cuda_availability().available) {
-    state.SkipWithError(("no GPU: " + loom::cuda_availability().reason).c_str());
-    return true;
-  }
-  return false;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using loom::bench::Clock;
+using loom::bench::median;
+using loom::bench::ns_per_call;
+using loom::bench::skip_without_gpu;
 
 constexpr std::int64_t kTiny = 256;  // floats a tiny kernel writes
 

@@ -13,6 +13,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench_support.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -22,22 +24,10 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-bool skip_without_gpu(benchmark::State& state) {
-  if (!loom::cuda_availability().available) {
-    state.SkipWithError(("no GPU: " + loom::cuda_availability().reason).c_str());
-    return true;
-  }
-  return false;
-}
-
-template <class F>
-double ns_per_call(F&& f, int calls) {
-  const auto t0 = Clock::now();
-  for (int i = 0; i < calls; ++i) f();
-  return std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / calls;
-}
+using loom::bench::Clock;
+using loom::bench::median;
+using loom::bench::ns_per_call;
+using loom::bench::skip_without_gpu;
 
 int calls_for(std::size_t bytes) { return bytes >= (std::size_t{8} << 20) ? 50 : 500; }
 
@@ -127,10 +117,6 @@ void BM_PageableUpload(benchmark::State& state) {
     loom_total.push_back(std::chrono::duration<double>(t2 - t0).count());
     state.SetIterationTime(loom_total.back());
   }
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   loom::detail::Stream stream(0, 0);
   const auto raw = [&](const void* src) {
     std::vector<double> total;
