@@ -15,7 +15,9 @@
 /// @endcode
 ///
 /// Thread-safety: a Graph is not safe to modify from two threads at once;
-/// a built graph may be submitted from any thread, many times.
+/// a built graph may be submitted from any thread, many times. A graph
+/// submitted again unchanged reuses what the runtime derived from it the
+/// first time (validation, stream plan): build a graph once, submit it often.
 
 #include <loom/collective.hpp>
 #include <loom/op.hpp>
@@ -24,11 +26,17 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 namespace loom {
+
+namespace detail {
+struct PreparedSlot;
+struct GraphAccess;
+}  // namespace detail
 
 enum class TaskKind { op, copy, host, collective };
 
@@ -102,12 +110,19 @@ class Graph {
   void add_edge(std::uint32_t from, std::uint32_t to);
   void infer(std::uint32_t task, const Tensor& tensor, bool write);
   std::string unique_name(std::string base);
+  void changed();
+
+  friend struct detail::GraphAccess;
 
   std::vector<Task> tasks_;
   std::size_t edges_ = 0;
   // Accesses since the last covering write, per storage (keyed by its address).
   std::unordered_map<const void*, std::vector<Interval>> history_;
   std::unordered_map<std::string, int> name_counts_;
+  // What a runtime derived from this exact graph (validated, planned), so
+  // that submitting it again costs no copy and no planning. Shared by
+  // copies until one of them changes.
+  std::shared_ptr<detail::PreparedSlot> prepared_;
 };
 
 }  // namespace loom

@@ -1,6 +1,7 @@
 #include <loom/error.hpp>
 #include <loom/graph.hpp>
 
+#include "core/prepared_slot.hpp"
 #include "core/storage.hpp"
 
 #include <algorithm>
@@ -22,6 +23,16 @@ std::string Graph::unique_name(std::string base) {
   if (base.empty()) base = "task";
   const int n = name_counts_[base]++;
   return n == 0 ? base : base + "#" + std::to_string(n);
+}
+
+void Graph::changed() {
+  // A slot shared with a copy stays with the copy; an unshared one is emptied.
+  if (!prepared_ || prepared_.use_count() > 1) {
+    prepared_ = std::make_shared<detail::PreparedSlot>();
+  } else {
+    prepared_->owner = 0;
+    prepared_->value.reset();
+  }
 }
 
 void Graph::add_edge(std::uint32_t from, std::uint32_t to) {
@@ -53,6 +64,7 @@ void Graph::infer(std::uint32_t task, const Tensor& tensor, bool write) {
 }
 
 TaskId Graph::append(Task task) {
+  changed();
   const auto index = static_cast<std::uint32_t>(tasks_.size());
   task.name = unique_name(std::move(task.name));
   tasks_.push_back(std::move(task));
@@ -125,6 +137,7 @@ void Graph::precede(TaskId before, TaskId after) {
     throw InvalidArgument("Graph::precede: task '" + tasks_[before.index].name +
                           "' cannot precede itself");
   }
+  changed();
   add_edge(before.index, after.index);
 }
 

@@ -40,8 +40,10 @@ void Stream::destroy() noexcept {
   count_stream_destroyed();
 }
 
-bool Stream::idle() const {
-  const cudaError_t rc = cudaStreamQuery(stream_);
+bool Stream::idle() const { return stream_idle(view()); }
+
+bool stream_idle(StreamView stream) {
+  const cudaError_t rc = cudaStreamQuery(stream.native());
   if (rc == cudaErrorNotReady) {
     (void)cudaGetLastError();
     return false;

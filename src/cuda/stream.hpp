@@ -6,6 +6,10 @@
 
 namespace loom::detail {
 
+/// True when all work submitted to `stream` so far has completed. Never
+/// blocks. @throws CudaError for a failure the query reports.
+bool stream_idle(StreamView stream);
+
 class Stream {
  public:
   /// Creates a non-blocking stream on `device` with CUDA priority `cuda_priority`

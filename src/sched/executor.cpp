@@ -1,6 +1,7 @@
 #include "sched/executor.hpp"
 
 #include "core/log.hpp"
+#include "core/prepared_slot.hpp"
 #include "core/task_context.hpp"
 #include "cuda/check.hpp"
 #include "cuda/device_guard.hpp"
@@ -19,6 +20,10 @@ namespace loom::detail {
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// How long the scheduling thread keeps spinning after its last progress.
+constexpr auto kIdleSpin = std::chrono::microseconds(200);
+constexpr auto kDeviceSpin = std::chrono::milliseconds(2);
 
 double micros_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
@@ -63,30 +68,38 @@ struct TaskState {
 
 struct Executor::Run {
   std::shared_ptr<RunState> state;
-  Graph graph;
-  Plan plan;
-  std::vector<TaskState> tasks;
+  std::shared_ptr<const PreparedGraph> prepared;
+  std::vector<TaskState> tasks_state;
   std::size_t unfinished = 0;
   std::vector<std::vector<std::uint32_t>> in_flight;  // per stream, launch order
   std::vector<std::size_t> in_flight_head;
-  std::vector<std::vector<std::uint32_t>> stream_plan;  // device tasks per stream, plan order
-  std::vector<std::size_t> stream_next;                 // the next to launch on each stream
+  std::vector<std::size_t> stream_next;   // the next to launch on each stream
   std::vector<std::uint32_t> ready_host;  // posted in priority order once per scheduler round
   std::vector<std::uint32_t> watched;
   std::vector<std::uint32_t> async_running;
   std::atomic<int> host_outstanding{0};
   bool cancel_handled = false;
   std::exception_ptr first_error;
-  std::vector<TaskReport> reports;  // published to the state when the run ends
+  std::vector<TaskReport> reports;  // names left out (the state has them); published at the end
   Clock::time_point started = Clock::now();
   unsigned long long number = 0;
   bool tracing = false;
   EventPool::Lease trace_base;
   EventPool::Lease entry;
+
+  const std::vector<Task>& tasks() const noexcept { return prepared->tasks(); }
+  const Plan& plan() const noexcept { return prepared->plan; }
+  const std::vector<std::uint32_t>& stream_plan(std::size_t s) const noexcept {
+    return prepared->stream_plan[s];
+  }
 };
 
+namespace {
+std::atomic<std::uint64_t> executor_serials{0};
+}  // namespace
+
 Executor::Executor(ExecutorOptions options, CopyEngine& copies)
-    : options_(std::move(options)), copies_(copies) {
+    : options_(std::move(options)), copies_(copies), serial_(++executor_serials) {
   int workers = options_.workers;
   if (workers <= 0) {
     const int cores = static_cast<int>(std::max(2U, std::thread::hardware_concurrency()));
@@ -125,7 +138,7 @@ void Executor::wake() {
 
 Plan Executor::last_plan() const {
   std::lock_guard lock(plan_mutex_);
-  return last_plan_;
+  return last_prepared_ ? last_prepared_->plan : Plan{};
 }
 
 std::vector<Placement> Executor::placements(const Graph& graph) const {
@@ -173,24 +186,54 @@ void Executor::check_memory(const Graph& graph) const {
   }
 }
 
-Future Executor::submit(const Graph& graph) {
+std::shared_ptr<const PreparedGraph> Executor::prepare(const Graph& graph) {
+  const auto& slot = GraphAccess::slot(graph);
+  if (slot) {
+    std::lock_guard lock(slot->mutex);
+    if (slot->owner == serial_ && slot->value) {
+      return std::static_pointer_cast<const PreparedGraph>(slot->value);
+    }
+  }
   graph.validate();
   check_memory(graph);
+  auto prepared = std::make_shared<PreparedGraph>();
+  prepared->graph = graph;
+  GraphAccess::detach(prepared->graph);
+  prepared->plan =
+      make_plan(prepared->graph, placements(prepared->graph), options_.streams_per_priority);
+  const Plan& plan = prepared->plan;
+  prepared->stream_plan.assign(static_cast<std::size_t>(plan.stream_count), {});
+  for (auto t : plan.order) {
+    if (plan.tasks[t].placement == Placement::device) {
+      prepared->stream_plan[static_cast<std::size_t>(plan.tasks[t].stream)].push_back(t);
+      prepared->uses_streams = true;
+    }
+    if (prepared->tasks()[t].predecessors.empty()) prepared->roots.push_back(t);
+  }
+  if (slot) {
+    std::lock_guard lock(slot->mutex);
+    slot->owner = serial_;
+    slot->value = prepared;
+  }
+  return prepared;
+}
+
+Future Executor::submit(const Graph& graph) {
   auto run = std::make_unique<Run>();
-  run->graph = graph;
-  run->plan = make_plan(run->graph, placements(run->graph), options_.streams_per_priority);
+  run->prepared = prepare(graph);
   {
     std::lock_guard lock(plan_mutex_);
-    last_plan_ = run->plan;
+    last_prepared_ = run->prepared;
   }
+  const std::size_t n = run->tasks().size();
   run->state = std::make_shared<RunState>();
   run->state->workers = workers_;
   run->state->wake_scheduler = [this] { wake(); };
-  run->reports.resize(graph.size());
-  for (std::size_t i = 0; i < graph.size(); ++i) run->reports[i].name = graph.tasks()[i].name;
-  run->state->reports = run->reports;
-  run->tasks.resize(graph.size());
-  run->unfinished = graph.size();
+  run->state->names_owner = run->prepared;
+  run->state->tasks = &run->tasks();
+  run->reports.resize(n);
+  run->tasks_state.resize(n);
+  run->unfinished = n;
   run->number = ++run_counter_;
   run->tracing = !options_.trace_path.empty();
   Future future(run->state);
@@ -209,7 +252,7 @@ void Executor::schedule() {
       logger().error("the scheduling thread cannot use device {}: {}", options_.device, e.what());
     }
   }
-  int idle_rounds = 0;
+  auto last_progress = Clock::now();
   for (;;) {
     bool progress = false;
     Run* incoming = nullptr;
@@ -218,11 +261,12 @@ void Executor::schedule() {
       try {
         start_run(*runs_.back());
       } catch (...) {
-        // Only tracing setup can throw here: fail the whole run, cleanly.
+        // Only CUDA calls (the entry event, tracing) can throw here: fail
+        // the whole run, cleanly.
         Run& run = *runs_.back();
         const auto error = std::current_exception();
-        for (std::uint32_t t = 0; t < run.tasks.size(); ++t) {
-          if (run.tasks[t].status == TaskStatus::pending) fail(run, t, error);
+        for (std::uint32_t t = 0; t < run.tasks_state.size(); ++t) {
+          if (run.tasks_state[t].status == TaskStatus::pending) fail(run, t, error);
         }
       }
       progress = true;
@@ -231,7 +275,7 @@ void Executor::schedule() {
     while (done_.pop(done)) {
       Run& run = *done.run;
       run.host_outstanding.fetch_sub(1);
-      TaskState& ts = run.tasks[done.task];
+      TaskState& ts = run.tasks_state[done.task];
       if (ts.error) {
         fail(run, done.task, ts.error);
       } else if (ts.skipped) {
@@ -240,7 +284,7 @@ void Executor::schedule() {
         run.reports[done.task].status = TaskStatus::cancelled;
         run.reports[done.task].error = "cancelled: the run was cancelled by the user";
         cancel_successors(run, done.task,
-                          "task '" + run.graph.tasks()[done.task].name + "' was cancelled");
+                          "task '" + run.tasks()[done.task].name + "' was cancelled");
       } else {
         complete(run, done.task);
       }
@@ -259,7 +303,7 @@ void Executor::schedule() {
       }
       // Launch device tasks in plan order on each stream (the plan's event
       // elimination and stream tails assume it), high-priority streams first.
-      for (int st = run.plan.stream_count - 1; st >= 0; --st) {
+      for (int st = run.plan().stream_count - 1; st >= 0; --st) {
         if (advance_stream(run, st)) progress = true;
       }
       if (poll(run)) progress = true;
@@ -267,8 +311,7 @@ void Executor::schedule() {
         std::vector<std::uint32_t> ready;
         ready.swap(run.ready_host);
         std::stable_sort(ready.begin(), ready.end(), [&](auto a, auto b) {
-          return priority_index(run.graph.tasks()[a].priority) >
-                 priority_index(run.graph.tasks()[b].priority);
+          return priority_index(run.tasks()[a].priority) > priority_index(run.tasks()[b].priority);
         });
         for (auto t : ready) post_host(run, t);
         progress = true;
@@ -287,87 +330,82 @@ void Executor::schedule() {
     }
     if (stop_.load() && runs_.empty() && incoming_.empty()) return;
     if (progress) {
-      idle_rounds = 0;
+      last_progress = Clock::now();
       continue;
     }
-    // Nothing to do now. While device work is being watched, poll: spin
-    // briefly (low release latency), then back off; otherwise sleep until woken.
-    ++idle_rounds;
-    if (waiting_on_device) {
-      if (idle_rounds < 2000) {
-        std::this_thread::yield();
-      } else {
-        std::unique_lock lock(wake_mutex_);
+    // Nothing to do now. Spin a while after the last progress, so that the
+    // next submit, a worker's result or finishing device work is seen without
+    // a wake-up's latency (longer while device work is watched); then poll
+    // device work every 50 µs, or sleep until woken.
+    const auto idle = Clock::now() - last_progress;
+    if (idle < (waiting_on_device ? kDeviceSpin : kIdleSpin)) {
+      std::this_thread::yield();
+      continue;
+    }
+    {
+      std::unique_lock lock(wake_mutex_);
+      if (waiting_on_device) {
         wake_cv_.wait_for(lock, std::chrono::microseconds(50),
                           [&] { return wake_flag_.load(std::memory_order_acquire); });
+      } else {
+        wake_cv_.wait_for(lock, std::chrono::milliseconds(100),
+                          [&] { return wake_flag_.load(std::memory_order_acquire); });
       }
-    } else {
-      std::unique_lock lock(wake_mutex_);
-      wake_cv_.wait_for(lock, std::chrono::milliseconds(100),
-                        [&] { return wake_flag_.load(std::memory_order_acquire); });
     }
     wake_flag_.store(false, std::memory_order_relaxed);
   }
 }
 
 void Executor::start_run(Run& run) {
-  run.in_flight.assign(static_cast<std::size_t>(run.plan.stream_count), {});
-  run.stream_plan.assign(static_cast<std::size_t>(run.plan.stream_count), {});
-  run.stream_next.assign(static_cast<std::size_t>(run.plan.stream_count), 0);
-  for (auto t : run.plan.order) {
-    if (run.plan.tasks[t].placement == Placement::device) {
-      run.stream_plan[static_cast<std::size_t>(run.plan.tasks[t].stream)].push_back(t);
-    }
-  }
-  run.in_flight_head.assign(static_cast<std::size_t>(run.plan.stream_count), 0);
-  if (options_.cuda && options_.entry_stream != nullptr) {
+  const auto streams = static_cast<std::size_t>(run.plan().stream_count);
+  run.in_flight.resize(streams);
+  for (std::size_t s = 0; s < streams; ++s) run.in_flight[s].reserve(run.stream_plan(s).size());
+  run.stream_next.assign(streams, 0);
+  run.in_flight_head.assign(streams, 0);
+  if (options_.cuda && options_.entry_stream != nullptr && run.prepared->uses_streams &&
+      !stream_idle(StreamView(options_.entry_stream))) {
     // Memory the pool hands out is ordered on the runtime's stream; this
-    // run's streams must not overtake work still queued there.
-    bool any = false;
-    for (const auto& q : run.stream_plan) any = any || !q.empty();
-    if (any) {
-      run.entry = events_->acquire();
-      run.entry->record(StreamView(options_.entry_stream));
-      for (std::size_t s = 0; s < run.stream_plan.size(); ++s) {
-        if (!run.stream_plan[s].empty()) run.entry->make_wait(streams_[s]->view());
-      }
+    // run's streams must not overtake work still queued there. (An idle
+    // entry stream has nothing left to overtake.)
+    run.entry = events_->acquire();
+    run.entry->record(StreamView(options_.entry_stream));
+    for (std::size_t s = 0; s < streams; ++s) {
+      if (!run.stream_plan(s).empty()) run.entry->make_wait(streams_[s]->view());
     }
   }
   if (run.tracing && options_.cuda) {
     run.trace_base = timing_events_->acquire();
     run.trace_base->record(streams_.front()->view());
   }
-  const auto& tasks = run.graph.tasks();
+  const auto& tasks = run.tasks();
   for (std::uint32_t t = 0; t < tasks.size(); ++t) {
-    run.tasks[t].unmet = static_cast<std::uint32_t>(tasks[t].predecessors.size());
+    run.tasks_state[t].unmet = static_cast<std::uint32_t>(tasks[t].predecessors.size());
   }
-  for (auto t : run.plan.order) {
-    if (run.tasks[t].unmet == 0) make_ready(run, t);
-  }
+  for (auto t : run.prepared->roots) make_ready(run, t);
 }
 
 void Executor::make_ready(Run& run, std::uint32_t t) {
-  if (run.tasks[t].status != TaskStatus::pending) return;
+  if (run.tasks_state[t].status != TaskStatus::pending) return;
   if (run.state->cancel_requested.load()) return;  // cancel_pending() will take it
-  switch (run.plan.tasks[t].placement) {
-    case Placement::device: run.tasks[t].ready = true; break;
+  switch (run.plan().tasks[t].placement) {
+    case Placement::device: run.tasks_state[t].ready = true; break;
     case Placement::host: run.ready_host.push_back(t); break;
     case Placement::async: start_async(run, t); break;
   }
 }
 
 void Executor::satisfy(Run& run, std::uint32_t t) {
-  if (--run.tasks[t].unmet == 0) make_ready(run, t);
+  if (--run.tasks_state[t].unmet == 0) make_ready(run, t);
 }
 
 bool Executor::advance_stream(Run& run, int stream) {
   const auto s = static_cast<std::size_t>(stream);
-  const auto& queue = run.stream_plan[s];
+  const auto& queue = run.stream_plan(s);
   auto& next = run.stream_next[s];
   bool progress = false;
   while (next < queue.size()) {
     const auto t = queue[next];
-    TaskState& ts = run.tasks[t];
+    TaskState& ts = run.tasks_state[t];
     if (ts.status == TaskStatus::cancelled || ts.status == TaskStatus::failed) {
       // Skipped: the work already launched on this stream must still be seen to finish.
       ++next;
@@ -389,7 +427,7 @@ void Executor::watch_stream_tail(Run& run, int stream) {
   const auto& flight = run.in_flight[s];
   if (run.in_flight_head[s] >= flight.size()) return;  // nothing launched is unconfirmed
   const auto last = flight.back();
-  TaskState& ts = run.tasks[last];
+  TaskState& ts = run.tasks_state[last];
   if (ts.watching) return;
   try {
     if (!ts.event) {
@@ -407,15 +445,15 @@ void Executor::watch_stream_tail(Run& run, int stream) {
 }
 
 void Executor::launch_device(Run& run, std::uint32_t t) {
-  TaskState& ts = run.tasks[t];
+  TaskState& ts = run.tasks_state[t];
   if (ts.status != TaskStatus::pending) return;
-  const Task& task = run.graph.tasks()[t];
-  const PlannedTask& planned = run.plan.tasks[t];
+  const Task& task = run.tasks()[t];
+  const PlannedTask& planned = run.plan().tasks[t];
   const StreamView stream = streams_[static_cast<std::size_t>(planned.stream)]->view();
   try {
     const TaskScope scope(task.name);
     const NvtxRange range(task.name);
-    for (auto p : planned.waits) run.tasks[p].event->make_wait(stream);
+    for (auto p : planned.waits) run.tasks_state[p].event->make_wait(stream);
     if (run.tracing) {
       ts.trace_start = timing_events_->acquire();
       ts.trace_start->record(stream);
@@ -448,13 +486,13 @@ void Executor::launch_device(Run& run, std::uint32_t t) {
     run.watched.push_back(t);
   }
   for (auto s : task.successors) {
-    if (run.plan.tasks[s].placement == Placement::device) satisfy(run, s);
+    if (run.plan().tasks[s].placement == Placement::device) satisfy(run, s);
   }
 }
 
 void Executor::start_async(Run& run, std::uint32_t t) {
-  TaskState& ts = run.tasks[t];
-  const Task& task = run.graph.tasks()[t];
+  TaskState& ts = run.tasks_state[t];
+  const Task& task = run.tasks()[t];
   try {
     const TaskScope scope(task.name);
     ts.start_us = micros_since(run.started);
@@ -470,19 +508,19 @@ void Executor::start_async(Run& run, std::uint32_t t) {
 }
 
 void Executor::post_host(Run& run, std::uint32_t t) {
-  TaskState& ts = run.tasks[t];
+  TaskState& ts = run.tasks_state[t];
   if (ts.status != TaskStatus::pending) return;  // cancelled while it waited for its round
   ts.launched = true;
   ts.status = TaskStatus::running;
   run.host_outstanding.fetch_add(1);
   Run* r = &run;
-  workers_->post(run.graph.tasks()[t].priority,
+  workers_->post(run.tasks()[t].priority,
                  [this, r, t](int worker) { run_host_task(*r, t, worker); });
 }
 
 void Executor::run_host_task(Run& run, std::uint32_t t, int worker) {
-  TaskState& ts = run.tasks[t];
-  const Task& task = run.graph.tasks()[t];
+  TaskState& ts = run.tasks_state[t];
+  const Task& task = run.tasks()[t];
   if (run.state->cancel_requested.load()) {
     ts.skipped = true;
   } else {
@@ -514,25 +552,25 @@ void Executor::run_host_task(Run& run, std::uint32_t t, int worker) {
 }
 
 void Executor::complete(Run& run, std::uint32_t t) {
-  TaskState& ts = run.tasks[t];
+  TaskState& ts = run.tasks_state[t];
   if (ts.status == TaskStatus::completed || ts.status == TaskStatus::failed) return;
   ts.status = TaskStatus::completed;
   run.reports[t].status = TaskStatus::completed;
   --run.unfinished;
-  const bool device = run.plan.tasks[t].placement == Placement::device;
-  for (auto s : run.graph.tasks()[t].successors) {
+  const bool device = run.plan().tasks[t].placement == Placement::device;
+  for (auto s : run.tasks()[t].successors) {
     // Device successors of a device task were released at its launch.
-    if (!device || run.plan.tasks[s].placement != Placement::device) satisfy(run, s);
+    if (!device || run.plan().tasks[s].placement != Placement::device) satisfy(run, s);
   }
 }
 
 void Executor::fail(Run& run, std::uint32_t t, std::exception_ptr error) {
-  TaskState& ts = run.tasks[t];
+  TaskState& ts = run.tasks_state[t];
   if (ts.status == TaskStatus::completed || ts.status == TaskStatus::failed ||
       ts.status == TaskStatus::cancelled) {
     return;
   }
-  const std::string& name = run.graph.tasks()[t].name;
+  const std::string& name = run.tasks()[t].name;
   try {
     std::rethrow_exception(error);
   } catch (Error& e) {
@@ -554,23 +592,23 @@ void Executor::fail(Run& run, std::uint32_t t, std::exception_ptr error) {
 }
 
 void Executor::cancel_successors(Run& run, std::uint32_t t, const std::string& why) {
-  std::vector<std::uint32_t> stack(run.graph.tasks()[t].successors);
+  std::vector<std::uint32_t> stack(run.tasks()[t].successors);
   while (!stack.empty()) {
     const auto s = stack.back();
     stack.pop_back();
-    TaskState& ts = run.tasks[s];
+    TaskState& ts = run.tasks_state[s];
     if (ts.status != TaskStatus::pending) continue;  // launched work finishes on its own
     ts.status = TaskStatus::cancelled;
     run.reports[s].status = TaskStatus::cancelled;
     run.reports[s].error = "cancelled: " + why;
     --run.unfinished;
-    for (auto n : run.graph.tasks()[s].successors) stack.push_back(n);
+    for (auto n : run.tasks()[s].successors) stack.push_back(n);
   }
 }
 
 void Executor::cancel_pending(Run& run, const std::string& why) {
-  for (std::uint32_t t = 0; t < run.tasks.size(); ++t) {
-    TaskState& ts = run.tasks[t];
+  for (std::uint32_t t = 0; t < run.tasks_state.size(); ++t) {
+    TaskState& ts = run.tasks_state[t];
     if (ts.status != TaskStatus::pending) continue;
     ts.status = TaskStatus::cancelled;
     run.reports[t].status = TaskStatus::cancelled;
@@ -587,7 +625,7 @@ bool Executor::poll(Run& run) {
     bool done = false;
     std::exception_ptr error;
     try {
-      done = run.tasks[w].event->completed();
+      done = run.tasks_state[w].event->completed();
     } catch (...) {
       done = true;
       error = std::current_exception();
@@ -600,9 +638,9 @@ bool Executor::poll(Run& run) {
     run.watched.pop_back();
     progress = true;
     // A later watched task of the same stream may already have completed it.
-    if (run.tasks[w].status != TaskStatus::running) continue;
+    if (run.tasks_state[w].status != TaskStatus::running) continue;
     // Stream order: everything launched on the stream up to w is done too.
-    const auto s = static_cast<std::size_t>(run.plan.tasks[w].stream);
+    const auto s = static_cast<std::size_t>(run.plan().tasks[w].stream);
     auto& flight = run.in_flight[s];
     auto& head = run.in_flight_head[s];
     while (head < flight.size()) {
@@ -617,7 +655,7 @@ bool Executor::poll(Run& run) {
   }
   for (std::size_t i = 0; i < run.async_running.size();) {
     const auto a = run.async_running[i];
-    TaskState& ts = run.tasks[a];
+    TaskState& ts = run.tasks_state[a];
     if (!ts.async.ready()) {
       ++i;
       continue;
@@ -683,8 +721,8 @@ Executor::Trace Executor::collect_trace(Run& run) {
   std::vector<TraceTrack> tracks;
   std::vector<TraceEvent> events;
   const int k = std::max(1, options_.streams_per_priority);
-  for (int s = 0; options_.cuda && s < run.plan.stream_count; ++s) {
-    const std::string prio = s == run.plan.collective_stream()
+  for (int s = 0; options_.cuda && s < run.plan().stream_count; ++s) {
+    const std::string prio = s == run.plan().collective_stream()
                                  ? std::string("collectives")
                                  : std::string(to_string(static_cast<Priority>(s / k)));
     tracks.push_back({100 + s, "stream " + std::to_string(s) + " (" + prio + ")"});
@@ -692,14 +730,14 @@ Executor::Trace Executor::collect_trace(Run& run) {
   for (int w = 0; w < workers_->size(); ++w)
     tracks.push_back({w + 1, "host worker " + std::to_string(w)});
   tracks.push_back({99, "scheduler (async copies)"});
-  const auto& tasks = run.graph.tasks();
+  const auto& tasks = run.tasks();
   for (std::uint32_t t = 0; t < tasks.size(); ++t) {
-    const TaskState& ts = run.tasks[t];
+    const TaskState& ts = run.tasks_state[t];
     if (ts.status != TaskStatus::completed) continue;
     TraceEvent e;
     e.name = tasks[t].name;
     e.category = std::string(to_string(tasks[t].kind));
-    switch (run.plan.tasks[t].placement) {
+    switch (run.plan().tasks[t].placement) {
       case Placement::device: {
         if (!ts.trace_start || !ts.trace_end || !run.trace_base) continue;
         try {
@@ -708,7 +746,7 @@ Executor::Trace Executor::collect_trace(Run& run) {
         } catch (const std::exception&) {
           continue;
         }
-        e.track = 100 + run.plan.tasks[t].stream;
+        e.track = 100 + run.plan().tasks[t].stream;
         break;
       }
       case Placement::host:

@@ -11,6 +11,7 @@
 #include "cuda/event_pool.hpp"
 #include "cuda/stream_pool.hpp"
 #include "sched/plan.hpp"
+#include "sched/prepared_graph.hpp"
 #include "sched/run_state.hpp"
 #include "sched/worker_pool.hpp"
 #include "trace/chrome_trace.hpp"
@@ -76,6 +77,8 @@ class Executor {
     std::uint32_t task;
   };
 
+  /// The graph's prepared form: from its slot when this executor made it, else made now.
+  std::shared_ptr<const PreparedGraph> prepare(const Graph& graph);
   std::vector<Placement> placements(const Graph& graph) const;
   void check_memory(const Graph& graph) const;
   void schedule();
@@ -117,8 +120,9 @@ class Executor {
   std::atomic<bool> wake_flag_{false};
   std::atomic<bool> stop_{false};
   std::atomic<unsigned long long> run_counter_{0};
+  std::uint64_t serial_;  // tells this executor's prepared graphs from another's
   mutable std::mutex plan_mutex_;
-  Plan last_plan_;
+  std::shared_ptr<const PreparedGraph> last_prepared_;
   std::vector<std::unique_ptr<Run>> runs_;  // scheduler thread only
   std::thread scheduler_;
 };

@@ -85,7 +85,16 @@ void Future::cancel() const {
 std::vector<TaskReport> Future::report() const {
   const auto& s = state();
   std::lock_guard lock(s.mutex);
-  return s.reports;
+  const std::size_t n = s.tasks != nullptr ? s.tasks->size() : 0;
+  std::vector<TaskReport> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    out[i].name = (*s.tasks)[i].name;
+    if (i < s.reports.size()) {
+      out[i].status = s.reports[i].status;
+      out[i].error = s.reports[i].error;
+    }
+  }
+  return out;
 }
 
 }  // namespace loom

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -305,3 +306,115 @@ TEST(ExecutorCpu, BackendFromTheEnvironment) {
 }
 
 }  // namespace
+
+namespace {
+
+// Adds one to every element of a tensor, and counts how often it is validated.
+class CountingIncrement final : public loom::Op {
+ public:
+  CountingIncrement(loom::Tensor t, std::atomic<int>& validations)
+      : t_(std::move(t)), validations_(validations) {}
+  std::string_view name() const noexcept override { return "increment"; }
+  std::vector<loom::Tensor> reads() const override { return {t_}; }
+  std::vector<loom::Tensor> writes() const override { return {t_}; }
+  void validate() const override { ++validations_; }
+  void run_cpu() const override {
+    auto* p = t_.data_as<float>();
+    for (std::int64_t i = 0; i < t_.numel(); ++i) p[i] += 1.0F;
+  }
+  void run_cuda(const loom::ExecutionContext&) const override {
+    throw loom::InvalidArgument("increment: CPU only");
+  }
+
+ private:
+  loom::Tensor t_;
+  std::atomic<int>& validations_;
+};
+
+}  // namespace
+
+TEST(ExecutorCpu, ResubmittingAnUnchangedGraphValidatesAndPlansItOnce) {
+  loom::Runtime rt(cpu());
+  auto t = rt.tensor<float>({64});
+  std::atomic<int> validations{0};
+  loom::Graph g;
+  g.add(loom::ops::fill(t, 0.0F));
+  g.add(std::make_shared<CountingIncrement>(t, validations));
+  for (int i = 0; i < 5; ++i) rt.submit(g).wait();
+  EXPECT_EQ(validations.load(), 1);
+  EXPECT_EQ(t.data_as<float>()[63], 1.0F);
+
+  // A change makes the next submit validate (and plan) the new graph.
+  g.add(std::make_shared<CountingIncrement>(t, validations));
+  rt.submit(g).wait();
+  EXPECT_EQ(validations.load(), 3);  // both increments, once each
+  EXPECT_EQ(t.data_as<float>()[0], 2.0F);
+  rt.submit(g).wait();
+  EXPECT_EQ(validations.load(), 3);
+}
+
+TEST(ExecutorCpu, AChangedCopyNeverAltersTheOriginalOrARunInFlight) {
+  loom::Runtime rt(cpu());
+  auto t = rt.tensor<float>({16});
+  std::atomic<int> validations{0};
+  loom::Graph g;
+  g.add(loom::ops::fill(t, 10.0F));
+  rt.submit(g).wait();
+
+  loom::Graph longer = g;  // shares what the runtime derived, until it changes
+  longer.add(std::make_shared<CountingIncrement>(t, validations));
+  rt.submit(longer).wait();
+  EXPECT_EQ(t.data_as<float>()[5], 11.0F);
+  rt.submit(g).wait();  // the original still only fills
+  EXPECT_EQ(t.data_as<float>()[5], 10.0F);
+  auto again = rt.submit(g);
+  again.wait();
+  EXPECT_EQ(again.report().size(), 1U);
+
+  // A run keeps the graph as it was at submit, whatever happens to it later.
+  std::atomic<bool> release{false};
+  loom::Graph gated;
+  gated.host("gate", [&] {
+    while (!release) std::this_thread::sleep_for(1ms);
+  });
+  gated.add(loom::ops::fill(t, 3.0F));
+  auto run = rt.submit(gated);
+  gated.add(std::make_shared<CountingIncrement>(t, validations));
+  release = true;
+  run.wait();
+  EXPECT_EQ(run.report().size(), 2U);
+  EXPECT_EQ(t.data_as<float>()[0], 3.0F);
+}
+
+TEST(ExecutorCpu, OneGraphRunsOnTwoRuntimes) {
+  loom::Runtime first(cpu());
+  loom::Runtime second(cpu());
+  auto t = first.tensor<float>({8});
+  std::fill_n(t.data_as<float>(), 8, 0.0F);
+  std::atomic<int> validations{0};
+  loom::Graph g;
+  g.add(std::make_shared<CountingIncrement>(t, validations));
+  for (int i = 0; i < 3; ++i) {
+    first.submit(g).wait();
+    second.submit(g).wait();
+  }
+  EXPECT_EQ(t.data_as<float>()[7], 6.0F);
+  // Each runtime's backend checks the graph itself (memory spaces differ by backend).
+  EXPECT_GE(validations.load(), 2);
+}
+
+TEST(ExecutorCpu, AnInvalidGraphIsRejectedOnEverySubmit) {
+  loom::Runtime rt(cpu());
+  auto a = rt.tensor<float>({8});
+  auto b = rt.tensor<float>({9});
+  loom::Graph g;
+  g.add(loom::ops::vector_add(a, a, b), {"mismatched"});
+  for (int i = 0; i < 2; ++i) {
+    try {
+      rt.submit(g);
+      FAIL() << "an invalid graph was accepted";
+    } catch (const loom::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("mismatched"), std::string::npos) << e.what();
+    }
+  }
+}

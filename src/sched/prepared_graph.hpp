@@ -1,0 +1,26 @@
+#pragma once
+// A graph as one executor runs it: an immutable snapshot of the tasks,
+// validated, with its plan and each stream's launch order. Made at the first
+// submit and kept in the graph's slot, so that submitting the same graph
+// again copies and plans nothing; shared by every run of it.
+
+#include "sched/plan.hpp"
+
+#include <loom/graph.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace loom::detail {
+
+struct PreparedGraph {
+  Graph graph;  ///< the snapshot (detached from the original's slot)
+  Plan plan;
+  std::vector<std::vector<std::uint32_t>> stream_plan;  ///< device tasks per stream, plan order
+  std::vector<std::uint32_t> roots;                     ///< tasks with no predecessor, plan order
+  bool uses_streams = false;                            ///< some task runs on a stream
+
+  const std::vector<Task>& tasks() const noexcept { return graph.tasks(); }
+};
+
+}  // namespace loom::detail
