@@ -7,6 +7,7 @@
 #include "cuda/event.hpp"
 #include "cuda/stream.hpp"
 #include "elementwise/map.hpp"
+#include "sched/plan.hpp"
 
 #include <loom/device.hpp>
 #include <loom/graph.hpp>
@@ -82,6 +83,46 @@ double raw_ns_per_kernel(int n, bool multi_stream, std::vector<loom::Tensor>& ts
   return median(samples);
 }
 
+// Raw anchor for a DAG: the graph launched by hand exactly as loom's plan
+// says (same streams, same event waits, in plan order), without loom. The
+// gap to it is loom's own scheduling cost; the gap between it and the
+// one-stream loop is what the plan's concurrency costs in events.
+double raw_same_plan_ns_per_kernel(const loom::Graph& g, std::vector<loom::Tensor>& ts) {
+  const auto plan = loom::detail::make_plan(
+      g, std::vector<loom::detail::Placement>(g.size(), loom::detail::Placement::device), 4);
+  std::vector<std::unique_ptr<loom::detail::Stream>> streams;
+  for (int s = 0; s < plan.stream_count; ++s) {
+    streams.push_back(std::make_unique<loom::detail::Stream>(0, 0));
+  }
+  std::vector<std::unique_ptr<loom::detail::Event>> events;
+  for (std::size_t t = 0; t < g.size(); ++t)
+    events.push_back(std::make_unique<loom::detail::Event>(0));
+  loom::detail::Event joined(0);
+  auto* p = ts[0].data_as<float>();
+  std::vector<double> samples;
+  for (int rep = 0; rep < 7; ++rep) {
+    const auto t0 = Clock::now();
+    std::vector<bool> used(streams.size(), false);
+    for (auto t : plan.order) {
+      const auto& pt = plan.tasks[t];
+      const auto sv = streams[static_cast<std::size_t>(pt.stream)]->view();
+      used[static_cast<std::size_t>(pt.stream)] = true;
+      for (auto w : pt.waits) events[w]->make_wait(sv);
+      loom::kernels::scale_copy(p, p, kTiny, 1.0F, sv);
+      if (pt.record_event) events[t]->record(sv);
+    }
+    for (std::size_t s = 1; s < streams.size(); ++s) {
+      if (!used[s]) continue;
+      joined.record(streams[s]->view());
+      joined.make_wait(streams[0]->view());
+    }
+    streams[0]->synchronize();
+    samples.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() /
+                      static_cast<double>(g.size()));
+  }
+  return median(samples);
+}
+
 void BM_EagerGraph(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
   const auto shape = static_cast<Shape>(state.range(0));
@@ -104,6 +145,11 @@ void BM_EagerGraph(benchmark::State& state) {
   state.counters["loom_ns_per_task"] = loom_ns;
   state.counters["raw_ns_per_kernel"] = raw_ns;
   state.counters["ratio"] = loom_ns / raw_ns;
+  if (shape == Shape::random_dag) {
+    const double same_plan_ns = raw_same_plan_ns_per_kernel(g, ts);
+    state.counters["raw_same_plan_ns"] = same_plan_ns;
+    state.counters["ratio_vs_same_plan"] = loom_ns / same_plan_ns;
+  }
   state.SetLabel(shape == Shape::chain     ? "chain vs one-stream loop"
                  : shape == Shape::fan_out ? "fan-out vs 4 streams + events"
                                            : "random DAG vs one-stream loop");

@@ -31,6 +31,31 @@ std::vector<std::uint32_t> topological_order(const Graph& graph) {
   return order;
 }
 
+// How many distinct streams the task's device predecessors are on.
+int device_pred_streams(const Task& task, const std::vector<PlannedTask>& planned) {
+  std::vector<int> seen;
+  for (auto p : task.predecessors) {
+    const auto& pred = planned[p];
+    if (pred.placement != Placement::device) continue;
+    if (std::find(seen.begin(), seen.end(), pred.stream) == seen.end()) seen.push_back(pred.stream);
+  }
+  return static_cast<int>(seen.size());
+}
+
+// How many device predecessors stream `s` (whose vector clock is `clock`)
+// would still have to wait for.
+std::size_t waits_needed(const Task& task, const std::vector<PlannedTask>& planned,
+                         const std::vector<std::int64_t>& clock, int s,
+                         const std::vector<std::int64_t>& task_seq) {
+  std::size_t n = 0;
+  for (auto p : task.predecessors) {
+    const auto& pred = planned[p];
+    if (pred.placement != Placement::device || pred.stream == s) continue;
+    if (clock[static_cast<std::size_t>(pred.stream)] < task_seq[p]) ++n;
+  }
+  return n;
+}
+
 }  // namespace
 
 Plan make_plan(const Graph& graph, const std::vector<Placement>& placement,
@@ -71,9 +96,23 @@ Plan make_plan(const Graph& graph, const std::vector<Placement>& placement,
         }
       }
       if (s < 0) {
+        // A join (device predecessors on two or more streams) gains no
+        // concurrency from a fresh stream: it takes the stream that needs the
+        // fewest waits. Anything else takes the least recently used stream.
+        const bool join = device_pred_streams(task, plan.tasks) >= 2;
         s = first;
+        std::size_t best =
+            join ? waits_needed(task, plan.tasks, clock[static_cast<std::size_t>(s)], s, task_seq)
+                 : 0;
         for (int c = first + 1; c < first + k; ++c) {
-          if (last_use[static_cast<std::size_t>(c)] < last_use[static_cast<std::size_t>(s)]) s = c;
+          const std::size_t w =
+              join ? waits_needed(task, plan.tasks, clock[static_cast<std::size_t>(c)], c, task_seq)
+                   : 0;
+          if (w < best || (w == best && last_use[static_cast<std::size_t>(c)] <
+                                            last_use[static_cast<std::size_t>(s)])) {
+            s = c;
+            best = w;
+          }
         }
       }
     }

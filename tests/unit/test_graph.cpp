@@ -209,6 +209,29 @@ TEST_F(GraphTest, PlanDropsEventsThatEarlierWaitsImply) {
   EXPECT_EQ(plan.tasks[e.index].waits, std::vector<std::uint32_t>{b.index});
 }
 
+TEST_F(GraphTest, PlanPutsAJoinWhereItNeedsTheFewestWaits) {
+  // a and b start two streams, each continued by another task; j joins a and
+  // b, which are no longer their streams' tails. A fresh stream would wait on
+  // both; a stream of one of them waits only on the other.
+  Graph g;
+  auto a = g.host("a", [] {}, {}, {x});
+  auto b = g.host("b", [] {}, {}, {y});
+  auto a2 = g.host("a2", [] {}, {}, {});
+  auto b2 = g.host("b2", [] {}, {}, {});
+  auto j = g.host("j", [] {}, {}, {});
+  g.precede(a, a2);
+  g.precede(b, b2);
+  g.precede(a, j);
+  g.precede(b, j);
+  const auto plan = device_plan(g);
+  ASSERT_NE(plan.tasks[a.index].stream, plan.tasks[b.index].stream);
+  EXPECT_EQ(plan.tasks[a2.index].stream, plan.tasks[a.index].stream);
+  EXPECT_EQ(plan.tasks[b2.index].stream, plan.tasks[b.index].stream);
+  const int js = plan.tasks[j.index].stream;
+  EXPECT_TRUE(js == plan.tasks[a.index].stream || js == plan.tasks[b.index].stream) << js;
+  EXPECT_EQ(plan.tasks[j.index].waits.size(), 1U);
+}
+
 TEST_F(GraphTest, PlanBoundsTheStreamsAndSeparatesPriorities) {
   Graph g;
   std::vector<loom::Tensor> ts;
