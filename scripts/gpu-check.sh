@@ -51,7 +51,12 @@ done
 
 echo "================ loom GPU check summary ================"
 echo "GPU:       $(tail -n +2 "$logs/gpu.txt" | head -1)"
-echo "commit:    $(git rev-parse --short HEAD 2>/dev/null || echo unknown) $(git diff --quiet 2>/dev/null || echo '(+ uncommitted changes)')"
+# The tree may arrive without its own git metadata: LOOM_COMMIT names it then.
+if [ -n "${LOOM_COMMIT:-}" ]; then
+  echo "commit:    $LOOM_COMMIT (as given)"
+else
+  echo "commit:    $(git rev-parse --short HEAD 2>/dev/null || echo unknown) $(git diff --quiet 2>/dev/null || echo '(+ uncommitted changes)')"
+fi
 echo "date:      $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "configure: $(status $configure_rc)   build: $(status $build_rc) in ${build_s}s"
 echo "cpu+mpi:   $(grep -E 'tests passed|tests failed' "$logs/ctest.log" | tail -1)"

@@ -65,9 +65,11 @@ class Runtime {
   /// Backend::cuda or Backend::cpu.
   Backend backend() const noexcept { return has_gpu() ? Backend::cuda : Backend::cpu; }
 
-  /// Validates the graph and starts running it; returns at once. The graph
-  /// is copied: it may be changed or submitted again meanwhile. Runs
-  /// submitted one after another without waiting run concurrently.
+  /// Validates the graph and starts running it; returns at once. The run
+  /// keeps the graph as it is now: it may be changed or submitted again
+  /// meanwhile. The first submit of a graph snapshots, validates and plans
+  /// it; submitting it again unchanged reuses all of that. Runs submitted
+  /// one after another without waiting run concurrently.
   /// @throws InvalidArgument (a cycle, bad op inputs, tensors in the wrong
   /// memory space for the backend), naming the task.
   Future submit(const Graph& graph);
