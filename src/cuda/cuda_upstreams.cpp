@@ -2,6 +2,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/device_guard.hpp"
+#include "cuda/stream.hpp"
 
 #include <loom/device.hpp>
 #include <loom/error.hpp>
@@ -99,13 +100,7 @@ bool CudaEventSource::completed(Marker marker) {
 }
 
 bool CudaEventSource::stream_idle(StreamKey stream) {
-  const cudaError_t rc = cudaStreamQuery(reinterpret_cast<cudaStream_t>(stream));
-  if (rc == cudaErrorNotReady) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  LOOM_CUDA_CHECK(rc);
-  return true;
+  return detail::stream_idle(StreamView(reinterpret_cast<cudaStream_t>(stream)));
 }
 
 void CudaEventSource::release(Marker marker) noexcept {

@@ -136,11 +136,6 @@ void Executor::wake() {
   wake_cv_.notify_one();
 }
 
-Plan Executor::last_plan() const {
-  std::lock_guard lock(plan_mutex_);
-  return last_prepared_ ? last_prepared_->plan : Plan{};
-}
-
 std::vector<Placement> Executor::placements(const Graph& graph) const {
   std::vector<Placement> out;
   out.reserve(graph.size());
@@ -221,10 +216,6 @@ std::shared_ptr<const PreparedGraph> Executor::prepare(const Graph& graph) {
 Future Executor::submit(const Graph& graph) {
   auto run = std::make_unique<Run>();
   run->prepared = prepare(graph);
-  {
-    std::lock_guard lock(plan_mutex_);
-    last_prepared_ = run->prepared;
-  }
   const std::size_t n = run->tasks().size();
   run->state = std::make_shared<RunState>();
   run->state->workers = workers_;

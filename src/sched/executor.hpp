@@ -66,8 +66,6 @@ class Executor {
   Future submit(const Graph& graph);
 
   bool cuda() const noexcept { return options_.cuda; }
-  /// The last plan made, for tests and statistics.
-  Plan last_plan() const;
 
   struct Run;
 
@@ -120,9 +118,7 @@ class Executor {
   std::atomic<bool> wake_flag_{false};
   std::atomic<bool> stop_{false};
   std::atomic<unsigned long long> run_counter_{0};
-  std::uint64_t serial_;  // tells this executor's prepared graphs from another's
-  mutable std::mutex plan_mutex_;
-  std::shared_ptr<const PreparedGraph> last_prepared_;
+  std::uint64_t serial_;                    // tells this executor's prepared graphs from another's
   std::vector<std::unique_ptr<Run>> runs_;  // scheduler thread only
   std::thread scheduler_;
 };
