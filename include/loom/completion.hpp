@@ -13,7 +13,8 @@ namespace loom {
 
 namespace detail {
 struct CompletionState;
-}
+struct CompletionAccess;
+}  // namespace detail
 
 class Completion {
  public:
@@ -31,6 +32,7 @@ class Completion {
   std::exception_ptr error() const;
 
  private:
+  friend struct detail::CompletionAccess;
   std::shared_ptr<detail::CompletionState> state_;
 };
 

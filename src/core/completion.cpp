@@ -1,6 +1,7 @@
 #include <loom/completion.hpp>
 
 #include "core/completion_state.hpp"
+#include "core/thread_role.hpp"
 
 #include <thread>
 
@@ -30,6 +31,7 @@ bool Completion::ready() const {
 
 void Completion::wait() const {
   auto& s = *state_;
+  detail::check_may_wait("Completion::wait()");
   if (s.block) {
     try {
       s.block();
@@ -39,7 +41,8 @@ void Completion::wait() const {
     }
   }
   std::unique_lock lock(s.mutex);
-  s.done_cv.wait(lock, [&] { return s.done; });
+  detail::wait_helping(
+      lock, s.done_cv, [&] { return s.done; }, "Completion::wait()");
   if (s.error) std::rethrow_exception(s.error);
 }
 
@@ -54,7 +57,8 @@ bool Completion::wait_for(std::chrono::nanoseconds timeout) const {
     return true;
   }
   std::unique_lock lock(s.mutex);
-  return s.done_cv.wait_for(lock, timeout, [&] { return s.done; });
+  return detail::wait_helping_for(
+      lock, s.done_cv, [&] { return s.done; }, timeout, "Completion::wait_for()");
 }
 
 std::exception_ptr Completion::error() const {

@@ -1,12 +1,16 @@
 #pragma once
 // The shared state behind a loom::Completion. Finished either by a producer
-// calling finish() (a staging worker, a CUDA host callback) or, for work that
-// is only a stream's, by an event whose completion is polled.
+// calling finish() (a staging worker, a CUDA host callback, the executor at
+// the end of a copy's run) or, for work that is only a stream's, by an event
+// whose completion is polled.
+
+#include <loom/completion.hpp>
 
 #include <condition_variable>
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <utility>
 
 namespace loom::detail {
 
@@ -18,16 +22,39 @@ struct CompletionState {
   /// For event-backed completions: non-blocking poll, and a blocking wait.
   std::function<bool()> poll;
   std::function<void()> block;
+  /// Called once after finish(), on the finishing thread (which may be a
+  /// CUDA callback thread: it must not call CUDA). Under `mutex`.
+  std::function<void()> listener;
 
   void finish(std::exception_ptr e = nullptr) {
+    std::function<void()> notify;
     {
       std::lock_guard lock(mutex);
       if (done) return;
       done = true;
       if (!error) error = std::move(e);
+      notify.swap(listener);
     }
     done_cv.notify_all();
+    if (notify) notify();
   }
+
+  /// Calls `fn` once the state is finished: later from finish(), or now.
+  void on_finish(std::function<void()> fn) {
+    {
+      std::lock_guard lock(mutex);
+      if (!done) {
+        listener = std::move(fn);
+        return;
+      }
+    }
+    fn();
+  }
+};
+
+/// loom's own way into a Completion's state.
+struct CompletionAccess {
+  static CompletionState& state(const Completion& c) noexcept { return *c.state_; }
 };
 
 }  // namespace loom::detail

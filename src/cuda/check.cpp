@@ -40,6 +40,23 @@ void throw_cuda_error(cudaError_t code, const char* call, const char* file, int 
   }
 }
 
+bool is_sticky_cuda_error(int code) noexcept {
+  switch (static_cast<cudaError_t>(code)) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorContextIsDestroyed: return true;
+    default: return false;
+  }
+}
+
 void report_cuda_error(cudaError_t code, const char* call, const char* file, int line) noexcept {
   try {
     (void)cudaGetLastError();

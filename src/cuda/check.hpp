@@ -25,6 +25,11 @@ inline bool assert_cuda(cudaError_t code, const char* call, const char* file, in
   return true;
 }
 
+/// True for the errors that leave the CUDA context unusable (a kernel fault:
+/// illegal address or instruction, a device-side assert, ...): every later
+/// call in the process fails with them.
+bool is_sticky_cuda_error(int code) noexcept;
+
 /// Checks the launch that just happened on this thread (cudaGetLastError).
 #define LOOM_CUDA_CHECK_LAUNCH(what) \
   ::loom::detail::check_cuda(cudaGetLastError(), what, __FILE__, __LINE__)

@@ -125,9 +125,12 @@ struct CachingAllocator::Impl {
       b->next_spare = spare;
       spare = b;
     }
-    segments.reserve(segments.size() + 1);
+    if (segments.size() == segments.capacity()) {
+      segments.reserve(std::max<std::size_t>(8, 2 * segments.size()));
+    }
   }
 
+  // Takes a spare record when there is one (reserve_bookkeeping() makes sure).
   Block* new_record() {
     if (spare != nullptr) {
       Block* b = spare;
@@ -189,41 +192,83 @@ struct CachingAllocator::Impl {
     return best;
   }
 
-  // Before growing past kGrowthLimit x what is in use, give wholly free
-  // cached segments back: a miss is slow anyway, and this keeps the cache
+  // Segments taken out of the pool under the lock (out of every index and
+  // statistic), to be given back to the upstream outside it. Their records,
+  // chained through next_spare, are recycled under the lock afterwards.
+  struct Detached {
+    Block* head = nullptr;
+    std::size_t bytes = 0;
+  };
+
+  bool wholly_free(const Block* b) const noexcept {
+    return b->whole_segment() && !b->allocated && !b->pending;
+  }
+
+  void detach(Block* b, Detached& out) noexcept {
+    free_set(b->small).erase(free_set(b->small).iterator_to(*b));
+    ++stats.upstream_frees;
+    stats.reserved_bytes -= b->size;
+    out.bytes += b->size;
+    b->next_spare = out.head;
+    out.head = b;
+  }
+
+  // Before growing past kGrowthLimit x what is in use, take wholly free
+  // cached segments out: a miss is slow anyway, and this keeps the cache
   // from filling with pieces that no request fits (fragmentation).
-  void trim_before_growing(std::size_t bytes, std::size_t rounded) {
+  Detached detach_before_growing(std::size_t bytes, std::size_t rounded) noexcept {
+    Detached out;
     const auto limit = static_cast<double>(stats.in_use_bytes + rounded) * kGrowthLimit;
-    if (static_cast<double>(stats.reserved_bytes + bytes) <= limit) return;
     for (auto it = segments.begin(); it != segments.end();) {
-      Block* b = *it;
       if (static_cast<double>(stats.reserved_bytes + bytes) <= limit) break;
-      if (b->whole_segment() && !b->allocated && !b->pending) {
-        free_set(b->small).erase(free_set(b->small).iterator_to(*b));
-        upstream->deallocate(b->ptr, b->size);
-        ++stats.upstream_frees;
+      Block* b = *it;
+      if (wholly_free(b)) {
+        detach(b, out);
         ++stats.cache_trims;
-        stats.reserved_bytes -= b->size;
-        recycle(b);
         it = segments.erase(it);
       } else {
         ++it;
       }
     }
+    return out;
   }
 
-  Block* new_segment(std::size_t rounded, StreamKey stream, bool small) {
-    const std::size_t bytes = segment_size(rounded);
-    trim_before_growing(bytes, rounded);
-    void* p = upstream->allocate(bytes);
-    if (p == nullptr) {
-      const std::size_t released = release_cached_locked();
-      logger().warn(
-          "{} pool: upstream out of memory for {}; released {} of cached blocks, retrying",
-          upstream->name(), format_bytes(bytes), format_bytes(released));
-      p = upstream->allocate(bytes);
+  // Every wholly free segment, once pending blocks whose markers completed
+  // have been freed (and merged).
+  Detached detach_cached() {
+    if (events) process_pending();
+    Detached out;
+    for (auto it = segments.begin(); it != segments.end();) {
+      Block* b = *it;
+      if (wholly_free(b)) {
+        detach(b, out);
+        it = segments.erase(it);
+      } else {
+        ++it;
+      }
     }
-    if (p == nullptr) return nullptr;
+    if (out.bytes > 0) ++stats.cache_releases;
+    return out;
+  }
+
+  // Without the lock: the detached records are reachable from nowhere else.
+  void give_back(const Detached& d) noexcept {
+    for (Block* b = d.head; b != nullptr; b = b->next_spare) upstream->deallocate(b->ptr, b->size);
+  }
+
+  // Under the lock, once give_back() is done.
+  void recycle_detached(Detached& d) noexcept {
+    for (Block* b = d.head; b != nullptr;) {
+      Block* next = b->next_spare;
+      recycle(b);
+      b = next;
+    }
+    d = {};
+  }
+
+  // A fresh upstream segment joins the pool for `stream`. Needs the spare
+  // record and segment capacity of reserve_bookkeeping(); does not throw then.
+  Block* adopt_segment(void* p, std::size_t bytes, StreamKey stream, bool small) {
     ++stats.upstream_allocations;
     stats.reserved_bytes += bytes;
     stats.peak_reserved_bytes = std::max(stats.peak_reserved_bytes, stats.reserved_bytes);
@@ -234,6 +279,17 @@ struct CachingAllocator::Impl {
     b->small = small;
     segments.push_back(b);
     return b;
+  }
+
+  // A free block (out of the free sets) goes to the caller: split off what
+  // it does not need, count it. Needs a spare record; does not throw then.
+  Allocation hand_out(Block* b, std::size_t bytes, std::size_t rounded) {
+    if (worth_splitting(*b, rounded)) split(b, rounded);
+    b->allocated = true;
+    ++stats.allocations;
+    stats.in_use_bytes += b->size;
+    stats.peak_in_use_bytes = std::max(stats.peak_in_use_bytes, stats.in_use_bytes);
+    return {b->ptr, bytes, b};
   }
 
   void split(Block* b, std::size_t rounded) {
@@ -306,32 +362,12 @@ struct CachingAllocator::Impl {
     }
   }
 
-  std::size_t release_cached_locked() {
-    if (events) process_pending();
-    std::size_t released = 0;
-    for (auto it = segments.begin(); it != segments.end();) {
-      Block* b = *it;
-      if (b->whole_segment() && !b->allocated && !b->pending) {
-        free_set(b->small).erase(free_set(b->small).iterator_to(*b));
-        upstream->deallocate(b->ptr, b->size);
-        ++stats.upstream_frees;
-        stats.reserved_bytes -= b->size;
-        released += b->size;
-        recycle(b);
-        it = segments.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    if (released > 0) ++stats.cache_releases;
-    return released;
-  }
-
-  [[noreturn]] void throw_out_of_memory(std::size_t bytes, std::size_t rounded) {
+  [[noreturn]] void throw_out_of_memory(std::size_t bytes, std::size_t rounded,
+                                        const PoolStatistics& snapshot) {
     const std::string message =
         upstream->name() + " pool: out of memory allocating " + format_bytes(bytes) + " (" +
         std::to_string(bytes) + " bytes, a " + format_bytes(segment_size(rounded)) +
-        " segment) after releasing the cache and retrying once; pool: " + to_string(stats);
+        " segment) after releasing the cache and retrying once; pool: " + to_string(snapshot);
     throw OutOfMemory(bytes, message);
   }
 };
@@ -343,22 +379,31 @@ CachingAllocator::CachingAllocator(std::unique_ptr<Upstream> upstream,
   impl_->events = std::move(events);
 }
 
+// Nobody else uses a pool being destroyed; the lock only orders this
+// thread's view after theirs. The segments go back outside it all the same.
 CachingAllocator::~CachingAllocator() {
-  std::lock_guard lock(impl_->mutex);
-  if (impl_->stats.in_use_bytes > 0) {
+  Impl& m = *impl_;
+  std::vector<Block*> segments;
+  std::size_t in_use = 0;
+  {
+    std::lock_guard lock(m.mutex);
+    in_use = m.stats.in_use_bytes;
+    for (Block& b : m.pending) {
+      for (auto marker : b.markers) m.events->release(marker);
+    }
+    m.pending.clear();
+    m.small_free.clear();
+    m.large_free.clear();
+    segments.swap(m.segments);
+  }
+  if (in_use > 0) {
     logger().warn("{} pool destroyed with {} still in use; that memory is released now",
-                  impl_->upstream->name(), format_bytes(impl_->stats.in_use_bytes));
+                  m.upstream->name(), format_bytes(in_use));
   }
-  for (Block& b : impl_->pending) {
-    for (auto m : b.markers) impl_->events->release(m);
-  }
-  impl_->pending.clear();
-  impl_->small_free.clear();
-  impl_->large_free.clear();
-  for (Block* head : impl_->segments) {
+  for (Block* head : segments) {
     std::size_t bytes = 0;
     for (Block* b = head; b != nullptr; b = b->next) bytes += b->size;
-    impl_->upstream->deallocate(head->ptr, bytes);
+    m.upstream->deallocate(head->ptr, bytes);
   }
 }
 
@@ -374,24 +419,61 @@ Allocation CachingAllocator::allocate(std::size_t bytes, StreamKey stream) {
                                  " bytes is larger than any memory can be");
   }
   const bool small = rounded <= kSmallLimit;
-  std::lock_guard lock(impl_->mutex);
-  impl_->reserve_bookkeeping();
-  if (impl_->events && !impl_->pending.empty()) impl_->process_pending();
-  Block* b = impl_->find_free(rounded, stream, small);
-  if (b == nullptr) b = impl_->take_from_idle_stream(rounded, stream, small);
+  Impl& m = *impl_;
+  std::unique_lock lock(m.mutex);
+  m.reserve_bookkeeping();
+  if (m.events && !m.pending.empty()) m.process_pending();
+  Block* b = m.find_free(rounded, stream, small);
+  if (b == nullptr) b = m.take_from_idle_stream(rounded, stream, small);
   if (b != nullptr) {
-    ++impl_->stats.cache_hits;
-  } else {
-    b = impl_->new_segment(rounded, stream, small);
-    if (b == nullptr) impl_->throw_out_of_memory(bytes, rounded);
+    ++m.stats.cache_hits;
+    return m.hand_out(b, bytes, rounded);
   }
-  if (worth_splitting(*b, rounded)) impl_->split(b, rounded);
-  b->allocated = true;
-  auto& s = impl_->stats;
-  ++s.allocations;
-  s.in_use_bytes += b->size;
-  s.peak_in_use_bytes = std::max(s.peak_in_use_bytes, s.in_use_bytes);
-  return {b->ptr, bytes, b};
+
+  // A miss. Decide under the lock, call the upstream without it: other
+  // threads (the scheduler) keep using the pool meanwhile, and may grow it
+  // too. Segments detached here are out of the pool already.
+  const std::size_t segment = segment_size(rounded);
+  Impl::Detached trimmed = m.detach_before_growing(segment, rounded);
+  Impl::Detached released;
+  lock.unlock();
+  m.give_back(trimmed);
+  void* p = nullptr;
+  try {
+    p = m.upstream->allocate(segment);
+    if (p == nullptr) {
+      lock.lock();
+      released = m.detach_cached();
+      lock.unlock();
+      m.give_back(released);
+      logger().warn(
+          "{} pool: upstream out of memory for {}; released {} of cached blocks, retrying",
+          m.upstream->name(), format_bytes(segment), format_bytes(released.bytes));
+      p = m.upstream->allocate(segment);
+    }
+  } catch (...) {
+    // What was detached has gone back already; the pool is consistent.
+    if (!lock.owns_lock()) lock.lock();
+    m.recycle_detached(trimmed);
+    m.recycle_detached(released);
+    throw;
+  }
+  lock.lock();
+  m.recycle_detached(trimmed);
+  m.recycle_detached(released);
+  if (p == nullptr) {
+    const PoolStatistics snapshot = m.stats;
+    lock.unlock();
+    m.throw_out_of_memory(bytes, rounded, snapshot);
+  }
+  try {
+    m.reserve_bookkeeping();  // other threads may have used what was reserved
+  } catch (...) {
+    lock.unlock();
+    m.upstream->deallocate(p, segment);
+    throw;
+  }
+  return m.hand_out(m.adopt_segment(p, segment, stream, small), bytes, rounded);
 }
 
 void CachingAllocator::deallocate(const Allocation& allocation) noexcept {
@@ -443,8 +525,15 @@ void CachingAllocator::forget_other_streams() noexcept {
 }
 
 std::size_t CachingAllocator::release_cached() {
-  std::lock_guard lock(impl_->mutex);
-  return impl_->release_cached_locked();
+  Impl& m = *impl_;
+  std::unique_lock lock(m.mutex);
+  Impl::Detached released = m.detach_cached();
+  lock.unlock();
+  m.give_back(released);
+  lock.lock();
+  const std::size_t bytes = released.bytes;
+  m.recycle_detached(released);
+  return bytes;
 }
 
 PoolStatistics CachingAllocator::statistics() const {

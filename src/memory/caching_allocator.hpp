@@ -23,8 +23,15 @@
 //   message carries the request and the pool's statistics.
 //
 // Thread-safety: every public function is safe from any thread. All of them
-// take the pool's one mutex; allocate() holds it across an upstream call on
-// a cache miss (a miss is slow anyway: cudaMalloc synchronizes the device).
+// take the pool's one mutex, but none holds it across an upstream call
+// (cudaMalloc and cudaFree take milliseconds and synchronize the device; the
+// scheduling thread must not wait behind them): a miss decides under the
+// lock, takes the segments to give back (trim, out-of-memory release) out of
+// every index and statistic, then frees them and allocates the new segment
+// without the lock, and re-takes it to add the segment and carve the
+// request. Threads that miss at once may each grow the pool. release_cached()
+// likewise detaches under the lock and frees outside it. An upstream that
+// throws leaves the pool consistent (what was detached has gone back).
 // Steady state allocates nothing: free lists are intrusive, and block
 // records are recycled.
 

@@ -3,6 +3,7 @@
 #include "core/log.hpp"
 #include "core/prepared_slot.hpp"
 #include "core/task_context.hpp"
+#include "core/thread_role.hpp"
 #include "cuda/check.hpp"
 #include "cuda/device_guard.hpp"
 #include "trace/chrome_trace.hpp"
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 namespace loom::detail {
 
@@ -37,6 +39,17 @@ class NvtxRange {
   NvtxRange& operator=(const NvtxRange&) = delete;
 };
 
+// The scheduling thread must never wait for loom's work: it is what makes
+// that work progress.
+class SchedulerRole final : public ThreadRole {
+ public:
+  bool help() override { return false; }
+  const char* cannot_wait() const noexcept override {
+    return "called on loom's scheduling thread (inside an op's run_cuda), which would wait "
+           "for itself forever; enqueue the work in the same graph instead";
+  }
+};
+
 std::string message_of(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
@@ -49,13 +62,42 @@ std::string message_of(const std::exception_ptr& e) {
 
 }  // namespace
 
+// Host callbacks queued behind watched device work wake the sleeping
+// scheduler. They outlive nothing: the executor synchronizes its streams
+// before deleting this; where it cannot (a poisoned device, whose queued
+// callbacks may never run) it leaves this behind rather than risk a callback
+// into freed memory.
+struct Executor::Waker {
+  struct Slot {
+    Waker* waker;
+    std::size_t stream;
+  };
+  explicit Waker(std::size_t streams)
+      : armed(std::make_unique<std::atomic<bool>[]>(streams)), slots(streams) {
+    for (std::size_t s = 0; s < streams; ++s) slots[s] = Slot{this, s};
+  }
+  static void CUDART_CB fire(void* data) {
+    auto* slot = static_cast<Slot*>(data);
+    Waker& w = *slot->waker;
+    w.armed[slot->stream].store(false, std::memory_order_release);
+    std::lock_guard lock(w.mutex);
+    if (w.target != nullptr) w.target->wake();
+  }
+  std::mutex mutex;
+  Executor* target = nullptr;  // under mutex
+  std::unique_ptr<std::atomic<bool>[]> armed;
+  std::vector<Slot> slots;
+};
+
 struct TaskState {
   std::uint32_t unmet = 0;
   TaskStatus status = TaskStatus::pending;
-  bool launched = false;  // device: enqueued; host: posted; async: started
-  bool skipped = false;   // a worker found the run cancelled and did not run it
-  bool ready = false;     // device: every predecessor satisfied; waits for its turn on the stream
-  bool watching = false;  // device: its event is polled
+  bool launched = false;   // device: enqueued; host: posted; async: started
+  bool skipped = false;    // a worker found the run cancelled and did not run it
+  bool ready = false;      // device: every predecessor satisfied; waits for its turn on the stream
+  bool watching = false;   // device: its event is polled
+  bool settled = false;    // terminal, or enqueued on its stream (later runs may follow it there)
+  bool confirmed = false;  // device: seen complete through its stream's watched tail
   std::exception_ptr error;
   EventPool::Lease event;
   EventPool::Lease trace_start;
@@ -69,8 +111,18 @@ struct TaskState {
 struct Executor::Run {
   std::shared_ptr<RunState> state;
   std::shared_ptr<const PreparedGraph> prepared;
+  std::shared_ptr<CompletionState> completion;  // Runtime::copy's
   std::vector<TaskState> tasks_state;
   std::size_t unfinished = 0;
+  std::size_t unsettled = 0;
+  // Ordering across runs: the runs this one waits for (gates), and those
+  // waiting for this one to be wholly enqueued (settled) or finished.
+  bool started = false;
+  int gates = 0;
+  std::vector<Run*> followers_settled;
+  std::vector<Run*> followers_finished;
+  std::vector<std::uint8_t> wait_streams;  // streams of earlier runs to wait on at start
+  std::vector<EventPool::Lease> gate_events;
   std::vector<std::vector<std::uint32_t>> in_flight;  // per stream, launch order
   std::vector<std::size_t> in_flight_head;
   std::vector<std::size_t> stream_next;   // the next to launch on each stream
@@ -81,7 +133,7 @@ struct Executor::Run {
   bool cancel_handled = false;
   std::exception_ptr first_error;
   std::vector<TaskReport> reports;  // names left out (the state has them); published at the end
-  Clock::time_point started = Clock::now();
+  Clock::time_point started_at = Clock::now();
   unsigned long long number = 0;
   bool tracing = false;
   EventPool::Lease trace_base;
@@ -117,6 +169,8 @@ Executor::Executor(ExecutorOptions options, CopyEngine& copies)
     }
     streams_.push_back(stream_pool_->acquire(Priority::normal));  // collectives
     events_->reserve(64);
+    waker_ = new Waker(streams_.size());
+    waker_->target = this;
   }
   scheduler_ = std::thread([this] { schedule(); });
 }
@@ -125,15 +179,71 @@ Executor::~Executor() {
   stop_ = true;
   wake();
   scheduler_.join();
-  // Workers may still be finishing a wake() or a trace write: join them
-  // before the members they use go away.
+  // Workers may still be finishing a wake(), a trace write or a run's
+  // teardown: join them before the members they use go away.
   workers_->shutdown();
+  if (waker_ != nullptr) {
+    {
+      std::lock_guard lock(waker_->mutex);
+      waker_->target = nullptr;
+    }
+    // Queued wake-up callbacks run before a stream synchronizes. On a
+    // poisoned device they may never run: leave the waker to them.
+    bool idle = true;
+    for (auto& s : streams_) {
+      if (!LOOM_CUDA_ASSERT(cudaStreamSynchronize(s->view()))) idle = false;
+    }
+    if (idle) delete waker_;
+  }
 }
 
 void Executor::wake() {
-  wake_flag_.store(true, std::memory_order_release);
+  // Sequentially consistent: the scheduler's exchange(false) at the top of
+  // its loop is ordered against this store, so a wake-up between its
+  // emptiness checks and its sleep is never lost.
+  wake_flag_.store(true);
   std::lock_guard lock(wake_mutex_);
   wake_cv_.notify_one();
+}
+
+void Executor::post_cleanup(std::function<void()> job) {
+  workers_->post(Priority::low, [job = std::move(job)](int) { job(); });
+}
+
+void Executor::throw_if_poisoned() const {
+  if (!poisoned_.load(std::memory_order_acquire)) return;
+  std::exception_ptr e;
+  {
+    std::lock_guard lock(poison_mutex_);
+    e = poison_;
+  }
+  std::rethrow_exception(e);
+}
+
+void Executor::note_error(const std::exception_ptr& error) {
+  if (!error || poisoned_.load(std::memory_order_acquire)) return;
+  try {
+    std::rethrow_exception(error);
+  } catch (const CudaError& e) {
+    if (!is_sticky_cuda_error(e.code())) return;
+    std::lock_guard lock(poison_mutex_);
+    if (!poison_) {
+      poison_ = error;
+      poisoned_.store(true, std::memory_order_release);
+      logger().error("the device is unusable from now on (a kernel fault): {}", e.what());
+    }
+  } catch (...) {
+  }
+}
+
+void Executor::wait_idle() {
+  check_may_wait("Runtime::synchronize()");
+  if (current_thread_role() != nullptr) {
+    throw InvalidArgument(
+        "Runtime::synchronize() inside a task or continuation would wait for its own run");
+  }
+  std::unique_lock lock(idle_mutex_);
+  idle_cv_.wait(lock, [&] { return live_runs_ == 0; });
 }
 
 std::vector<Placement> Executor::placements(const Graph& graph) const {
@@ -202,9 +312,16 @@ std::shared_ptr<const PreparedGraph> Executor::prepare(const Graph& graph) {
     if (plan.tasks[t].placement == Placement::device) {
       prepared->stream_plan[static_cast<std::size_t>(plan.tasks[t].stream)].push_back(t);
       prepared->uses_streams = true;
+    } else {
+      prepared->device_only = false;
     }
     if (prepared->tasks()[t].predecessors.empty()) prepared->roots.push_back(t);
   }
+  prepared->accesses = summarize_accesses(prepared->tasks());
+  auto names = std::make_shared<std::vector<std::string>>();
+  names->reserve(prepared->tasks().size());
+  for (const auto& t : prepared->tasks()) names->push_back(t.name);
+  prepared->names = std::move(names);
   if (slot) {
     std::lock_guard lock(slot->mutex);
     slot->owner = serial_;
@@ -214,20 +331,40 @@ std::shared_ptr<const PreparedGraph> Executor::prepare(const Graph& graph) {
 }
 
 Future Executor::submit(const Graph& graph) {
+  throw_if_poisoned();
+  return submit_prepared(prepare(graph), nullptr);
+}
+
+Completion Executor::submit_copy(const Tensor& src, const Tensor& dst) {
+  throw_if_poisoned();
+  Graph graph;
+  graph.copy(src, dst, {.name = "Runtime::copy"});
+  auto completion = std::make_shared<CompletionState>();
+  submit_prepared(prepare(graph), completion);
+  return Completion(std::move(completion));
+}
+
+Future Executor::submit_prepared(std::shared_ptr<const PreparedGraph> prepared,
+                                 std::shared_ptr<CompletionState> completion) {
   auto run = std::make_unique<Run>();
-  run->prepared = prepare(graph);
+  run->prepared = std::move(prepared);
+  run->completion = std::move(completion);
   const std::size_t n = run->tasks().size();
   run->state = std::make_shared<RunState>();
   run->state->workers = workers_;
   run->state->wake_scheduler = [this] { wake(); };
-  run->state->names_owner = run->prepared;
-  run->state->tasks = &run->tasks();
+  run->state->names = run->prepared->names;
   run->reports.resize(n);
   run->tasks_state.resize(n);
   run->unfinished = n;
+  run->unsettled = n;
   run->number = ++run_counter_;
   run->tracing = !options_.trace_path.empty();
   Future future(run->state);
+  {
+    std::lock_guard lock(idle_mutex_);
+    ++live_runs_;
+  }
   Run* raw = run.release();
   while (!incoming_.push(raw)) std::this_thread::yield();
   wake();
@@ -235,6 +372,8 @@ Future Executor::submit(const Graph& graph) {
 }
 
 void Executor::schedule() {
+  SchedulerRole role;
+  const ThreadRoleScope role_scope(&role);
   // The scheduling thread drives one device: make it current once, not per launch.
   if (options_.cuda) {
     try {
@@ -245,21 +384,13 @@ void Executor::schedule() {
   }
   auto last_progress = Clock::now();
   for (;;) {
+    // Cleared before looking for work: a wake() from now on is seen below.
+    wake_flag_.exchange(false);
     bool progress = false;
     Run* incoming = nullptr;
     while (incoming_.pop(incoming)) {
       runs_.emplace_back(incoming);
-      try {
-        start_run(*runs_.back());
-      } catch (...) {
-        // Only CUDA calls (the entry event, tracing) can throw here: fail
-        // the whole run, cleanly.
-        Run& run = *runs_.back();
-        const auto error = std::current_exception();
-        for (std::uint32_t t = 0; t < run.tasks_state.size(); ++t) {
-          if (run.tasks_state[t].status == TaskStatus::pending) fail(run, t, error);
-        }
-      }
+      admit(*runs_.back());
       progress = true;
     }
     Done done{};
@@ -272,6 +403,7 @@ void Executor::schedule() {
       } else if (ts.skipped) {
         ts.status = TaskStatus::cancelled;
         --run.unfinished;
+        settle(run, done.task);
         run.reports[done.task].status = TaskStatus::cancelled;
         run.reports[done.task].error = "cancelled: the run was cancelled by the user";
         cancel_successors(run, done.task,
@@ -281,6 +413,7 @@ void Executor::schedule() {
       }
       progress = true;
     }
+    start_ready_runs();
     bool waiting_on_device = false;
     for (auto& r : runs_) {
       Run& run = *r;
@@ -292,6 +425,7 @@ void Executor::schedule() {
         cancel_pending(run, "the run was cancelled by the user");
         progress = true;
       }
+      if (!run.started) continue;  // waits for earlier runs over the same data
       // Launch device tasks in plan order on each stream (the plan's event
       // elimination and stream tails assume it), high-priority streams first.
       for (int st = run.plan().stream_count - 1; st >= 0; --st) {
@@ -310,15 +444,17 @@ void Executor::schedule() {
       if (!run.watched.empty() || !run.async_running.empty()) waiting_on_device = true;
     }
     // Finished runs.
-    for (auto it = runs_.begin(); it != runs_.end();) {
-      if ((*it)->unfinished == 0 && (*it)->host_outstanding.load() == 0) {
-        finish_run(**it);
-        it = runs_.erase(it);
+    for (std::size_t i = 0; i < runs_.size();) {
+      if (finished(*runs_[i])) {
+        auto run = std::move(runs_[i]);
+        runs_.erase(runs_.begin() + static_cast<std::ptrdiff_t>(i));
+        finish_run(std::move(run));
         progress = true;
       } else {
-        ++it;
+        ++i;
       }
     }
+    if (!to_start_.empty()) continue;
     if (stop_.load() && runs_.empty() && incoming_.empty()) return;
     if (progress) {
       last_progress = Clock::now();
@@ -326,28 +462,115 @@ void Executor::schedule() {
     }
     // Nothing to do now. Spin a while after the last progress, so that the
     // next submit, a worker's result or finishing device work is seen without
-    // a wake-up's latency (longer while device work is watched); then poll
-    // device work every 50 µs, or sleep until woken.
+    // a wake-up's latency (longer while device work is watched); then sleep
+    // until woken: by a submit, a worker, a staged copy's end, or a host
+    // callback queued behind the watched device work.
     const auto idle = Clock::now() - last_progress;
     if (idle < (waiting_on_device ? kDeviceSpin : kIdleSpin)) {
       std::this_thread::yield();
       continue;
     }
-    {
-      std::unique_lock lock(wake_mutex_);
-      if (waiting_on_device) {
-        wake_cv_.wait_for(lock, std::chrono::microseconds(50),
-                          [&] { return wake_flag_.load(std::memory_order_acquire); });
-      } else {
-        wake_cv_.wait_for(lock, std::chrono::milliseconds(100),
-                          [&] { return wake_flag_.load(std::memory_order_acquire); });
-      }
-    }
-    wake_flag_.store(false, std::memory_order_relaxed);
+    const bool armed = !waiting_on_device || arm_wakeups();
+    std::unique_lock lock(wake_mutex_);
+    const auto nap = !armed ? std::chrono::microseconds(100)
+                            : std::chrono::microseconds(waiting_on_device ? 50000 : 100000);
+    wake_cv_.wait_for(lock, nap, [&] { return wake_flag_.load(); });
   }
 }
 
+bool Executor::arm_wakeups() {
+  if (waker_ == nullptr) return true;
+  bool ok = true;
+  for (auto& r : runs_) {
+    for (auto w : r->watched) {
+      const auto s = static_cast<std::size_t>(r->plan().tasks[w].stream);
+      if (waker_->armed[s].exchange(true)) continue;
+      const cudaError_t rc =
+          cudaLaunchHostFunc(streams_[s]->view(), &Waker::fire, &waker_->slots[s]);
+      if (rc != cudaSuccess) {
+        (void)cudaGetLastError();
+        waker_->armed[s].store(false);
+        ok = false;
+      }
+    }
+  }
+  return ok;
+}
+
+void Executor::admit(Run& run) {
+  after_.clear();
+  ordering_.enter(&run, run.prepared->accesses, after_);
+  if (run.prepared->device_only && options_.cuda) {
+    run.wait_streams.assign(static_cast<std::size_t>(run.plan().stream_count), 0);
+  }
+  for (auto id : after_) {
+    Run& earlier = *static_cast<Run*>(const_cast<void*>(id));
+    if (run.prepared->device_only && options_.cuda) {
+      // Device work follows device work through events at the start: it
+      // may start once the earlier run has enqueued all of its work.
+      const auto& plans = earlier.prepared->stream_plan;
+      for (std::size_t s = 0; s < plans.size() && s < run.wait_streams.size(); ++s) {
+        if (!plans[s].empty()) run.wait_streams[s] = 1;
+      }
+      if (earlier.unsettled > 0 || !earlier.started) {
+        earlier.followers_settled.push_back(&run);
+        ++run.gates;
+      }
+    } else {
+      // Host tasks and staged copies run when the earlier run is over.
+      earlier.followers_finished.push_back(&run);
+      ++run.gates;
+    }
+  }
+  if (run.gates == 0) to_start_.push_back(&run);
+}
+
+void Executor::start_ready_runs() {
+  while (!to_start_.empty()) {
+    std::vector<Run*> starting;
+    starting.swap(to_start_);
+    for (Run* r : starting) {
+      Run& run = *r;
+      if (run.started) continue;
+      try {
+        start_run(run);
+      } catch (...) {
+        // Only CUDA calls (the entry event, tracing) can throw here: fail
+        // the whole run, cleanly.
+        const auto error = std::current_exception();
+        note_error(error);
+        for (std::uint32_t t = 0; t < run.tasks_state.size(); ++t) {
+          if (run.tasks_state[t].status == TaskStatus::pending) fail(run, t, error);
+        }
+      }
+    }
+  }
+}
+
+bool Executor::finished(const Run& run) const {
+  return run.unfinished == 0 && run.host_outstanding.load() == 0 && run.watched.empty() &&
+         run.async_running.empty();
+}
+
+void Executor::settle(Run& run, std::uint32_t t) {
+  TaskState& ts = run.tasks_state[t];
+  if (ts.settled) return;
+  ts.settled = true;
+  if (--run.unsettled == 0) on_settled(run);
+}
+
+void Executor::on_settled(Run& run) { release_followers(run.followers_settled); }
+
+void Executor::release_followers(std::vector<Run*>& followers) {
+  for (Run* f : followers) {
+    if (--f->gates == 0) to_start_.push_back(f);
+  }
+  followers.clear();
+}
+
 void Executor::start_run(Run& run) {
+  run.started = true;
+  run.started_at = Clock::now();
   const auto streams = static_cast<std::size_t>(run.plan().stream_count);
   run.in_flight.resize(streams);
   for (std::size_t s = 0; s < streams; ++s) run.in_flight[s].reserve(run.stream_plan(s).size());
@@ -362,6 +585,21 @@ void Executor::start_run(Run& run) {
     run.entry->record(StreamView(options_.entry_stream));
     for (std::size_t s = 0; s < streams; ++s) {
       if (!run.stream_plan(s).empty()) run.entry->make_wait(streams_[s]->view());
+    }
+  }
+  // Earlier runs over the same data have enqueued all their work: this
+  // run's streams wait for theirs (a stream is already ordered after itself).
+  for (std::size_t s = 0; s < run.wait_streams.size(); ++s) {
+    if (run.wait_streams[s] == 0) continue;
+    EventPool::Lease* event = nullptr;
+    for (std::size_t mine = 0; mine < streams; ++mine) {
+      if (mine == s || run.stream_plan(mine).empty()) continue;
+      if (event == nullptr) {
+        run.gate_events.push_back(events_->acquire());
+        event = &run.gate_events.back();
+        (*event)->record(streams_[s]->view());
+      }
+      (*event)->make_wait(streams_[mine]->view());
     }
   }
   if (run.tracing && options_.cuda) {
@@ -427,7 +665,11 @@ void Executor::watch_stream_tail(Run& run, int stream) {
     }
   } catch (...) {
     const auto error = std::current_exception();
-    for (std::size_t i = run.in_flight_head[s]; i < flight.size(); ++i) fail(run, flight[i], error);
+    note_error(error);
+    for (std::size_t i = run.in_flight_head[s]; i < flight.size(); ++i) {
+      run.tasks_state[flight[i]].confirmed = true;
+      fail(run, flight[i], error);
+    }
     run.in_flight_head[s] = flight.size();
     return;
   }
@@ -435,12 +677,28 @@ void Executor::watch_stream_tail(Run& run, int stream) {
   run.watched.push_back(last);
 }
 
+namespace {
+
+// A launch that went wrong without a failing call (a bad configuration, too
+// much shared memory) leaves its error for cudaGetLastError: read it right
+// after the op, so it fails this task and is not blamed on the next one.
+void check_op_launch(const Task& task) {
+  const cudaError_t rc = cudaGetLastError();
+  if (rc == cudaSuccess) return;
+  const std::string what = std::string(to_string(task.kind)) + " '" + task.name + "' launch";
+  throw_cuda_error(rc, what.c_str(), __FILE__, __LINE__);
+}
+
+}  // namespace
+
 void Executor::launch_device(Run& run, std::uint32_t t) {
   TaskState& ts = run.tasks_state[t];
   if (ts.status != TaskStatus::pending) return;
   const Task& task = run.tasks()[t];
   const PlannedTask& planned = run.plan().tasks[t];
-  const StreamView stream = streams_[static_cast<std::size_t>(planned.stream)]->view();
+  const auto s = static_cast<std::size_t>(planned.stream);
+  const StreamView stream = streams_[s]->view();
+  bool enqueued_some = false;  // a failure after this point may leave work on the stream
   try {
     const TaskScope scope(task.name);
     const NvtxRange range(task.name);
@@ -450,9 +708,16 @@ void Executor::launch_device(Run& run, std::uint32_t t) {
       ts.trace_start->record(stream);
     }
     const ExecutionContext ctx(options_.device, stream.native());
+    enqueued_some = true;
     switch (task.kind) {
-      case TaskKind::op: task.op->run_cuda(ctx); break;
-      case TaskKind::collective: task.collective->run_cuda(ctx); break;
+      case TaskKind::op:
+        task.op->run_cuda(ctx);
+        check_op_launch(task);
+        break;
+      case TaskKind::collective:
+        task.collective->run_cuda(ctx);
+        check_op_launch(task);
+        break;
       case TaskKind::copy: copies_.enqueue(task.copy_src, task.copy_dst, stream); break;
       case TaskKind::host: throw InternalError("a host task was planned on a stream");
     }
@@ -465,19 +730,29 @@ void Executor::launch_device(Run& run, std::uint32_t t) {
       ts.event->record(stream);
     }
   } catch (...) {
-    fail(run, t, std::current_exception());
+    const auto error = std::current_exception();
+    note_error(error);
+    if (enqueued_some) {
+      // Whatever the task enqueued before it failed still runs: its stream
+      // tail is watched, so that the run (and its memory) outlives it.
+      ts.event = {};
+      ts.launched = true;
+      run.in_flight[s].push_back(t);
+    }
+    fail(run, t, error);
     return;
   }
   ts.launched = true;
   ts.status = TaskStatus::running;
   run.reports[t].status = TaskStatus::running;
-  run.in_flight[static_cast<std::size_t>(planned.stream)].push_back(t);
+  run.in_flight[s].push_back(t);
+  settle(run, t);
   if (planned.watched) {
     ts.watching = true;
     run.watched.push_back(t);
   }
-  for (auto s : task.successors) {
-    if (run.plan().tasks[s].placement == Placement::device) satisfy(run, s);
+  for (auto succ : task.successors) {
+    if (run.plan().tasks[succ].placement == Placement::device) satisfy(run, succ);
   }
 }
 
@@ -486,16 +761,20 @@ void Executor::start_async(Run& run, std::uint32_t t) {
   const Task& task = run.tasks()[t];
   try {
     const TaskScope scope(task.name);
-    ts.start_us = micros_since(run.started);
+    ts.start_us = micros_since(run.started_at);
     ts.async = copies_.start(task.copy_src, task.copy_dst);
   } catch (...) {
-    fail(run, t, std::current_exception());
+    const auto error = std::current_exception();
+    note_error(error);
+    fail(run, t, error);
     return;
   }
   ts.launched = true;
   ts.status = TaskStatus::running;
   run.reports[t].status = TaskStatus::running;
   run.async_running.push_back(t);
+  // Its end wakes the scheduler (it may be asleep by then).
+  CompletionAccess::state(ts.async).on_finish([this] { wake(); });
 }
 
 void Executor::post_host(Run& run, std::uint32_t t) {
@@ -516,7 +795,16 @@ void Executor::run_host_task(Run& run, std::uint32_t t, int worker) {
     ts.skipped = true;
   } else {
     ts.worker = worker;
-    ts.start_us = micros_since(run.started);
+    ts.start_us = micros_since(run.started_at);
+    // What threw: the user's host function, or an op's (or collective's)
+    // CPU implementation, named as such.
+    const std::string thrower = task.kind == TaskKind::host
+                                    ? std::string("the host function")
+                                    : std::string(to_string(task.kind)) + " '" +
+                                          (task.op           ? std::string(task.op->name())
+                                           : task.collective ? std::string(task.collective->name())
+                                                             : task.name) +
+                                          "' (CPU implementation)";
     try {
       const TaskScope scope(task.name);
       const NvtxRange range(task.name);
@@ -530,13 +818,13 @@ void Executor::run_host_task(Run& run, std::uint32_t t, int worker) {
       e.attach_task(task.name);
       ts.error = std::current_exception();
     } catch (const std::exception& e) {
-      ts.error = std::make_exception_ptr(
-          Error(std::string("the host function threw: ") + e.what(), {"", "", 0, task.name}));
+      ts.error =
+          std::make_exception_ptr(Error(thrower + " threw: " + e.what(), {"", "", 0, task.name}));
     } catch (...) {
       ts.error = std::make_exception_ptr(
-          Error("the host function threw a non-standard exception", {"", "", 0, task.name}));
+          Error(thrower + " threw a non-standard exception", {"", "", 0, task.name}));
     }
-    ts.end_us = micros_since(run.started);
+    ts.end_us = micros_since(run.started_at);
   }
   while (!done_.push(Done{&run, t})) std::this_thread::yield();
   wake();
@@ -548,6 +836,7 @@ void Executor::complete(Run& run, std::uint32_t t) {
   ts.status = TaskStatus::completed;
   run.reports[t].status = TaskStatus::completed;
   --run.unfinished;
+  settle(run, t);
   const bool device = run.plan().tasks[t].placement == Placement::device;
   for (auto s : run.tasks()[t].successors) {
     // Device successors of a device task were released at its launch.
@@ -577,6 +866,7 @@ void Executor::fail(Run& run, std::uint32_t t, std::exception_ptr error) {
   run.reports[t].status = TaskStatus::failed;
   run.reports[t].error = message_of(error);
   --run.unfinished;
+  settle(run, t);
   if (!run.first_error) run.first_error = error;
   detail::logger().debug("task '{}' failed: {}", name, run.reports[t].error);
   cancel_successors(run, t, "task '" + name + "' failed");
@@ -593,6 +883,7 @@ void Executor::cancel_successors(Run& run, std::uint32_t t, const std::string& w
     run.reports[s].status = TaskStatus::cancelled;
     run.reports[s].error = "cancelled: " + why;
     --run.unfinished;
+    settle(run, s);
     for (auto n : run.tasks()[s].successors) stack.push_back(n);
   }
 }
@@ -605,6 +896,7 @@ void Executor::cancel_pending(Run& run, const std::string& why) {
     run.reports[t].status = TaskStatus::cancelled;
     run.reports[t].error = "cancelled: " + why;
     --run.unfinished;
+    settle(run, t);
   }
   run.ready_host.clear();
 }
@@ -620,6 +912,7 @@ bool Executor::poll(Run& run) {
     } catch (...) {
       done = true;
       error = std::current_exception();
+      note_error(error);
     }
     if (!done) {
       ++i;
@@ -628,34 +921,43 @@ bool Executor::poll(Run& run) {
     run.watched[i] = run.watched.back();
     run.watched.pop_back();
     progress = true;
-    // A later watched task of the same stream may already have completed it.
-    if (run.tasks_state[w].status != TaskStatus::running) continue;
+    // A later watched task of the same stream may already have confirmed it.
+    if (run.tasks_state[w].confirmed) continue;
     // Stream order: everything launched on the stream up to w is done too.
     const auto s = static_cast<std::size_t>(run.plan().tasks[w].stream);
     auto& flight = run.in_flight[s];
     auto& head = run.in_flight_head[s];
     while (head < flight.size()) {
       const auto t = flight[head++];
+      run.tasks_state[t].confirmed = true;
       if (error) {
         fail(run, t, error);
       } else {
-        complete(run, t);
+        complete(run, t);  // a task that failed at its launch stays failed
       }
       if (t == w) break;
     }
   }
+  const bool poisoned = poisoned_.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < run.async_running.size();) {
     const auto a = run.async_running[i];
     TaskState& ts = run.tasks_state[a];
-    if (!ts.async.ready()) {
+    // On a poisoned device a staged copy may never report its end: stop waiting.
+    if (!ts.async.ready() && !poisoned) {
       ++i;
       continue;
     }
     run.async_running[i] = run.async_running.back();
     run.async_running.pop_back();
     progress = true;
-    ts.end_us = micros_since(run.started);
-    if (auto e = ts.async.error()) {
+    ts.end_us = micros_since(run.started_at);
+    std::exception_ptr e = ts.async.ready() ? ts.async.error() : nullptr;
+    if (!ts.async.ready()) {
+      std::lock_guard lock(poison_mutex_);
+      e = poison_;
+    }
+    if (e) {
+      note_error(e);
       fail(run, a, e);
     } else {
       complete(run, a);
@@ -664,9 +966,22 @@ bool Executor::poll(Run& run) {
   return progress;
 }
 
-void Executor::finish_run(Run& run) {
+void Executor::finish_run(std::unique_ptr<Run> owned) {
+  Run& run = *owned;
+  ordering_.leave(&run, run.prepared->accesses);
+  release_followers(run.followers_settled);
+  release_followers(run.followers_finished);
+  if (run.gates > 0) {
+    // Cancelled before the runs it waited for were over: forget it there.
+    for (auto& other : runs_) {
+      std::erase(other->followers_settled, &run);
+      std::erase(other->followers_finished, &run);
+    }
+  }
+  std::erase(to_start_, &run);
   auto state = run.state;
-  auto publish = [this, state, error = run.first_error,
+  auto completion = run.completion;
+  auto publish = [this, state, completion, error = run.first_error,
                   reports = std::move(run.reports)]() mutable {
     std::vector<std::function<void(const Future&)>> continuations;
     {
@@ -674,9 +989,16 @@ void Executor::finish_run(Run& run) {
       state->error = error;
       state->reports = std::move(reports);
       state->done = true;
+      state->wake_scheduler = nullptr;
       continuations.swap(state->continuations);
     }
     state->done_cv.notify_all();
+    if (completion) completion->finish(error);
+    {
+      std::lock_guard lock(idle_mutex_);
+      --live_runs_;
+    }
+    idle_cv_.notify_all();
     const auto workers = state->workers.lock();
     for (auto& fn : continuations) {
       auto job = [fn = std::move(fn), state](int) {
@@ -695,15 +1017,16 @@ void Executor::finish_run(Run& run) {
       }
     }
   };
-  if (!run.tracing) {
-    publish();
-    return;
-  }
-  // Writing the file is I/O: a worker does it, and the run is over after it.
-  auto trace = collect_trace(run);
+  std::optional<Trace> trace;
+  if (run.tracing) trace = collect_trace(run);
+  // The run's last references to its tensors (and so perhaps their memory)
+  // are dropped on a worker, never here, and before the run is published:
+  // once wait() returns, the run holds nothing (take() works).
+  Run* raw = owned.release();
   workers_->post(Priority::low,
-                 [trace = std::move(trace), publish = std::move(publish)](int) mutable {
-                   write_chrome_trace(trace.path, trace.tracks, trace.events);
+                 [raw, trace = std::move(trace), publish = std::move(publish)](int) mutable {
+                   delete raw;
+                   if (trace) write_chrome_trace(trace->path, trace->tracks, trace->events);
                    publish();
                  });
 }

@@ -3,15 +3,20 @@
 // CUDA backend) a fixed set of pooled streams.
 //
 // The scheduling thread takes new runs and completions from lock-free queues,
-// launches ready device tasks onto their planned streams (waiting on events
-// only where the plan says an edge crosses streams), polls the events of
-// watched device tasks without blocking, and hands host tasks to the workers.
-// It never blocks on a stream and never allocates device memory.
+// orders runs after earlier unfinished runs that touch the same data
+// (RunOrdering), launches ready device tasks onto their planned streams
+// (waiting on events only where the plan says an edge crosses streams),
+// polls the events of watched device tasks without blocking, and hands host
+// tasks to the workers. It never blocks on a stream, never allocates or
+// frees memory (finished runs are torn down on a worker), and sleeps while
+// device work runs: a host callback queued behind the watched work wakes it.
 
+#include "core/completion_state.hpp"
 #include "cuda/event_pool.hpp"
 #include "cuda/stream_pool.hpp"
 #include "sched/plan.hpp"
 #include "sched/prepared_graph.hpp"
+#include "sched/run_ordering.hpp"
 #include "sched/run_state.hpp"
 #include "sched/worker_pool.hpp"
 #include "trace/chrome_trace.hpp"
@@ -24,6 +29,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -62,18 +68,42 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  /// Validates the graph and starts it. @throws InvalidArgument (naming the task).
+  /// Validates the graph and starts it, after the unfinished runs whose
+  /// data it touches. @throws InvalidArgument (naming the task); the
+  /// poisoning error once a kernel fault made the device unusable.
   Future submit(const Graph& graph);
+  /// dst = src as a run of one task (ordered like any run). @throws as submit.
+  Completion submit_copy(const Tensor& src, const Tensor& dst);
 
   bool cuda() const noexcept { return options_.cuda; }
 
+  /// Blocks until no run is in flight. @throws InvalidArgument on loom's own threads.
+  void wait_idle();
+  /// Rethrows the error that made the device unusable, if one did.
+  void throw_if_poisoned() const;
+  /// Records `error` as poisoning the runtime when it is a sticky CUDA error.
+  void note_error(const std::exception_ptr& error);
+  /// Runs teardown work on a host worker (never on the scheduling thread).
+  void post_cleanup(std::function<void()> job);
+
   struct Run;
+  struct Waker;
 
  private:
   struct Done {
     Run* run;
     std::uint32_t task;
   };
+
+  Future submit_prepared(std::shared_ptr<const PreparedGraph> prepared,
+                         std::shared_ptr<CompletionState> completion);
+  void admit(Run& run);
+  void start_ready_runs();
+  void settle(Run& run, std::uint32_t t);
+  void on_settled(Run& run);
+  void release_followers(std::vector<Run*>& followers);
+  bool finished(const Run& run) const;
+  bool arm_wakeups();
 
   /// The graph's prepared form: from its slot when this executor made it, else made now.
   std::shared_ptr<const PreparedGraph> prepare(const Graph& graph);
@@ -94,7 +124,7 @@ class Executor {
   void cancel_successors(Run& run, std::uint32_t t, const std::string& why);
   void cancel_pending(Run& run, const std::string& why);
   bool poll(Run& run);
-  void finish_run(Run& run);
+  void finish_run(std::unique_ptr<Run> run);
   struct Trace {
     std::string path;
     std::vector<TraceTrack> tracks;
@@ -120,6 +150,16 @@ class Executor {
   std::atomic<unsigned long long> run_counter_{0};
   std::uint64_t serial_;                    // tells this executor's prepared graphs from another's
   std::vector<std::unique_ptr<Run>> runs_;  // scheduler thread only
+  std::vector<Run*> to_start_;              // scheduler thread only: gates just opened
+  std::vector<RunOrdering::RunId> after_;   // scheduler thread only: scratch
+  RunOrdering ordering_;                    // scheduler thread only
+  Waker* waker_ = nullptr;                  // host callbacks that wake the scheduler
+  std::mutex idle_mutex_;
+  std::condition_variable idle_cv_;
+  int live_runs_ = 0;  // under idle_mutex_: submitted and not yet published
+  mutable std::mutex poison_mutex_;
+  std::atomic<bool> poisoned_{false};
+  std::exception_ptr poison_;  // under poison_mutex_
   std::thread scheduler_;
 };
 

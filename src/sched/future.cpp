@@ -2,6 +2,7 @@
 #include <loom/future.hpp>
 
 #include "core/log.hpp"
+#include "core/thread_role.hpp"
 #include "sched/run_state.hpp"
 #include "sched/worker_pool.hpp"
 
@@ -32,15 +33,25 @@ bool Future::ready() const {
 void Future::wait() const {
   const auto& s = state();
   std::unique_lock lock(s.mutex);
-  const_cast<std::condition_variable&>(s.done_cv).wait(lock, [&] { return s.done; });
+  // On a host worker (a host task or a continuation waiting for another
+  // run), other ready host jobs run meanwhile, so the pool never starves.
+  detail::wait_helping(
+      lock, const_cast<std::condition_variable&>(s.done_cv), [&] { return s.done; },
+      "Future::wait()");
   if (s.error) std::rethrow_exception(s.error);
 }
 
 bool Future::wait_for(std::chrono::nanoseconds timeout) const {
   const auto& s = state();
   std::unique_lock lock(s.mutex);
-  return const_cast<std::condition_variable&>(s.done_cv).wait_for(lock, timeout,
-                                                                  [&] { return s.done; });
+  try {
+    return detail::wait_helping_for(
+        lock, const_cast<std::condition_variable&>(s.done_cv), [&] { return s.done; }, timeout,
+        "Future::wait_for()");
+  } catch (const Error& e) {
+    detail::logger().error("{}", e.what());
+    return s.done;
+  }
 }
 
 std::exception_ptr Future::error() const {
@@ -85,10 +96,10 @@ void Future::cancel() const {
 std::vector<TaskReport> Future::report() const {
   const auto& s = state();
   std::lock_guard lock(s.mutex);
-  const std::size_t n = s.tasks != nullptr ? s.tasks->size() : 0;
+  const std::size_t n = s.names != nullptr ? s.names->size() : 0;
   std::vector<TaskReport> out(n);
   for (std::size_t i = 0; i < n; ++i) {
-    out[i].name = (*s.tasks)[i].name;
+    out[i].name = (*s.names)[i];
     if (i < s.reports.size()) {
       out[i].status = s.reports[i].status;
       out[i].error = s.reports[i].error;

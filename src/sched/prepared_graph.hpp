@@ -5,10 +5,13 @@
 // again copies and plans nothing; shared by every run of it.
 
 #include "sched/plan.hpp"
+#include "sched/run_ordering.hpp"
 
 #include <loom/graph.hpp>
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 namespace loom::detail {
@@ -19,6 +22,9 @@ struct PreparedGraph {
   std::vector<std::vector<std::uint32_t>> stream_plan;  ///< device tasks per stream, plan order
   std::vector<std::uint32_t> roots;                     ///< tasks with no predecessor, plan order
   bool uses_streams = false;                            ///< some task runs on a stream
+  bool device_only = true;           ///< every task runs on a stream (no host or staged task)
+  std::vector<DataAccess> accesses;  ///< what the graph reads and writes, for ordering across runs
+  std::shared_ptr<const std::vector<std::string>> names;  ///< task names, for reports
 
   const std::vector<Task>& tasks() const noexcept { return graph.tasks(); }
 };

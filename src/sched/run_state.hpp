@@ -1,9 +1,10 @@
 #pragma once
 // The shared state of one run: what a Future sees. Written by the executor
-// (scheduler thread and workers), read by any thread through the Future.
+// (scheduler thread and workers), read by any thread through the Future. It
+// keeps the task names for report() and nothing else of the graph: a Future
+// that outlives its run holds no tensor.
 
 #include <loom/future.hpp>
-#include <loom/graph.hpp>
 
 #include <atomic>
 #include <condition_variable>
@@ -11,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace loom::detail {
@@ -21,14 +23,13 @@ struct RunState {
   mutable std::mutex mutex;
   std::condition_variable done_cv;
   bool done = false;
-  std::exception_ptr error;                 // the first failure
-  std::vector<TaskReport> reports;          // statuses and errors; report() adds the names
-  std::shared_ptr<const void> names_owner;  // keeps `tasks` alive
-  const std::vector<Task>* tasks = nullptr;
+  std::exception_ptr error;                               // the first failure
+  std::vector<TaskReport> reports;                        // report() adds the names
+  std::shared_ptr<const std::vector<std::string>> names;  // shared by every run of a graph
   std::atomic<bool> cancel_requested{false};
   std::vector<std::function<void(const Future&)>> continuations;
   std::weak_ptr<WorkerPool> workers;     // where continuations run
-  std::function<void()> wake_scheduler;  // after cancel()
+  std::function<void()> wake_scheduler;  // after cancel(); cleared when the run is over
 };
 
 }  // namespace loom::detail

@@ -103,14 +103,14 @@ struct Runtime::Impl final : detail::CopyEngine {
     detail::copy_strided_on_host(src, dst);
   }
 
-  // A completion that is ready when the work queued so far on `owner`'s stream is.
+  // A completion that is ready when the work queued so far on `owner`'s
+  // stream is. It owns its event (not a pooled one): it may outlive the runtime.
   Completion stream_completion(DeviceOwner& owner) {
-    auto lease = completion_events[static_cast<std::size_t>(owner.device())]->acquire();
-    lease->record(owner.stream());
+    auto event = std::make_shared<detail::Event>(owner.device());
+    event->record(owner.stream());
     auto state = std::make_shared<detail::CompletionState>();
-    auto event = std::make_shared<detail::EventPool::Lease>(std::move(lease));
-    state->poll = [event] { return (*event)->completed(); };
-    state->block = [event] { (*event)->synchronize(); };
+    state->poll = [event] { return event->completed(); };
+    state->block = [event] { event->synchronize(); };
     return Completion(state);
   }
 };
@@ -157,15 +157,29 @@ void require_contiguous(const Tensor& t, const char* role, const char* path) {
   }
 }
 
-bool same_view(const Tensor& a, const Tensor& b) {
-  return a.shares_storage_with(b) && a.offset() == b.offset() && a.strides() == b.strides();
+// What each path can take, checked before the copy is queued, so that bad
+// input is refused at the call (as the paths themselves would refuse it).
+void check_copy_path(const Tensor& src, const Tensor& dst) {
+  const Memory from = src.memory();
+  const Memory to = dst.memory();
+  if ((from.is_host() && to.is_host()) || (from.is_device() && to == from)) {
+    if (!dst.is_contiguous()) {
+      throw InvalidArgument("copy: the destination " + dst.describe() + " must be contiguous");
+    }
+    if (!src.is_contiguous() && src.dtype() == DType::i4) {
+      throw InvalidArgument("copy: a strided i4 tensor cannot be gathered; " + src.describe());
+    }
+    return;
+  }
+  const char* path = from == Memory::pageable || to == Memory::pageable
+                         ? "between pageable host memory and a device"
+                         : "between memory spaces";
+  require_contiguous(src, "source", path);
+  require_contiguous(dst, "destination", path);
 }
 
-std::shared_ptr<void> keep_both(const Tensor& a, const Tensor& b) {
-  auto pair = std::make_shared<
-      std::pair<std::shared_ptr<detail::Storage>, std::shared_ptr<detail::Storage>>>(a.storage(),
-                                                                                     b.storage());
-  return pair;
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.shares_storage_with(b) && a.offset() == b.offset() && a.strides() == b.strides();
 }
 
 }  // namespace
@@ -229,18 +243,33 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
 }
 
 Runtime::~Runtime() {
+  auto& m = *impl_;
   try {
-    impl_->executor.reset();  // lets submitted runs finish; its streams go away
-    synchronize();
-    // Every stream is idle now: tensors that outlive the runtime must not
-    // record markers on streams that no longer exist when they are freed.
-    for (auto& owner : impl_->devices) {
-      if (owner) owner->pool().forget_other_streams();
-    }
-    if (impl_->pinned) impl_->pinned->pool().forget_other_streams();
+    // Lets submitted runs finish (on a poisoned device they fail at once);
+    // its streams go away.
+    m.executor.reset();
   } catch (const std::exception& e) {
     detail::logger().error("loom runtime shutdown: {}", e.what());
   }
+  if (m.gpu) {
+    try {
+      if (m.staging) m.staging->drain();
+    } catch (const std::exception& e) {
+      detail::logger().error("loom runtime shutdown: {}", e.what());
+    }
+    for (auto& owner : m.devices) {
+      if (!owner) continue;
+      detail::DeviceGuard guard(owner->device());
+      LOOM_CUDA_ASSERT(cudaStreamSynchronize(owner->stream()));
+    }
+  }
+  // Every stream is idle now (or the device is lost): tensors that outlive
+  // the runtime must not record markers on streams that no longer exist
+  // when they are freed.
+  for (auto& owner : m.devices) {
+    if (owner) owner->pool().forget_other_streams();
+  }
+  if (m.pinned) m.pinned->pool().forget_other_streams();
 }
 
 Future Runtime::submit(const Graph& graph) { return impl_->executor->submit(graph); }
@@ -256,10 +285,17 @@ Tensor Runtime::tensor(DType dtype, const Shape& shape, std::optional<Memory> me
     if (extent < 0) throw InvalidArgument("tensor: negative extent in shape " + shape.to_string());
   }
   check_element_count(dtype, shape);
-  auto& owner = impl_->owner_of(memory.value_or(default_memory()));
+  const Memory where = memory.value_or(default_memory());
+  if (!where.is_host() || where == Memory::pinned) impl_->executor->throw_if_poisoned();
+  auto& owner = impl_->owner_of(where);
   const auto bytes = bytes_for(dtype, static_cast<std::uint64_t>(shape.product()));
-  return Tensor(owner.allocate(static_cast<std::size_t>(bytes)), dtype, shape,
-                contiguous_strides(shape), 0);
+  try {
+    return Tensor(owner.allocate(static_cast<std::size_t>(bytes)), dtype, shape,
+                  contiguous_strides(shape), 0);
+  } catch (const CudaError&) {
+    impl_->executor->note_error(std::current_exception());
+    throw;
+  }
 }
 
 Tensor Runtime::provide(void* data, DType dtype, const Shape& shape, Memory memory,
@@ -338,7 +374,8 @@ void Runtime::Impl::enqueue(const Tensor& src, const Tensor& dst, StreamView str
   }
 }
 
-// A staged copy between pageable host memory and a device.
+// A staged copy between pageable host memory and a device. The run that
+// starts it holds both tensors until it has seen the copy end.
 Completion Runtime::Impl::start(const Tensor& src, const Tensor& dst) {
   check_copy_pair(src, dst);
   const char* path = "between pageable host memory and a device";
@@ -347,24 +384,28 @@ Completion Runtime::Impl::start(const Tensor& src, const Tensor& dst) {
   const bool upload = dst.memory().is_device();
   auto& owner = device_owner((upload ? dst : src).memory().device());
   auto& engine = staging_for(owner.device());
-  if (upload) {
-    return engine.upload(src.data(), dst.data(), src.nbytes(), owner.stream(), keep_both(src, dst));
-  }
-  return engine.download(src.data(), dst.data(), src.nbytes(), owner.stream(), keep_both(src, dst));
+  if (upload) return engine.upload(src.data(), dst.data(), src.nbytes(), owner.stream(), nullptr);
+  return engine.download(src.data(), dst.data(), src.nbytes(), owner.stream(), nullptr);
 }
 
 Completion Runtime::copy(const Tensor& src, const Tensor& dst) {
+  auto& m = *impl_;
+  m.executor->throw_if_poisoned();
   check_copy_pair(src, dst);
   if (same_view(src, dst) || src.numel() == 0) return Completion();
+  check_copy_path(src, dst);
   const Memory from = src.memory();
   const Memory to = dst.memory();
-  auto& m = *impl_;
-  if (from.is_host() && to.is_host()) {
-    detail::copy_strided_on_host(src, dst);
-    return Completion();
+  const auto other_device = [&](Memory x) {
+    return x.is_device() && x.device() != m.options.device;
+  };
+  if (!other_device(from) && !other_device(to)) {
+    // A run of one copy task: ordered after unfinished runs over the same
+    // data, and later runs over it follow the copy.
+    return m.executor->submit_copy(src, dst);
   }
-  if (from == Memory::pageable || to == Memory::pageable) return m.start(src, dst);
-  // Stream-ordered: on the loom stream of the destination's device (or the source's).
+  // Another device's memory: on the loom stream of the destination's device
+  // (or the source's), ordered after the work queued there, not after runs.
   auto& owner = m.device_owner(to.is_device() ? to.device() : from.device());
   if (from.is_device() && to.is_device() && from.device() != to.device()) {
     // The destination's stream waits for the source device's earlier work.
@@ -380,11 +421,16 @@ Completion Runtime::copy(const Tensor& src, const Tensor& dst) {
 
 void Runtime::synchronize() {
   auto& m = *impl_;
+  m.executor->wait_idle();
   if (!m.gpu) return;
+  detail::StagingEngine* staging = nullptr;
   {
     std::lock_guard lock(m.mutex);
-    if (m.staging) m.staging->drain();
+    staging = m.staging.get();
   }
+  // Not under the runtime's lock: the scheduling thread takes it to start
+  // staged copies, and must never wait for a drain.
+  if (staging != nullptr) staging->drain();
   for (auto& owner : m.devices) {
     if (owner) {
       detail::DeviceGuard guard(owner->device());

@@ -1,6 +1,7 @@
 #include "sched/worker_pool.hpp"
 
 #include "core/log.hpp"
+#include "core/thread_role.hpp"
 
 #include <chrono>
 
@@ -8,6 +9,17 @@ namespace loom::detail {
 
 namespace {
 constexpr std::chrono::microseconds kSpin{100};
+
+class WorkerRole final : public ThreadRole {
+ public:
+  WorkerRole(WorkerPool& pool, int index) : pool_(pool), index_(index) {}
+  bool help() override { return pool_.run_one(index_); }
+  const char* cannot_wait() const noexcept override { return nullptr; }
+
+ private:
+  WorkerPool& pool_;
+  int index_;
+};
 }  // namespace
 
 WorkerPool::WorkerPool(int threads) {
@@ -37,7 +49,44 @@ void WorkerPool::post(Priority priority, std::function<void(int)> job) {
   wake_.notify_one();
 }
 
+std::function<void(int)> WorkerPool::take_locked() {
+  // Highest priority first.
+  for (int p = kPriorityLevels - 1; p >= 0; --p) {
+    auto& q = queues_[static_cast<std::size_t>(p)];
+    if (!q.empty()) {
+      auto job = std::move(q.front());
+      q.pop_front();
+      queued_.fetch_sub(1, std::memory_order_relaxed);
+      return job;
+    }
+  }
+  return {};
+}
+
+void WorkerPool::run_job(std::function<void(int)>& job, int worker) noexcept {
+  try {
+    job(worker);
+  } catch (const std::exception& e) {
+    logger().error("a host job escaped with an exception: {}", e.what());
+  } catch (...) {
+    logger().error("a host job escaped with a non-standard exception");
+  }
+}
+
+bool WorkerPool::run_one(int worker) {
+  std::function<void(int)> job;
+  {
+    std::lock_guard lock(mutex_);
+    job = take_locked();
+  }
+  if (!job) return false;
+  run_job(job, worker);
+  return true;
+}
+
 void WorkerPool::run(int index) {
+  WorkerRole role(*this, index);
+  const ThreadRoleScope scope(&role);
   for (;;) {
     std::function<void(int)> job;
     // A worker that just finished spins a little before sleeping: a host task
@@ -56,24 +105,11 @@ void WorkerPool::run(int index) {
         }
         return false;
       });
-      // Highest priority first; drain the queues before stopping.
-      for (int p = kPriorityLevels - 1; p >= 0 && !job; --p) {
-        auto& q = queues_[static_cast<std::size_t>(p)];
-        if (!q.empty()) {
-          job = std::move(q.front());
-          q.pop_front();
-          queued_.fetch_sub(1, std::memory_order_relaxed);
-        }
-      }
+      // Drain the queues before stopping.
+      job = take_locked();
       if (!job) return;  // stop requested and nothing queued
     }
-    try {
-      job(index);
-    } catch (const std::exception& e) {
-      logger().error("a host job escaped with an exception: {}", e.what());
-    } catch (...) {
-      logger().error("a host job escaped with a non-standard exception");
-    }
+    run_job(job, index);
   }
 }
 

@@ -29,9 +29,14 @@ class WorkerPool {
   int size() const noexcept { return static_cast<int>(threads_.size()); }
   /// Runs what is queued (and what that posts), then joins the threads. Idempotent.
   void shutdown();
+  /// Runs one queued job on the calling thread if there is one (a worker
+  /// that waits for loom's work helps instead of blocking); false if none.
+  bool run_one(int worker);
 
  private:
   void run(int index);
+  std::function<void(int)> take_locked();
+  static void run_job(std::function<void(int)>& job, int worker) noexcept;
 
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -1,0 +1,320 @@
+// Promises of the runtime a user relies on without thinking about them, on
+// the CPU backend: ordering follows the data across runs and copies, waiting
+// inside a task never deadlocks, an op's CPU failure is named as the op's,
+// and a finished run or copy holds no tensor.
+#include <loom/error.hpp>
+#include <loom/graph.hpp>
+#include <loom/ops.hpp>
+#include <loom/runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+loom::RuntimeOptions cpu(int workers = 0) {
+  loom::RuntimeOptions o;
+  o.backend = loom::Backend::cpu;
+  o.workers = workers;
+  return o;
+}
+
+// Runs `body` on its own thread; false if it did not return within `limit`
+// (a deadlock). The thread is then left behind: the test has failed anyway.
+bool finishes_within(std::chrono::milliseconds limit, std::function<void()> body) {
+  auto done = std::make_shared<std::promise<void>>();
+  auto f = done->get_future();
+  std::thread([body = std::move(body), done] {
+    try {
+      body();
+    } catch (...) {
+      done->set_exception(std::current_exception());
+      return;
+    }
+    done->set_value();
+  }).detach();
+  if (f.wait_for(limit) != std::future_status::ready) return false;
+  f.get();  // rethrows what the body threw
+  return true;
+}
+
+// An in-place read-modify-write that takes a while: two of them at once
+// lose an update.
+void slow_increment(const loom::Tensor& x) {
+  float* p = x.data_as<float>();
+  const float v = p[0];
+  std::this_thread::sleep_for(2ms);
+  p[0] = v + 1.0F;
+}
+
+TEST(RunOrdering, RunsOverTheSameDataFollowEachOther) {
+  loom::Runtime rt(cpu(4));
+  auto x = rt.tensor<float>({4});
+  x.data_as<float>()[0] = 0;
+  loom::Graph g;
+  g.host("increment", [x] { slow_increment(x); }, {x}, {x});
+  std::vector<loom::Future> runs;
+  for (int i = 0; i < 20; ++i) runs.push_back(rt.submit(g));  // no wait between them
+  for (auto& r : runs) r.wait();
+  EXPECT_EQ(x.data_as<float>()[0], 20.0F) << "runs over the same tensor ran concurrently";
+}
+
+TEST(RunOrdering, ReadersOfOneRunWaitForTheWriterOfAnEarlierOne) {
+  loom::Runtime rt(cpu(4));
+  auto x = rt.tensor<float>({256});
+  auto y = rt.tensor<float>({256});
+  loom::Graph write;
+  write.host("slow writer",
+             [x] {
+               std::this_thread::sleep_for(30ms);
+               for (int i = 0; i < 256; ++i) x.data_as<float>()[i] = 7.0F;
+             },
+             {}, {x});
+  loom::Graph read;
+  read.add(loom::ops::scale_copy(x, y, 2.0F));
+  for (int i = 0; i < 256; ++i) x.data_as<float>()[i] = 1.0F;
+  auto w = rt.submit(write);
+  auto r = rt.submit(read);
+  r.wait();
+  EXPECT_TRUE(w.ready()) << "the reader finished before the earlier writer";
+  EXPECT_EQ(y.data_as<float>()[255], 14.0F);
+}
+
+TEST(RunOrdering, AWriterWaitsForTheReadersOfEarlierRuns) {
+  loom::Runtime rt(cpu(4));
+  auto x = rt.tensor<float>({8});
+  x.data_as<float>()[0] = 1.0F;
+  std::atomic<float> seen{0};
+  loom::Graph read;
+  read.host("slow reader",
+            [x, &seen] {
+              std::this_thread::sleep_for(30ms);
+              seen = x.data_as<float>()[0];
+            },
+            {x}, {});
+  loom::Graph write;
+  write.add(loom::ops::fill(x, 5.0F));
+  auto r = rt.submit(read);
+  rt.submit(write).wait();
+  r.wait();
+  EXPECT_EQ(seen.load(), 1.0F) << "the later write overtook an earlier read";
+}
+
+TEST(RunOrdering, RunsOverDisjointDataStillOverlap) {
+  loom::Runtime rt(cpu(4));
+  auto a = rt.tensor<float>({8});
+  auto b = rt.tensor<float>({8});
+  auto whole = rt.tensor<float>({16});
+  // Each waits (up to 2 s) for the other to have started: only concurrent
+  // runs both see the other.
+  const auto rendezvous = [](std::atomic<bool>& mine, std::atomic<bool>& other,
+                             std::atomic<bool>& met) {
+    mine = true;
+    const auto until = std::chrono::steady_clock::now() + 2s;
+    while (!other && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+    met = other.load();
+  };
+  for (auto [x, y] : {std::pair{a, b}, std::pair{whole.slice(0, 0, 8), whole.slice(0, 8, 16)}}) {
+    std::atomic<bool> first{false}, second{false}, met1{false}, met2{false};
+    loom::Graph g1, g2;
+    g1.host("one", [&] { rendezvous(first, second, met1); }, {}, {x});
+    g2.host("two", [&] { rendezvous(second, first, met2); }, {}, {y});
+    auto r1 = rt.submit(g1);
+    auto r2 = rt.submit(g2);
+    r1.wait();
+    r2.wait();
+    EXPECT_TRUE(met1 && met2) << "runs over disjoint data were serialized";
+  }
+}
+
+TEST(RunOrdering, CopiesFollowRunsAndRunsFollowCopies) {
+  loom::Runtime rt(cpu(4));
+  auto x = rt.tensor<float>({64});
+  auto y = rt.tensor<float>({64});
+  for (int i = 0; i < 64; ++i) x.data_as<float>()[i] = 1.0F;
+  loom::Graph g;
+  g.host("slow writer",
+         [x] {
+           std::this_thread::sleep_for(30ms);
+           for (int i = 0; i < 64; ++i) x.data_as<float>()[i] = 9.0F;
+         },
+         {}, {x});
+  (void)rt.submit(g);
+  rt.copy(x, y).wait();  // issued after the submit: sees its result
+  EXPECT_EQ(y.data_as<float>()[63], 9.0F) << "a copy overtook the run that writes its source";
+
+  // A copy issued before a run that overwrites its source reads the old data.
+  std::vector<float> big(1 << 20, 3.0F);
+  auto src = rt.provide(big.data(), loom::DType::f32, {1 << 20}, loom::Memory::pageable);
+  auto dst = rt.tensor<float>({1 << 20});
+  auto copied = rt.copy(src, dst);
+  loom::Graph overwrite;
+  overwrite.add(loom::ops::fill(src, -1.0F));
+  rt.submit(overwrite).wait();
+  copied.wait();
+  EXPECT_EQ(dst.data_as<float>()[(1 << 20) - 1], 3.0F) << "a run overtook an earlier copy";
+}
+
+TEST(RunOrdering, SynchronizeWaitsForRuns) {
+  loom::Runtime rt(cpu(2));
+  std::atomic<bool> done{false};
+  loom::Graph g;
+  g.host("slow", [&] {
+    std::this_thread::sleep_for(50ms);
+    done = true;
+  });
+  (void)rt.submit(g);
+  rt.synchronize();
+  EXPECT_TRUE(done.load());
+}
+
+TEST(WaitingInsideTasks, AHostTaskMayWaitForAnotherRunWithOneWorker) {
+  ASSERT_TRUE(finishes_within(20s, [] {
+    loom::Runtime rt(cpu(1));
+    auto x = rt.tensor<float>({4});
+    loom::Graph inner;
+    inner.host("inner", [] {});
+    inner.add(loom::ops::fill(x, 2.0F));
+    loom::Graph outer;
+    outer.host("outer", [&] { rt.submit(inner).wait(); });
+    rt.submit(outer).wait();
+    EXPECT_EQ(x.data_as<float>()[0], 2.0F);
+  })) << "a host task waiting for another run deadlocked the worker pool";
+}
+
+TEST(WaitingInsideTasks, TwoWaitingTasksWithTheDefaultWorkers) {
+  ASSERT_TRUE(finishes_within(20s, [] {
+    loom::Runtime rt(cpu(2));
+    std::atomic<int> ran{0};
+    loom::Graph inner;
+    inner.host("inner", [&] { ++ran; });
+    loom::Graph outer;
+    for (int i = 0; i < 2; ++i) outer.host("outer", [&] { rt.submit(inner).wait(); });
+    rt.submit(outer).wait();
+    EXPECT_EQ(ran.load(), 2);
+  }));
+}
+
+TEST(WaitingInsideTasks, AContinuationMayWait) {
+  ASSERT_TRUE(finishes_within(20s, [] {
+    loom::Runtime rt(cpu(1));
+    std::promise<int> result;
+    loom::Graph first;
+    first.host("first", [] {});
+    loom::Graph second;
+    std::atomic<int> ran{0};
+    second.host("second", [&] { ++ran; });
+    rt.submit(first).then([&](const loom::Future&) {
+      rt.submit(second).wait();
+      result.set_value(ran.load());
+    });
+    auto f = result.get_future();
+    ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+    EXPECT_EQ(f.get(), 1);
+  }));
+}
+
+TEST(WaitingInsideTasks, SynchronizeInsideATaskIsRefusedNotADeadlock) {
+  ASSERT_TRUE(finishes_within(20s, [] {
+    loom::Runtime rt(cpu(1));
+    loom::Graph g;
+    g.host("impatient", [&] { rt.synchronize(); });
+    try {
+      rt.submit(g).wait();
+      ADD_FAILURE() << "synchronize() inside a task was accepted";
+    } catch (const loom::InvalidArgument& e) {
+      EXPECT_EQ(e.task(), "impatient");
+      EXPECT_NE(std::string(e.what()).find("synchronize"), std::string::npos) << e.what();
+    }
+  }));
+}
+
+TEST(WaitingInsideTasks, DestroyingARuntimeWithRunsInFlightLetsThemFinish) {
+  std::atomic<int> ran{0};
+  ASSERT_TRUE(finishes_within(20s, [&] {
+    loom::Runtime rt(cpu(2));
+    loom::Graph g;
+    g.host("slow", [&] {
+      std::this_thread::sleep_for(20ms);
+      ++ran;
+    });
+    for (int i = 0; i < 4; ++i) (void)rt.submit(g);
+  }));
+  EXPECT_EQ(ran.load(), 4);
+}
+
+class ThrowingOp final : public loom::Op {
+ public:
+  explicit ThrowingOp(loom::Tensor t) : t_(std::move(t)) {}
+  std::string_view name() const noexcept override { return "picky_op"; }
+  std::vector<loom::Tensor> reads() const override { return {}; }
+  std::vector<loom::Tensor> writes() const override { return {t_}; }
+  void validate() const override {}
+  void run_cpu() const override { throw std::runtime_error("the CPU path is unhappy"); }
+  void run_cuda(const loom::ExecutionContext&) const override {}
+
+ private:
+  loom::Tensor t_;
+};
+
+TEST(OpFailures, AnExceptionFromRunCpuIsNamedAsTheOpsFailure) {
+  loom::Runtime rt(cpu());
+  loom::Graph g;
+  g.add(std::make_shared<ThrowingOp>(rt.tensor<float>({4})), {.name = "stage 3"});
+  try {
+    rt.submit(g).wait();
+    FAIL();
+  } catch (const loom::Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.task(), "stage 3");
+    EXPECT_NE(what.find("op 'picky_op'"), std::string::npos) << what;
+    EXPECT_NE(what.find("the CPU path is unhappy"), std::string::npos) << what;
+    EXPECT_EQ(what.find("host function"), std::string::npos) << what;
+  }
+}
+
+TEST(MemoryGivenBack, AFinishedRunHoldsNoTensor) {
+  loom::Runtime rt(cpu());
+  auto x = rt.tensor<float>({16});
+  loom::Future run;
+  {
+    loom::Graph g;
+    g.add(loom::ops::fill(x, 1.0F));
+    run = rt.submit(g);
+  }
+  run.wait();
+  EXPECT_NO_THROW((void)x.take()) << "a finished run's Future still holds the tensor";
+  EXPECT_EQ(run.report().size(), 1U);
+  EXPECT_EQ(run.report()[0].name, "fill");
+}
+
+TEST(MemoryGivenBack, AFinishedCopyHoldsNoTensor) {
+  loom::Runtime rt(cpu());
+  auto a = rt.tensor<float>({1024});
+  auto b = rt.tensor<float>({1024});
+  rt.copy(a, b).wait();
+  EXPECT_NO_THROW((void)b.take());
+  EXPECT_NO_THROW((void)a.take());
+}
+
+TEST(MemoryGivenBack, ACompletionMayOutliveItsRuntime) {
+  loom::Completion c;
+  std::vector<float> host(1 << 16, 1.0F);
+  {
+    loom::Runtime rt(cpu());
+    auto src = rt.provide(host.data(), loom::DType::f32, {1 << 16}, loom::Memory::pageable);
+    c = rt.copy(src, rt.tensor<float>({1 << 16}));
+  }
+  EXPECT_TRUE(c.ready());
+  EXPECT_NO_THROW(c.wait());
+}
+
+}  // namespace
