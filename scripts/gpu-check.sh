@@ -3,6 +3,13 @@
 # suite and the benchmarks, keep the logs, print a short summary table last.
 # Logs go to $OUT when it is set (the GPU machine's results folder), else to
 # build-gpu/logs. Usage: scripts/gpu-check.sh [benchmark filter regex]
+# Optional, through the environment:
+#   LOOM_BASELINE_DIR=<tree>   also build that tree (an earlier commit with new
+#                              tests copied in) and run LOOM_BASELINE_FILTER of
+#                              its GPU and CPU tests: shows which fail before a fix
+#   LOOM_COMPUTE_SANITIZER=1   run the GPU suite under compute-sanitizer
+#                              memcheck and racecheck, where the device allows
+#   LOOM_BENCH_REPEAT=N        run each benchmark program N times (medians)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -17,6 +24,14 @@ status() { [ "$1" -eq 0 ] && echo ok || echo "FAILED ($1)"; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv >"$logs/gpu.txt" 2>&1
 start=$(date +%s)
+baseline_pid=""
+if [ -n "${LOOM_BASELINE_DIR:-}" ] && [ -d "$LOOM_BASELINE_DIR" ]; then
+  ( cmake -S "$LOOM_BASELINE_DIR" -B build-baseline -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DLOOM_BUILD_BENCHMARKS=OFF -DLOOM_BUILD_SAMPLES=OFF &&
+    cmake --build build-baseline -j "$LOOM_JOBS" --target loom_gpu_tests loom_unit_tests ) \
+    >"$logs/baseline-build.log" 2>&1 &
+  baseline_pid=$!
+fi
 loom_configure -DLOOM_WERROR=ON >"$logs/configure.log" 2>&1
 configure_rc=$?
 cmake --build "$LOOM_BUILD_DIR" -j "$LOOM_JOBS" >"$logs/build.log" 2>&1
@@ -37,17 +52,47 @@ test_rc=$(( cpu_rc != 0 || gpu_rc != 0 ))
 "$LOOM_BUILD_DIR/samples/loom_quickstart" >"$logs/quickstart.log" 2>&1
 sample_rc=$?
 
+baseline_lines=""
+if [ -n "$baseline_pid" ]; then
+  wait "$baseline_pid"
+  bfilter="${LOOM_BASELINE_FILTER:-*}"
+  timeout 240 build-baseline/tests/loom_gpu_tests --gtest_filter="$bfilter" \
+    >"$logs/baseline-gpu.log" 2>&1
+  baseline_lines+="baseline gpu tests: rc $?"$'\n'
+  timeout 240 build-baseline/tests/loom_unit_tests --gtest_filter="$bfilter" \
+    >"$logs/baseline-cpu.log" 2>&1
+  baseline_lines+="baseline cpu tests: rc $?"$'\n'
+  baseline_lines+=$(grep -hE '^\[  (FAILED|     OK) \]' "$logs"/baseline-*.log | grep -v 'listed below' | sort -u | head -40)
+fi
+
 bench_rc=0
 bench_lines=""
 for bench in "$LOOM_BUILD_DIR"/bench/bench_*; do
   [ -x "$bench" ] || continue
   name=$(basename "$bench")
-  "$bench" --benchmark_filter="$filter" --benchmark_out="$logs/$name.json" \
-    --benchmark_out_format=json >"$logs/$name.txt" 2>&1
-  rc=$?
-  [ $rc -eq 0 ] || bench_rc=$rc
+  for rep in $(seq 1 "${LOOM_BENCH_REPEAT:-1}"); do
+    suffix=$([ "$rep" -eq 1 ] && echo "" || echo ".$rep")
+    "$bench" --benchmark_filter="$filter" --benchmark_out="$logs/$name$suffix.json" \
+      --benchmark_out_format=json >"$logs/$name$suffix.txt" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || bench_rc=$rc
+  done
   bench_lines+="$name: $(status $rc)"$'\n'
 done
+
+sanitizer_lines=""
+if [ "${LOOM_COMPUTE_SANITIZER:-0}" = "1" ] && command -v compute-sanitizer >/dev/null; then
+  # Timing tests and the child-process fault test are left out (a sanitizer
+  # slows kernels, and a planted fault is the point of that test).
+  sfilter='-*Overlap*:*Poison*:*Disjoint*:*256MB*:*WorkLeftBy*'
+  for tool in memcheck racecheck; do
+    # API errors are not reported: several tests plant them on purpose.
+    timeout 420 compute-sanitizer --tool "$tool" --error-exitcode 99 --report-api-errors no \
+      "$LOOM_BUILD_DIR/tests/loom_gpu_tests" --gtest_filter="$sfilter" \
+      >"$logs/sanitizer-$tool.log" 2>&1
+    sanitizer_lines+="compute-sanitizer $tool: rc $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitizer-$tool.log" | tail -1))"$'\n'
+  done
+fi
 
 echo "================ loom GPU check summary ================"
 echo "GPU:       $(tail -n +2 "$logs/gpu.txt" | head -1)"
@@ -67,11 +112,13 @@ skipped=$(cat "$logs/ctest.log" "$logs/ctest-gpu.log" | grep -c '\*\*\*Skipped' 
 echo "skipped:   $skipped"
 echo "sample:    $(status $sample_rc): $(tail -1 "$logs/quickstart.log")"
 echo "$bench_lines"
+[ -n "$sanitizer_lines" ] && echo "$sanitizer_lines"
+[ -n "$baseline_lines" ] && echo "$baseline_lines"
 if command -v python3 >/dev/null; then
   python3 scripts/bench_table.py "$logs"/bench_*.json 2>/dev/null || true
 fi
-# The results folder takes few files: one archive of the logs, plus the JSON.
+# The results folder takes few files: one archive of the logs and JSON.
 if [ -n "${OUT:-}" ]; then
-  tar czf "$OUT/gpu-logs.tgz" -C "$logs" . && cp "$logs"/bench_*.json "$OUT"/ 2>/dev/null
+  tar czf "$OUT/gpu-logs.tgz" -C "$logs" .
 fi
 [ $configure_rc -eq 0 ] && [ $build_rc -eq 0 ] && [ $test_rc -eq 0 ] && [ $sample_rc -eq 0 ] && [ $bench_rc -eq 0 ]

@@ -38,7 +38,11 @@ class Future {
   /// True once every task has completed, failed or been cancelled. Never blocks.
   bool ready() const;
   /// Blocks until the run is over; rethrows the first failure (a loom::Error
-  /// naming its task), or loom::Cancelled when the run was cancelled.
+  /// naming its task), or loom::Cancelled when the run was cancelled. Called
+  /// on a host worker (inside a host task or a continuation), the worker runs
+  /// other ready host jobs while it waits, so waiting never deadlocks the
+  /// pool. @throws InvalidArgument on loom's scheduling thread (inside an
+  /// op's run_cuda), where waiting could never end.
   void wait() const;
   /// Waits at most `timeout`; true if the run is over. Does not throw.
   bool wait_for(std::chrono::nanoseconds timeout) const;

@@ -68,10 +68,13 @@ class Runtime {
   /// Validates the graph and starts running it; returns at once. The run
   /// keeps the graph as it is now: it may be changed or submitted again
   /// meanwhile. The first submit of a graph snapshots, validates and plans
-  /// it; submitting it again unchanged reuses all of that. Runs submitted
-  /// one after another without waiting run concurrently.
+  /// it; submitting it again unchanged reuses all of that. Ordering across
+  /// runs follows the data: the run follows every earlier unfinished run or
+  /// copy that writes what it touches or touches what it writes; runs over
+  /// disjoint data run concurrently.
   /// @throws InvalidArgument (a cycle, bad op inputs, tensors in the wrong
-  /// memory space for the backend), naming the task.
+  /// memory space for the backend), naming the task; after a kernel fault
+  /// made the device unusable, that fault's CudaError.
   Future submit(const Graph& graph);
   /// Where tensors go by default: the default device, or pageable host memory.
   Memory default_memory() const noexcept;
@@ -98,12 +101,18 @@ class Runtime {
   /// pinned buffers between pageable host and a device, so the caller never
   /// waits for the copy; a peer copy between devices (the driver stages it
   /// through host memory where peer access is unavailable).
-  /// Device-side copies are ordered after earlier work on the device's loom
-  /// stream. Both tensors must stay alive until the completion is ready.
-  /// @throws InvalidArgument for mismatched tensors, with what was expected.
+  /// The copy is ordered like a run of one task: after unfinished runs and
+  /// copies that write its source or touch its destination (copies that
+  /// involve a device other than the runtime's are ordered after the work
+  /// queued on that device's loom stream only). It keeps both tensors alive
+  /// until it is done, and nothing after.
+  /// @throws InvalidArgument for mismatched tensors, with what was expected;
+  /// after a kernel fault, that fault's CudaError.
   Completion copy(const Tensor& src, const Tensor& dst);
 
-  /// Blocks until every copy and device operation loom has queued is done.
+  /// Blocks until every run, copy and device operation loom has queued is
+  /// done. @throws InvalidArgument inside a task or continuation (it would
+  /// wait for its own run).
   void synchronize();
 
   /// The pool's statistics for a memory space. @throws NoDevice for a device

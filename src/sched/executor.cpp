@@ -121,7 +121,8 @@ struct Executor::Run {
   int gates = 0;
   std::vector<Run*> followers_settled;
   std::vector<Run*> followers_finished;
-  std::vector<std::uint8_t> wait_streams;  // streams of earlier runs to wait on at start
+  std::vector<std::uint8_t> wait_streams;  // executor streams of earlier runs to wait on at start
+  int rotation = 0;  // the plan's stream k of a priority runs on executor stream (k + rotation) % K
   std::vector<EventPool::Lease> gate_events;
   std::vector<std::vector<std::uint32_t>> in_flight;  // per stream, launch order
   std::vector<std::size_t> in_flight_head;
@@ -483,7 +484,7 @@ bool Executor::arm_wakeups() {
   bool ok = true;
   for (auto& r : runs_) {
     for (auto w : r->watched) {
-      const auto s = static_cast<std::size_t>(r->plan().tasks[w].stream);
+      const auto s = physical(*r, r->plan().tasks[w].stream);
       if (waker_->armed[s].exchange(true)) continue;
       const cudaError_t rc =
           cudaLaunchHostFunc(streams_[s]->view(), &Waker::fire, &waker_->slots[s]);
@@ -497,20 +498,35 @@ bool Executor::arm_wakeups() {
   return ok;
 }
 
+std::size_t Executor::physical(const Run& run, int plan_stream) const noexcept {
+  const int k = std::max(1, options_.streams_per_priority);
+  if (plan_stream >= run.plan().collective_stream()) return static_cast<std::size_t>(plan_stream);
+  const int priority = plan_stream / k;
+  return static_cast<std::size_t>(priority * k + (plan_stream % k + run.rotation) % k);
+}
+
 void Executor::admit(Run& run) {
   after_.clear();
   ordering_.enter(&run, run.prepared->accesses, after_);
-  if (run.prepared->device_only && options_.cuda) {
-    run.wait_streams.assign(static_cast<std::size_t>(run.plan().stream_count), 0);
+  const bool device_follows = run.prepared->device_only && options_.cuda;
+  // Which executor streams the run's plan lands on: a run that follows an
+  // earlier one takes its streams (stream order then costs no event); any
+  // other takes the next rotation, so that runs over disjoint data overlap.
+  if (device_follows && !after_.empty()) {
+    run.rotation = static_cast<const Run*>(after_.back())->rotation;
+  } else {
+    run.rotation = next_rotation_;
+    next_rotation_ = (next_rotation_ + 1) % std::max(1, options_.streams_per_priority);
   }
+  if (device_follows) run.wait_streams.assign(streams_.size(), 0);
   for (auto id : after_) {
     Run& earlier = *static_cast<Run*>(const_cast<void*>(id));
-    if (run.prepared->device_only && options_.cuda) {
+    if (device_follows) {
       // Device work follows device work through events at the start: it
       // may start once the earlier run has enqueued all of its work.
       const auto& plans = earlier.prepared->stream_plan;
-      for (std::size_t s = 0; s < plans.size() && s < run.wait_streams.size(); ++s) {
-        if (!plans[s].empty()) run.wait_streams[s] = 1;
+      for (std::size_t s = 0; s < plans.size(); ++s) {
+        if (!plans[s].empty()) run.wait_streams[physical(earlier, static_cast<int>(s))] = 1;
       }
       if (earlier.unsettled > 0 || !earlier.started) {
         earlier.followers_settled.push_back(&run);
@@ -584,7 +600,9 @@ void Executor::start_run(Run& run) {
     run.entry = events_->acquire();
     run.entry->record(StreamView(options_.entry_stream));
     for (std::size_t s = 0; s < streams; ++s) {
-      if (!run.stream_plan(s).empty()) run.entry->make_wait(streams_[s]->view());
+      if (!run.stream_plan(s).empty()) {
+        run.entry->make_wait(streams_[physical(run, static_cast<int>(s))]->view());
+      }
     }
   }
   // Earlier runs over the same data have enqueued all their work: this
@@ -593,13 +611,14 @@ void Executor::start_run(Run& run) {
     if (run.wait_streams[s] == 0) continue;
     EventPool::Lease* event = nullptr;
     for (std::size_t mine = 0; mine < streams; ++mine) {
-      if (mine == s || run.stream_plan(mine).empty()) continue;
+      const auto target = physical(run, static_cast<int>(mine));
+      if (target == s || run.stream_plan(mine).empty()) continue;
       if (event == nullptr) {
         run.gate_events.push_back(events_->acquire());
         event = &run.gate_events.back();
         (*event)->record(streams_[s]->view());
       }
-      (*event)->make_wait(streams_[mine]->view());
+      (*event)->make_wait(streams_[target]->view());
     }
   }
   if (run.tracing && options_.cuda) {
@@ -661,7 +680,7 @@ void Executor::watch_stream_tail(Run& run, int stream) {
   try {
     if (!ts.event) {
       ts.event = events_->acquire();
-      ts.event->record(streams_[s]->view());
+      ts.event->record(streams_[physical(run, stream)]->view());
     }
   } catch (...) {
     const auto error = std::current_exception();
@@ -697,7 +716,7 @@ void Executor::launch_device(Run& run, std::uint32_t t) {
   const Task& task = run.tasks()[t];
   const PlannedTask& planned = run.plan().tasks[t];
   const auto s = static_cast<std::size_t>(planned.stream);
-  const StreamView stream = streams_[s]->view();
+  const StreamView stream = streams_[physical(run, planned.stream)]->view();
   bool enqueued_some = false;  // a failure after this point may leave work on the stream
   try {
     const TaskScope scope(task.name);
@@ -1060,7 +1079,7 @@ Executor::Trace Executor::collect_trace(Run& run) {
         } catch (const std::exception&) {
           continue;
         }
-        e.track = 100 + run.plan().tasks[t].stream;
+        e.track = 100 + static_cast<int>(physical(run, run.plan().tasks[t].stream));
         break;
       }
       case Placement::host:

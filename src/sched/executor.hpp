@@ -81,6 +81,7 @@ class Executor {
   void wait_idle();
   /// Rethrows the error that made the device unusable, if one did.
   void throw_if_poisoned() const;
+  bool poisoned() const noexcept { return poisoned_.load(std::memory_order_acquire); }
   /// Records `error` as poisoning the runtime when it is a sticky CUDA error.
   void note_error(const std::exception_ptr& error);
   /// Runs teardown work on a host worker (never on the scheduling thread).
@@ -104,6 +105,8 @@ class Executor {
   void release_followers(std::vector<Run*>& followers);
   bool finished(const Run& run) const;
   bool arm_wakeups();
+  /// The executor stream that a run's plan stream lands on.
+  std::size_t physical(const Run& run, int plan_stream) const noexcept;
 
   /// The graph's prepared form: from its slot when this executor made it, else made now.
   std::shared_ptr<const PreparedGraph> prepare(const Graph& graph);
@@ -153,6 +156,7 @@ class Executor {
   std::vector<Run*> to_start_;              // scheduler thread only: gates just opened
   std::vector<RunOrdering::RunId> after_;   // scheduler thread only: scratch
   RunOrdering ordering_;                    // scheduler thread only
+  int next_rotation_ = 0;                   // scheduler thread only
   Waker* waker_ = nullptr;                  // host callbacks that wake the scheduler
   std::mutex idle_mutex_;
   std::condition_variable idle_cv_;

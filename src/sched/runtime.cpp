@@ -96,6 +96,14 @@ struct Runtime::Impl final : detail::CopyEngine {
 
   std::unique_ptr<detail::Executor> executor;  // made last, destroyed first
 
+  // A fault seen only while the executor drained its runs at shutdown.
+  bool executor_poisoned_late() const {
+    const cudaError_t rc = cudaStreamQuery(nullptr);
+    if (rc == cudaSuccess || rc == cudaErrorNotReady) return false;
+    (void)cudaGetLastError();
+    return detail::is_sticky_cuda_error(static_cast<int>(rc));
+  }
+
   // CopyEngine: the paths the executor's copy tasks take.
   void enqueue(const Tensor& src, const Tensor& dst, StreamView stream) override;
   Completion start(const Tensor& src, const Tensor& dst) override;
@@ -244,6 +252,7 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
 
 Runtime::~Runtime() {
   auto& m = *impl_;
+  const bool poisoned = m.executor->poisoned();
   try {
     // Lets submitted runs finish (on a poisoned device they fail at once);
     // its streams go away.
@@ -252,6 +261,12 @@ Runtime::~Runtime() {
     detail::logger().error("loom runtime shutdown: {}", e.what());
   }
   if (m.gpu) {
+    if (poisoned || m.executor_poisoned_late()) {
+      // A staged upload's end is a host callback that a lost device may
+      // never run: the engine stays behind (its threads idle) rather than
+      // wait forever or free what such a callback would touch.
+      (void)m.staging.release();
+    }
     try {
       if (m.staging) m.staging->drain();
     } catch (const std::exception& e) {
