@@ -26,9 +26,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace loom {
@@ -100,15 +102,51 @@ class Graph {
   bool has_edge(TaskId from, TaskId to) const;
 
  private:
-  struct Interval {
-    std::uint32_t task;
-    std::uintptr_t lo;
-    std::uintptr_t hi;
-    bool write;
+  // Hazard inference (see graph.cpp): per storage, the reads and the writes
+  // not yet pruned by a covering write, apart, grouped by byte span.
+  struct SpanTasks {  ///< the tasks that access one span, ascending, each once
+    std::uintptr_t lo = 0;
+    std::uintptr_t hi = 0;
+    std::uint32_t first = 0;
+    std::vector<std::uint32_t> rest;
+    void add(std::uint32_t task);
+    /// Keeps only `task` if it is there; false if nothing is left.
+    bool keep_only(std::uint32_t task);
+    template <class F>
+    void for_each(F&& f) const;
   };
-  TaskId append(Task task);
-  void add_edge(std::uint32_t from, std::uint32_t to);
+  class AccessLane {  ///< one storage's reads, or its writes
+   public:
+    void add(std::uint32_t task, std::uintptr_t lo, std::uintptr_t hi);
+    /// Calls f(task) for each access that overlaps [lo, hi).
+    template <class F>
+    void for_each_overlapping(std::uintptr_t lo, std::uintptr_t hi, F&& f) const;
+    /// Drops the accesses inside [lo, hi), except those of task `keep`.
+    void prune_covered(std::uintptr_t lo, std::uintptr_t hi, std::uint32_t keep);
+
+   private:
+    struct Bucket {  ///< spans whose length has one bit width
+      int width = 0;
+      std::uintptr_t max_length = 0;
+      std::map<std::pair<std::uintptr_t, std::uintptr_t>, SpanTasks> spans;
+    };
+    Bucket& bucket_for(std::uintptr_t length);
+    void index_spans();
+    SpanTasks& few(std::size_t i) { return i == 0 ? head_ : more_[i - 1]; }
+    void drop_few(std::size_t i);
+    // While there are few spans: head_, then more_ (in no order), few_ in all.
+    std::uint32_t few_ = 0;
+    SpanTasks head_;
+    std::vector<SpanTasks> more_;
+    std::vector<Bucket> buckets_;  // once there are many (few_ is 0 then)
+  };
+  struct StorageHistory {
+    AccessLane reads;
+    AccessLane writes;
+  };
+  TaskId append(Task&& task);
   void infer(std::uint32_t task, const Tensor& tensor, bool write);
+  void add_edge(std::uint32_t from, std::uint32_t to);
   std::string unique_name(std::string base);
   void changed();
 
@@ -116,8 +154,8 @@ class Graph {
 
   std::vector<Task> tasks_;
   std::size_t edges_ = 0;
-  // Accesses since the last covering write, per storage (keyed by its address).
-  std::unordered_map<const void*, std::vector<Interval>> history_;
+  std::unordered_map<const void*, StorageHistory> history_;  // keyed by the storage's address
+  std::vector<std::uint32_t> inferred_;  // the appended task's inferred predecessors
   std::unordered_map<std::string, int> name_counts_;
   // What a runtime derived from this exact graph (validated, planned), so
   // that submitting it again costs no copy and no planning. Shared by

@@ -5,7 +5,10 @@
 #include "core/storage.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <charconv>
 #include <string>
+#include <utility>
 
 namespace loom {
 
@@ -22,7 +25,15 @@ std::string_view to_string(TaskKind kind) noexcept {
 std::string Graph::unique_name(std::string base) {
   if (base.empty()) base = "task";
   const int n = name_counts_[base]++;
-  return n == 0 ? base : base + "#" + std::to_string(n);
+  if (n != 0) {
+    char digits[16];
+    const char* end = std::to_chars(digits, digits + sizeof digits, n).ptr;
+    const auto count = static_cast<std::size_t>(end - digits);
+    base.reserve(base.size() + 1 + count);
+    base += '#';
+    base.append(digits, count);
+  }
+  return base;
 }
 
 void Graph::changed() {
@@ -46,35 +57,187 @@ void Graph::add_edge(std::uint32_t from, std::uint32_t to) {
   ++edges_;
 }
 
+// --- Hazard inference -------------------------------------------------------
+//
+// The rules: a read depends on the earlier writes it overlaps; a write on
+// the earlier reads and writes it overlaps; a write prunes the accesses it
+// covers (they are ordered before it, so later tasks need only depend on
+// the write), but never the task's own.
+//
+// So that building stays linear: reads and writes are kept apart (a read
+// looks at writes only), and grouped by exact span (many readers of one
+// tensor are one entry, which a read never looks at, and a covering write
+// drops at once). A lane with few spans scans them all (the first is kept
+// inline: most storages see one span). One with many keeps them in ordered
+// maps, one per bit width of the span's length: a query there looks at the
+// spans that start less than the map's longest length before it, the
+// neighbours of a slice among many slices, whatever else the lane holds.
+// The predecessors of a task are gathered, sorted and stored once, so that
+// neither the order spans are found in nor their number costs insertions.
+
+namespace {
+constexpr std::size_t kFewSpans = 8;
+}  // namespace
+
+void Graph::SpanTasks::add(std::uint32_t task) {
+  if ((rest.empty() ? first : rest.back()) != task) rest.push_back(task);
+}
+
+bool Graph::SpanTasks::keep_only(std::uint32_t task) {
+  // Tasks are added in increasing order: `task`, the newest, can only be last.
+  if ((rest.empty() ? first : rest.back()) != task) return false;
+  first = task;
+  rest.clear();
+  return true;
+}
+
+template <class F>
+void Graph::SpanTasks::for_each(F&& f) const {
+  f(first);
+  for (const auto t : rest) f(t);
+}
+
+void Graph::AccessLane::add(std::uint32_t task, std::uintptr_t lo, std::uintptr_t hi) {
+  if (buckets_.empty()) {
+    for (std::size_t i = 0; i < few_; ++i) {
+      auto& s = few(i);
+      if (s.lo == lo && s.hi == hi) return s.add(task);
+    }
+    if (few_ < kFewSpans) {
+      if (few_ == 0) {
+        head_.lo = lo;
+        head_.hi = hi;
+        head_.first = task;
+        head_.rest.clear();
+      } else {
+        more_.push_back(SpanTasks{lo, hi, task, {}});
+      }
+      ++few_;
+      return;
+    }
+    index_spans();
+  }
+  auto& spans = bucket_for(hi - lo).spans;
+  const auto [it, inserted] = spans.try_emplace({lo, hi}, SpanTasks{lo, hi, task, {}});
+  if (!inserted) it->second.add(task);
+}
+
+Graph::AccessLane::Bucket& Graph::AccessLane::bucket_for(std::uintptr_t length) {
+  const int width = std::bit_width(length);
+  auto b = std::find_if(buckets_.begin(), buckets_.end(),
+                        [&](const Bucket& k) { return k.width == width; });
+  if (b == buckets_.end()) {
+    b = buckets_.insert(b, Bucket{});
+    b->width = width;
+  }
+  b->max_length = std::max(b->max_length, length);
+  return *b;
+}
+
+void Graph::AccessLane::index_spans() {
+  for (std::size_t i = 0; i < few_; ++i) {
+    auto& s = few(i);
+    bucket_for(s.hi - s.lo).spans.emplace(std::pair{s.lo, s.hi}, std::move(s));
+  }
+  few_ = 0;
+  head_.rest.clear();
+  more_.clear();
+}
+
+void Graph::AccessLane::drop_few(std::size_t i) {
+  const std::size_t last = few_ - 1;
+  if (i != last) few(i) = std::move(few(last));
+  if (last == 0) {
+    head_.rest.clear();
+  } else {
+    more_.pop_back();
+  }
+  --few_;
+}
+
+template <class F>
+void Graph::AccessLane::for_each_overlapping(std::uintptr_t lo, std::uintptr_t hi, F&& f) const {
+  for (std::size_t i = 0; i < few_; ++i) {
+    const auto& s = i == 0 ? head_ : more_[i - 1];
+    if (s.lo < hi && lo < s.hi) s.for_each(f);
+  }
+  for (const auto& b : buckets_) {
+    // A span that starts at or before lo - max_length ends at or before lo.
+    const std::uintptr_t from = lo >= b.max_length ? lo - b.max_length + 1 : 0;
+    for (auto it = b.spans.lower_bound({from, 0}); it != b.spans.end() && it->first.first < hi;
+         ++it) {
+      if (lo < it->first.second) it->second.for_each(f);
+    }
+  }
+}
+
+void Graph::AccessLane::prune_covered(std::uintptr_t lo, std::uintptr_t hi, std::uint32_t keep) {
+  for (std::size_t i = 0; i < few_;) {
+    auto& s = few(i);
+    if (lo <= s.lo && s.hi <= hi && !s.keep_only(keep)) {
+      drop_few(i);
+    } else {
+      ++i;
+    }
+  }
+  for (std::size_t k = 0; k < buckets_.size();) {
+    auto& b = buckets_[k];
+    if ((std::uintptr_t{1} << (b.width - 1)) <= hi - lo) {  // its shortest spans could fit
+      for (auto it = b.spans.lower_bound({lo, 0}); it != b.spans.end() && it->first.first < hi;) {
+        if (it->first.second <= hi && !it->second.keep_only(keep)) {
+          it = b.spans.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    if (b.spans.empty()) {
+      if (k + 1 != buckets_.size()) b = std::move(buckets_.back());
+      buckets_.pop_back();
+    } else {
+      ++k;
+    }
+  }
+}
+
 void Graph::infer(std::uint32_t task, const Tensor& tensor, bool write) {
   if (!tensor.defined() || tensor.numel() == 0) return;
   const auto [lo, hi] = detail::byte_span(tensor);
-  auto& accesses = history_[tensor.storage().get()];
-  for (const auto& a : accesses) {
-    const bool overlap = a.lo < hi && lo < a.hi;
-    if (overlap && (write || a.write)) add_edge(a.task, task);
-  }
+  auto& history = history_[tensor.storage().get()];
+  const auto depend = [&](std::uint32_t from) {
+    if (from != task) inferred_.push_back(from);
+  };
+  history.writes.for_each_overlapping(lo, hi, depend);
   if (write) {
-    // Accesses this write covers are ordered before it: later tasks need
-    // only depend on the write.
-    std::erase_if(accesses,
-                  [&](const Interval& a) { return a.task != task && lo <= a.lo && a.hi <= hi; });
+    history.reads.for_each_overlapping(lo, hi, depend);
+    history.reads.prune_covered(lo, hi, task);
+    history.writes.prune_covered(lo, hi, task);
+    history.writes.add(task, lo, hi);
+  } else {
+    history.reads.add(task, lo, hi);
   }
-  accesses.push_back(Interval{task, lo, hi, write});
 }
 
-TaskId Graph::append(Task task) {
+TaskId Graph::append(Task&& task) {
   changed();
   const auto index = static_cast<std::uint32_t>(tasks_.size());
   task.name = unique_name(std::move(task.name));
   tasks_.push_back(std::move(task));
-  const Task& t = tasks_.back();
+  Task& t = tasks_.back();
   // Reads first: a task that reads and writes a tensor depends on earlier
   // writers (as a reader) and on earlier readers (as a writer).
-  const auto reads = t.reads;
-  const auto writes = t.writes;
-  for (const auto& r : reads) infer(index, r, false);
-  for (const auto& w : writes) infer(index, w, true);
+  inferred_.clear();
+  for (const auto& r : t.reads) infer(index, r, false);
+  for (const auto& w : t.writes) infer(index, w, true);
+  if (!inferred_.empty()) {
+    std::sort(inferred_.begin(), inferred_.end());
+    inferred_.erase(std::unique(inferred_.begin(), inferred_.end()), inferred_.end());
+    t.predecessors.assign(inferred_.begin(), inferred_.end());
+    // The new task's index is above every successor already listed.
+    for (const auto from : inferred_) tasks_[from].successors.push_back(index);
+    edges_ += inferred_.size();
+    inferred_.clear();
+  }
   return TaskId{index};
 }
 

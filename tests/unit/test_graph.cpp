@@ -1,5 +1,6 @@
 // Graph building: inferred hazards, explicit edges, cycles and validation
 // messages; the plan's stream assignment and event elimination.
+#include "core/storage.hpp"
 #include "sched/plan.hpp"
 
 #include <loom/error.hpp>
@@ -9,6 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -151,6 +155,200 @@ TEST_F(GraphTest, ShapeAndDtypeMismatchesNameTheTaskAndTheExpectation) {
   } catch (const loom::InvalidArgument& e) {
     EXPECT_EQ(e.task(), "copy out");
   }
+}
+
+// The inferred edges for the patterns that must stay cheap to build: many
+// readers of one tensor, a chain of in-place writers, many disjoint slices.
+
+std::vector<std::uint32_t> preds(const Graph& g, TaskId t) { return g.task(t).predecessors; }
+std::vector<std::uint32_t> ids(std::initializer_list<TaskId> ts) {
+  std::vector<std::uint32_t> v;
+  for (auto t : ts) v.push_back(t.index);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+TEST_F(GraphTest, AWriterAfterManyReadersDependsOnEachOfThem) {
+  Graph g;
+  auto w0 = g.host("w0", [] {}, {}, {x});
+  std::vector<TaskId> readers;
+  for (int i = 0; i < 20; ++i) readers.push_back(g.host("r", [] {}, {x}, {}));
+  auto w1 = g.host("w1", [] {}, {}, {x});
+  auto after = g.host("after", [] {}, {x}, {});
+  for (auto r : readers) {
+    EXPECT_EQ(preds(g, r), ids({w0}));
+    EXPECT_EQ(g.task(r).successors, ids({w1}));
+  }
+  auto expected = ids({w0});
+  for (auto r : readers) expected.push_back(r.index);
+  EXPECT_EQ(preds(g, w1), expected) << "after every reader, and after w0 (write after write)";
+  EXPECT_EQ(preds(g, after), ids({w1})) << "w1 covers the earlier accesses";
+  EXPECT_EQ(g.edge_count(), 20U + 20U + 1U + 1U);
+}
+
+TEST_F(GraphTest, AReaderDependsOnEachOverlappingWriteSinceTheLastCoveringOne) {
+  // x: 64 floats, 256 bytes. a writes all of it, b0..b3 a quarter each.
+  Graph g;
+  auto a = g.host("a", [] {}, {}, {x});
+  std::vector<TaskId> b;
+  for (int i = 0; i < 4; ++i)
+    b.push_back(g.host("b", [] {}, {}, {x.slice(0, 16 * i, 16 * i + 16)}));
+  for (auto t : b) EXPECT_EQ(preds(g, t), ids({a})) << "the quarters do not cover a";
+  auto r = g.host("r", [] {}, {x.slice(0, 8, 40)}, {});
+  EXPECT_EQ(preds(g, r), ids({a, b[0], b[1], b[2]}));
+  auto c = g.host("c", [] {}, {}, {x.slice(0, 0, 32)});  // covers b0 and b1, not r
+  EXPECT_EQ(preds(g, c), ids({a, b[0], b[1], r}));
+  auto r2 = g.host("r2", [] {}, {x}, {});
+  EXPECT_EQ(preds(g, r2), ids({a, b[2], b[3], c})) << "c covers b0 and b1";
+  auto w = g.host("w", [] {}, {}, {x});
+  EXPECT_EQ(preds(g, w), ids({a, b[2], b[3], c, r, r2}));
+  auto last = g.host("last", [] {}, {x.slice(0, 60, 64)}, {});
+  EXPECT_EQ(preds(g, last), ids({w}));
+}
+
+TEST_F(GraphTest, AChainOfInPlaceWritersDependsOnlyOnThePreviousOne) {
+  Graph g;
+  std::vector<TaskId> chain;
+  for (int i = 0; i < 100; ++i) chain.push_back(g.add(loom::ops::scale_copy(x, x, 1.0F)));
+  for (std::size_t i = 1; i < chain.size(); ++i) {
+    EXPECT_EQ(preds(g, chain[i]), ids({chain[i - 1]}));
+  }
+  EXPECT_EQ(g.edge_count(), 99U);
+  auto r = g.host("r", [] {}, {x}, {});
+  auto w = g.host("w", [] {}, {}, {x});
+  EXPECT_EQ(preds(g, r), ids({chain.back()}));
+  EXPECT_EQ(preds(g, w), ids({chain.back(), r}));
+}
+
+TEST_F(GraphTest, DisjointSlicesWrittenThenReadPairUp) {
+  constexpr int n = 256;
+  auto big = rt.tensor<float>({4 * n});
+  const auto slice = [&](int i) { return big.slice(0, 4 * i, 4 * i + 4); };
+  std::vector<int> order(n);
+  for (int i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
+  std::mt19937 rng(3);
+  Graph g;
+  std::vector<TaskId> w(n), r(n), rw(n);
+  std::shuffle(order.begin(), order.end(), rng);
+  for (int i : order) w[static_cast<std::size_t>(i)] = g.host("w", [] {}, {}, {slice(i)});
+  std::shuffle(order.begin(), order.end(), rng);
+  for (int i : order) r[static_cast<std::size_t>(i)] = g.host("r", [] {}, {slice(i)}, {});
+  std::shuffle(order.begin(), order.end(), rng);
+  for (int i : order) rw[static_cast<std::size_t>(i)] = g.host("rw", [] {}, {}, {slice(i)});
+  for (std::size_t i = 0; i < n; ++i) {
+    EXPECT_TRUE(preds(g, w[i]).empty());
+    EXPECT_EQ(preds(g, r[i]), ids({w[i]}));
+    EXPECT_EQ(preds(g, rw[i]), ids({w[i], r[i]}));
+  }
+  auto all = g.host("all", [] {}, {}, {big});
+  std::vector<std::uint32_t> expected;
+  for (auto t : rw) expected.push_back(t.index);
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(preds(g, all), expected) << "the rewrites covered the first writes and the reads";
+  EXPECT_EQ(g.edge_count(), 3U * n + n);
+}
+
+// Random accesses (views of several sizes, strided and transposed ones,
+// reads and writes) against a direct transcription of the rules: every
+// access since the last covering write, per storage, in one list.
+TEST_F(GraphTest, InferredEdgesMatchTheRulesForRandomAccesses) {
+  auto a = rt.tensor<float>({512});
+  auto m = rt.tensor<float>({16, 32});
+  std::mt19937 rng(11);
+  const auto pick = [&](int bound) {
+    return static_cast<std::int64_t>(rng() % static_cast<unsigned>(bound));
+  };
+  const auto view = [&]() -> loom::Tensor {
+    const auto kind = rng() % 32;
+    if (kind == 0) return a;
+    if (kind == 1) return m;
+    if (kind < 8) {  // any length
+      const auto lo = pick(512);
+      return a.slice(0, lo, lo + 1 + pick(static_cast<int>(512 - lo)));
+    }
+    if (kind < 16) {  // short
+      const auto lo = pick(500);
+      return a.slice(0, lo, std::min<std::int64_t>(512, lo + 1 + pick(12)));
+    }
+    if (kind < 22) {  // aligned, of one length
+      const auto lo = 8 * pick(64);
+      return a.slice(0, lo, lo + 8);
+    }
+    if (kind < 26) {  // strided
+      const auto lo = pick(500);
+      return a.slice(0, lo, std::min<std::int64_t>(512, lo + 1 + pick(40)), 1 + pick(3));
+    }
+    if (kind < 29) return m.slice(0, pick(16), 16);
+    const auto c = pick(32);
+    return m.transpose(0, 1).slice(0, c, c + 1);
+  };
+  struct Access {
+    std::uint32_t task;
+    std::uintptr_t lo, hi;
+    bool write;
+    const void* storage;
+  };
+  std::vector<Access> history;
+  Graph g;
+  for (std::uint32_t t = 0; t < 4000; ++t) {
+    std::vector<loom::Tensor> reads, writes;
+    for (auto k = pick(3); k > 0; --k) reads.push_back(view());
+    for (auto k = pick(3); k > 0; --k) writes.push_back(view());
+    std::set<std::uint32_t> expected;
+    const auto infer = [&](const loom::Tensor& v, bool write) {
+      const auto [lo, hi] = loom::detail::byte_span(v);
+      const void* s = v.storage().get();
+      for (const auto& h : history) {
+        if (h.storage == s && h.lo < hi && lo < h.hi && (write || h.write) && h.task != t) {
+          expected.insert(h.task);
+        }
+      }
+      if (write) {
+        std::erase_if(history, [&](const Access& h) {
+          return h.storage == s && h.task != t && lo <= h.lo && h.hi <= hi;
+        });
+      }
+      history.push_back({t, lo, hi, write, s});
+    };
+    for (const auto& v : reads) infer(v, false);
+    for (const auto& v : writes) infer(v, true);
+    const auto id = g.host(
+        "t", [] {}, reads, writes);
+    ASSERT_EQ(preds(g, id), std::vector<std::uint32_t>(expected.begin(), expected.end()))
+        << "task " << t;
+  }
+}
+
+// Building stays linear: 200k readers of one tensor (quadratic before: each
+// read scanned every earlier read), and 64k disjoint slices written, read
+// and written again.
+TEST_F(GraphTest, ManyReadersOfOneTensorBuildInLinearTime) {
+  constexpr std::uint32_t n = 200000;
+  Graph g;
+  auto w0 = g.host("w0", [] {}, {}, {x});
+  for (std::uint32_t i = 0; i < n; ++i) g.host("r", [] {}, {x}, {y.slice(0, 0, 1)});
+  auto w1 = g.host("w1", [] {}, {}, {x});
+  auto r = g.host("after", [] {}, {x}, {});
+  EXPECT_EQ(g.edge_count(), 2U * n + 1U + 1U + (n - 1U)) << "y's writers form a chain";
+  EXPECT_EQ(g.task(w0).successors.size(), n + 1U);
+  EXPECT_EQ(g.task(w1).predecessors.size(), n + 1U);
+  EXPECT_EQ(preds(g, TaskId{n / 2}), ids({w0, TaskId{n / 2 - 1}}));
+  EXPECT_EQ(preds(g, r), ids({w1}));
+}
+
+TEST_F(GraphTest, ManyDisjointSlicesBuildInLinearTime) {
+  constexpr std::uint32_t n = 65536;
+  auto big = rt.tensor<float>({4 * static_cast<std::int64_t>(n)});
+  const auto slice = [&](std::uint32_t i) { return big.slice(0, 4 * i, 4 * i + 4); };
+  Graph g;
+  for (std::uint32_t i = n; i-- > 0;) g.host("w", [] {}, {}, {slice(i)});  // descending addresses
+  for (std::uint32_t i = 0; i < n; ++i) g.host("r", [] {}, {slice(i)}, {});
+  for (std::uint32_t i = 0; i < n; ++i) g.host("rw", [] {}, {}, {slice(i)});
+  auto all = g.host("all", [] {}, {big}, {});
+  EXPECT_EQ(g.edge_count(), 3U * n + n);
+  EXPECT_EQ(preds(g, TaskId{n + 5}), ids({TaskId{n - 6}}));
+  EXPECT_EQ(preds(g, TaskId{2 * n + 5}), ids({TaskId{n - 6}, TaskId{n + 5}}));
+  EXPECT_EQ(g.task(all).predecessors.size(), n);
 }
 
 // The plan's streams and events, with every task on the device.
