@@ -107,6 +107,7 @@ class Executor {
   bool arm_wakeups();
   /// The executor stream that a run's plan stream lands on.
   std::size_t physical(const Run& run, int plan_stream) const noexcept;
+  int least_used_rotation(const Run& run);
 
   /// The graph's prepared form: from its slot when this executor made it, else made now.
   std::shared_ptr<const PreparedGraph> prepare(const Graph& graph);
@@ -116,6 +117,7 @@ class Executor {
   void start_run(Run& run);
   void make_ready(Run& run, std::uint32_t t);
   void satisfy(Run& run, std::uint32_t t);
+  bool advance_in_plan_order(Run& run);
   bool advance_stream(Run& run, int stream);
   void watch_stream_tail(Run& run, int stream);
   void launch_device(Run& run, std::uint32_t t);
@@ -156,7 +158,7 @@ class Executor {
   std::vector<Run*> to_start_;              // scheduler thread only: gates just opened
   std::vector<RunOrdering::RunId> after_;   // scheduler thread only: scratch
   RunOrdering ordering_;                    // scheduler thread only
-  int next_rotation_ = 0;                   // scheduler thread only
+  std::vector<int> rotation_load_;          // scheduler thread only: scratch
   Waker* waker_ = nullptr;                  // host callbacks that wake the scheduler
   std::mutex idle_mutex_;
   std::condition_variable idle_cv_;

@@ -21,7 +21,9 @@ struct PreparedGraph {
   Plan plan;
   std::vector<std::vector<std::uint32_t>> stream_plan;  ///< device tasks per stream, plan order
   std::vector<std::uint32_t> roots;                     ///< tasks with no predecessor, plan order
-  bool uses_streams = false;                            ///< some task runs on a stream
+  std::vector<std::uint32_t> device_order;  ///< device tasks in plan order, across streams
+  std::vector<std::uint32_t> stream_pos;    ///< a device task's index in its stream's list
+  bool uses_streams = false;                ///< some task runs on a stream
   bool device_only = true;           ///< every task runs on a stream (no host or staged task)
   std::vector<DataAccess> accesses;  ///< what the graph reads and writes, for ordering across runs
   std::shared_ptr<const std::vector<std::string>> names;  ///< task names, for reports
