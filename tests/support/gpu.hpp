@@ -3,6 +3,7 @@
 // buffers, fresh random inputs and poisoned outputs.
 
 #include "cuda/check.hpp"
+#include "support/seed.hpp"
 
 #include <loom/device.hpp>
 
@@ -65,11 +66,8 @@ class DeviceBuffer {
   std::size_t count_;
 };
 
-/// A fresh random engine per call site; the seed is printed on failure by the caller.
-inline std::mt19937_64 random_engine() {
-  static std::random_device device;
-  return std::mt19937_64((static_cast<std::uint64_t>(device()) << 32) ^ device());
-}
+/// A fresh random engine per call site; its seed is printed (see seed.hpp).
+inline std::mt19937_64 random_engine() { return std::mt19937_64(fresh_seed()); }
 
 inline std::vector<float> random_floats(std::size_t n, std::mt19937_64& rng, float lo = -1.0F,
                                         float hi = 1.0F) {

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/seed.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -188,7 +190,7 @@ TEST(ExecutorCpu, TenThousandTaskRandomDagMatchesSequentialExecution) {
   loom::Runtime rt(cpu());
   constexpr int kTensors = 24;
   constexpr int kTasks = 10000;
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(static_cast<std::uint32_t>(loom::test::fresh_seed()));
   std::vector<loom::Tensor> live;
   std::vector<loom::Tensor> shadow;
   std::uniform_real_distribution<float> init(-1, 1);

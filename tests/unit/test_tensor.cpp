@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/seed.hpp"
+
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -181,7 +183,7 @@ TEST(Take, HandsPooledMemoryToTheUserAndBackOnRelease) {
 
 TEST(HostCopy, CopiesContiguousAndStridedTensors) {
   loom::Runtime rt(cpu());
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(static_cast<std::uint32_t>(loom::test::fresh_seed()));
   std::uniform_real_distribution<float> dist(-1, 1);
   auto a = rt.tensor<float>({64, 33});
   for (std::int64_t i = 0; i < a.numel(); ++i) a.data_as<float>()[i] = dist(rng);
