@@ -39,8 +39,8 @@ class Future {
   bool ready() const;
   /// Blocks until the run is over; rethrows the first failure (a loom::Error
   /// naming its task), or loom::Cancelled when the run was cancelled. Called
-  /// on a host worker (inside a host task or a continuation), the worker runs
-  /// other ready host jobs while it waits, so waiting never deadlocks the
+  /// on a host worker (inside a host task or a continuation), another worker
+  /// thread takes the waiting one's place, so waiting never starves the
   /// pool. @throws InvalidArgument on loom's scheduling thread (inside an
   /// op's run_cuda), where waiting could never end.
   void wait() const;

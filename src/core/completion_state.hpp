@@ -22,33 +22,34 @@ struct CompletionState {
   /// For event-backed completions: non-blocking poll, and a blocking wait.
   std::function<bool()> poll;
   std::function<void()> block;
-  /// Called once after finish(), on the finishing thread (which may be a
-  /// CUDA callback thread: it must not call CUDA). Under `mutex`.
+  /// Called once by finish(), on the finishing thread (which may be a CUDA
+  /// callback thread: it must not call CUDA) and under `mutex`: whoever sees
+  /// `done` afterwards knows the call is over (its target may go away).
   std::function<void()> listener;
 
   void finish(std::exception_ptr e = nullptr) {
-    std::function<void()> notify;
     {
       std::lock_guard lock(mutex);
       if (done) return;
       done = true;
       if (!error) error = std::move(e);
-      notify.swap(listener);
+      if (listener) {
+        listener();
+        listener = nullptr;
+      }
     }
     done_cv.notify_all();
-    if (notify) notify();
   }
 
   /// Calls `fn` once the state is finished: later from finish(), or now.
+  /// A null `fn` cancels the call set before.
   void on_finish(std::function<void()> fn) {
-    {
-      std::lock_guard lock(mutex);
-      if (!done) {
-        listener = std::move(fn);
-        return;
-      }
+    std::lock_guard lock(mutex);
+    if (!done) {
+      listener = std::move(fn);
+    } else if (fn) {
+      fn();
     }
-    fn();
   }
 };
 

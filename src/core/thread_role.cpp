@@ -7,9 +7,6 @@
 namespace loom::detail {
 namespace {
 thread_local ThreadRole* t_role = nullptr;
-// How long a helping waiter sleeps when there was nothing to help with: a
-// job posted meanwhile or the awaited result wakes it no later than this.
-constexpr auto kHelpNap = std::chrono::microseconds(200);
 }  // namespace
 
 ThreadRole* current_thread_role() noexcept { return t_role; }
@@ -30,34 +27,35 @@ bool wait_helping_for(std::unique_lock<std::mutex>& lock, std::condition_variabl
                       const char* what) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   ThreadRole* role = t_role;
-  if (role == nullptr) return cv.wait_until(lock, deadline, done);
+  if (role == nullptr || done()) return cv.wait_until(lock, deadline, done);
   check_may_wait(what);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    lock.unlock();
-    const bool helped = role->help();
-    lock.lock();
-    if (!helped && !done()) {
-      cv.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + kHelpNap));
-    }
-  }
-  return true;
+  // Not under the caller's lock: the pool takes its own.
+  lock.unlock();
+  role->begin_blocking();
+  lock.lock();
+  const bool ok = cv.wait_until(lock, deadline, done);
+  lock.unlock();
+  role->end_blocking();
+  lock.lock();
+  return ok;
 }
 
 void wait_helping(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
                   const std::function<bool()>& done, const char* what) {
   ThreadRole* role = t_role;
+  if (done()) return;
   if (role == nullptr) {
     cv.wait(lock, done);
     return;
   }
   check_may_wait(what);
-  while (!done()) {
-    lock.unlock();
-    const bool helped = role->help();
-    lock.lock();
-    if (!helped && !done()) cv.wait_for(lock, kHelpNap);
-  }
+  lock.unlock();
+  role->begin_blocking();
+  lock.lock();
+  cv.wait(lock, done);
+  lock.unlock();
+  role->end_blocking();
+  lock.lock();
 }
 
 }  // namespace loom::detail

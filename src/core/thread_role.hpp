@@ -1,9 +1,11 @@
 #pragma once
 // What a thread of loom's own may do while it waits for loom's work. A host
-// worker that waits (Future::wait inside a host task or a continuation) runs
-// other ready host jobs meanwhile, so that waiting never starves the pool
-// (Taskflow's corun); the scheduling thread must never wait at all, and
-// says so at once instead of deadlocking.
+// worker that waits (Future::wait inside a host task or a continuation)
+// blocks, and its pool starts another thread in its place meanwhile, so that
+// waiting never starves the pool. (Running other jobs on the waiting thread,
+// as Taskflow's corun does, can deadlock: a job run there may wait for the
+// run of the task beneath it on the same stack.) The scheduling thread must
+// never wait at all, and says so at once instead of deadlocking.
 
 #include <chrono>
 #include <condition_variable>
@@ -15,8 +17,10 @@ namespace loom::detail {
 class ThreadRole {
  public:
   virtual ~ThreadRole() = default;
-  /// Runs one ready job if there is one; false when there was none.
-  virtual bool help() = 0;
+  /// The thread is about to block in a wait (its pool may compensate).
+  virtual void begin_blocking() = 0;
+  /// The wait is over.
+  virtual void end_blocking() noexcept = 0;
   /// Null when this thread may wait; else why waiting here would deadlock.
   virtual const char* cannot_wait() const noexcept = 0;
 };
@@ -37,8 +41,8 @@ class ThreadRoleScope {
 };
 
 /// Waits on `cv` (with `lock` held on entry and exit) until `done()`. On a
-/// loom worker it runs other ready jobs meanwhile. @throws InvalidArgument
-/// on a thread that must not wait, naming `what`.
+/// loom worker, another worker takes this one's place meanwhile.
+/// @throws InvalidArgument on a thread that must not wait, naming `what`.
 void wait_helping(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
                   const std::function<bool()>& done, const char* what);
 

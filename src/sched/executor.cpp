@@ -43,7 +43,8 @@ class NvtxRange {
 // that work progress.
 class SchedulerRole final : public ThreadRole {
  public:
-  bool help() override { return false; }
+  void begin_blocking() override {}
+  void end_blocking() noexcept override {}
   const char* cannot_wait() const noexcept override {
     return "called on loom's scheduling thread (inside an op's run_cuda), which would wait "
            "for itself forever; enqueue the work in the same graph instead";
@@ -98,6 +99,7 @@ struct TaskState {
   bool watching = false;   // device: its event is polled
   bool settled = false;    // terminal, or enqueued on its stream (later runs may follow it there)
   bool confirmed = false;  // device: seen complete through its stream's watched tail
+  std::uint64_t launch_seq = 0;  // device: its place among its executor stream's launches
   std::exception_ptr error;
   EventPool::Lease event;
   EventPool::Lease trace_start;
@@ -124,6 +126,8 @@ struct Executor::Run {
   std::vector<std::uint8_t> wait_streams;  // executor streams of earlier runs to wait on at start
   int rotation = 0;  // the plan's stream k of a priority runs on executor stream (k + rotation) % K
   std::vector<EventPool::Lease> gate_events;
+  std::vector<EventPool::Lease> start_marks;  // behind the waits on earlier runs, one a stream
+  std::vector<std::size_t> queried_streams;   // executor streams watched without an event
   std::vector<std::vector<std::uint32_t>> in_flight;  // per stream, launch order
   std::vector<std::size_t> in_flight_head;
   std::vector<std::size_t> stream_next;   // the next to launch on each stream
@@ -171,6 +175,7 @@ Executor::Executor(ExecutorOptions options, CopyEngine& copies)
     }
     streams_.push_back(stream_pool_->acquire(Priority::normal));  // collectives
     events_->reserve(64);
+    launches_.assign(streams_.size(), 0);
     waker_ = new Waker(streams_.size());
     waker_->target = this;
   }
@@ -494,6 +499,12 @@ bool Executor::arm_wakeups() {
   for (auto& r : runs_) {
     for (auto w : r->watched) {
       const auto s = physical(*r, r->plan().tasks[w].stream);
+      // A callback runs behind all the stream's work: behind a later
+      // launch it would come late. Such work is polled instead.
+      if (r->tasks_state[w].launch_seq != launches_[s]) {
+        ok = false;
+        continue;
+      }
       if (waker_->armed[s].exchange(true)) continue;
       const cudaError_t rc =
           cudaLaunchHostFunc(streams_[s]->view(), &Waker::fire, &waker_->slots[s]);
@@ -576,7 +587,6 @@ void Executor::start_ready_runs() {
         // Only CUDA calls (the entry event, tracing) can throw here: fail
         // the whole run, cleanly.
         const auto error = std::current_exception();
-        note_error(error);
         for (std::uint32_t t = 0; t < run.tasks_state.size(); ++t) {
           if (run.tasks_state[t].status == TaskStatus::pending) fail(run, t, error);
         }
@@ -586,7 +596,10 @@ void Executor::start_ready_runs() {
 }
 
 bool Executor::finished(const Run& run) const {
-  return run.unfinished == 0 && run.host_outstanding.load() == 0 && run.watched.empty() &&
+  // Not before it started: a run cancelled while it waited for earlier runs
+  // over its data ends after them (later runs follow it in their place).
+  return run.started && run.start_marks.empty() && run.queried_streams.empty() &&
+         run.unfinished == 0 && run.host_outstanding.load() == 0 && run.watched.empty() &&
          run.async_running.empty();
 }
 
@@ -629,6 +642,7 @@ void Executor::start_run(Run& run) {
   }
   // Earlier runs over the same data have enqueued all their work: this
   // run's streams wait for theirs (a stream is already ordered after itself).
+  std::vector<std::uint8_t> waited_on(run.wait_streams.empty() ? 0 : streams, 0);
   for (std::size_t s = 0; s < run.wait_streams.size(); ++s) {
     if (run.wait_streams[s] == 0) continue;
     EventPool::Lease* event = nullptr;
@@ -641,11 +655,22 @@ void Executor::start_run(Run& run) {
         (*event)->record(streams_[s]->view());
       }
       (*event)->make_wait(streams_[target]->view());
+      waited_on[mine] = 1;
     }
+  }
+  // What this run's streams now wait for (earlier runs' work) must be seen
+  // done before the run is over, even if it launches nothing after it:
+  // later runs follow this one in the earlier ones' place.
+  for (std::size_t mine = 0; mine < waited_on.size(); ++mine) {
+    if (waited_on[mine] == 0) continue;
+    run.start_marks.push_back(events_->acquire());
+    run.start_marks.back()->record(streams_[physical(run, static_cast<int>(mine))]->view());
   }
   if (run.tracing && options_.cuda) {
     run.trace_base = timing_events_->acquire();
-    run.trace_base->record(streams_.front()->view());
+    std::size_t first = 0;
+    while (first + 1 < streams && run.stream_plan(first).empty()) ++first;
+    run.trace_base->record(streams_[physical(run, static_cast<int>(first))]->view());
   }
   const auto& tasks = run.tasks();
   for (std::uint32_t t = 0; t < tasks.size(); ++t) {
@@ -732,13 +757,15 @@ void Executor::watch_stream_tail(Run& run, int stream) {
       ts.event->record(streams_[physical(run, stream)]->view());
     }
   } catch (...) {
+    // No event to watch the tail with: the stream itself is queried until
+    // it has drained, so the run (and its memory) still outlives its work.
     const auto error = std::current_exception();
-    note_error(error);
     for (std::size_t i = run.in_flight_head[s]; i < flight.size(); ++i) {
       run.tasks_state[flight[i]].confirmed = true;
       fail(run, flight[i], error);
     }
     run.in_flight_head[s] = flight.size();
+    run.queried_streams.push_back(physical(run, stream));
     return;
   }
   ts.watching = true;
@@ -746,6 +773,15 @@ void Executor::watch_stream_tail(Run& run, int stream) {
 }
 
 namespace {
+
+// True once everything queued on the stream has run, or the device is lost
+// (nothing more will run). Never blocks.
+bool stream_drained_or_lost(StreamView stream) {
+  const cudaError_t rc = cudaStreamQuery(stream.native());
+  if (rc == cudaErrorNotReady) return false;
+  if (rc != cudaSuccess) (void)cudaGetLastError();
+  return true;
+}
 
 // A launch that went wrong without a failing call (a bad configuration, too
 // much shared memory) leaves its error for cudaGetLastError: read it right
@@ -799,7 +835,6 @@ void Executor::launch_device(Run& run, std::uint32_t t) {
     }
   } catch (...) {
     const auto error = std::current_exception();
-    note_error(error);
     if (enqueued_some) {
       // Whatever the task enqueued before it failed still runs: its stream
       // tail is watched, so that the run (and its memory) outlives it.
@@ -812,6 +847,7 @@ void Executor::launch_device(Run& run, std::uint32_t t) {
   }
   ts.launched = true;
   ts.status = TaskStatus::running;
+  ts.launch_seq = ++launches_[physical(run, planned.stream)];
   run.reports[t].status = TaskStatus::running;
   run.in_flight[s].push_back(t);
   settle(run, t);
@@ -832,9 +868,7 @@ void Executor::start_async(Run& run, std::uint32_t t) {
     ts.start_us = micros_since(run.started_at);
     ts.async = copies_.start(task.copy_src, task.copy_dst);
   } catch (...) {
-    const auto error = std::current_exception();
-    note_error(error);
-    fail(run, t, error);
+    fail(run, t, std::current_exception());
     return;
   }
   ts.launched = true;
@@ -929,6 +963,7 @@ void Executor::fail(Run& run, std::uint32_t t, std::exception_ptr error) {
   } catch (...) {
     error = std::make_exception_ptr(Error("an unknown exception", {"", "", 0, name}));
   }
+  note_error(error);  // after the task's name is attached: others may read it from now on
   ts.status = TaskStatus::failed;
   ts.error = error;
   run.reports[t].status = TaskStatus::failed;
@@ -971,6 +1006,28 @@ void Executor::cancel_pending(Run& run, const std::string& why) {
 
 bool Executor::poll(Run& run) {
   bool progress = false;
+  for (std::size_t i = 0; i < run.start_marks.size();) {
+    bool done = true;
+    try {
+      done = run.start_marks[i]->completed();
+    } catch (const std::exception& e) {
+      logger().debug("a run's start mark failed: {}", e.what());  // its tasks report the fault
+    }
+    if (!done) {
+      ++i;
+      continue;
+    }
+    run.start_marks.erase(run.start_marks.begin() + static_cast<std::ptrdiff_t>(i));
+    progress = true;
+  }
+  for (std::size_t i = 0; i < run.queried_streams.size();) {
+    if (!stream_drained_or_lost(streams_[run.queried_streams[i]]->view())) {
+      ++i;
+      continue;
+    }
+    run.queried_streams.erase(run.queried_streams.begin() + static_cast<std::ptrdiff_t>(i));
+    progress = true;
+  }
   for (std::size_t i = 0; i < run.watched.size();) {
     const auto w = run.watched[i];
     bool done = false;
@@ -980,7 +1037,6 @@ bool Executor::poll(Run& run) {
     } catch (...) {
       done = true;
       error = std::current_exception();
-      note_error(error);
     }
     if (!done) {
       ++i;
@@ -1010,10 +1066,14 @@ bool Executor::poll(Run& run) {
   for (std::size_t i = 0; i < run.async_running.size();) {
     const auto a = run.async_running[i];
     TaskState& ts = run.tasks_state[a];
-    // On a poisoned device a staged copy may never report its end: stop waiting.
-    if (!ts.async.ready() && !poisoned) {
-      ++i;
-      continue;
+    // On a poisoned device a staged copy may never report its end: stop
+    // waiting, and make sure that its end, should it come, wakes no one.
+    if (!ts.async.ready()) {
+      if (!poisoned) {
+        ++i;
+        continue;
+      }
+      CompletionAccess::state(ts.async).on_finish(nullptr);
     }
     run.async_running[i] = run.async_running.back();
     run.async_running.pop_back();
@@ -1025,7 +1085,6 @@ bool Executor::poll(Run& run) {
       e = poison_;
     }
     if (e) {
-      note_error(e);
       fail(run, a, e);
     } else {
       complete(run, a);
@@ -1091,7 +1150,8 @@ void Executor::finish_run(std::unique_ptr<Run> owned) {
   // are dropped on a worker, never here, and before the run is published:
   // once wait() returns, the run holds nothing (take() works).
   Run* raw = owned.release();
-  workers_->post(Priority::low,
+  // High priority: user host work must not hold back a run's end.
+  workers_->post(Priority::high,
                  [raw, trace = std::move(trace), publish = std::move(publish)](int) mutable {
                    delete raw;
                    if (trace) write_chrome_trace(trace->path, trace->tracks, trace->events);

@@ -158,6 +158,7 @@ class Executor {
   std::vector<Run*> to_start_;              // scheduler thread only: gates just opened
   std::vector<RunOrdering::RunId> after_;   // scheduler thread only: scratch
   RunOrdering ordering_;                    // scheduler thread only
+  std::vector<std::uint64_t> launches_;     // scheduler thread only: launches per executor stream
   std::vector<int> rotation_load_;          // scheduler thread only: scratch
   Waker* waker_ = nullptr;                  // host callbacks that wake the scheduler
   std::mutex idle_mutex_;

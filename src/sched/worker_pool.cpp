@@ -12,18 +12,36 @@ constexpr std::chrono::microseconds kSpin{100};
 
 class WorkerRole final : public ThreadRole {
  public:
-  WorkerRole(WorkerPool& pool, int index) : pool_(pool), index_(index) {}
-  bool help() override { return pool_.run_one(index_); }
+  explicit WorkerRole(WorkerPool& pool) : pool_(pool) {}
+  void begin_blocking() override { pool_.begin_blocking(); }
+  void end_blocking() noexcept override { pool_.end_blocking(); }
   const char* cannot_wait() const noexcept override { return nullptr; }
 
  private:
   WorkerPool& pool_;
-  int index_;
 };
 }  // namespace
 
-WorkerPool::WorkerPool(int threads) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this, i] { run(i); });
+WorkerPool::WorkerPool(int threads) : target_(threads) {
+  std::lock_guard lock(mutex_);
+  for (int i = 0; i < threads; ++i) start_thread_locked();
+}
+
+void WorkerPool::start_thread_locked() {
+  const int index = static_cast<int>(threads_.size());
+  threads_.emplace_back([this, index] { run(index); });
+  size_.store(static_cast<int>(threads_.size()), std::memory_order_relaxed);
+}
+
+void WorkerPool::begin_blocking() {
+  std::lock_guard lock(mutex_);
+  ++blocked_;
+  if (static_cast<int>(threads_.size()) - blocked_ < target_) start_thread_locked();
+}
+
+void WorkerPool::end_blocking() {
+  std::lock_guard lock(mutex_);
+  --blocked_;
 }
 
 WorkerPool::~WorkerPool() { shutdown(); }
@@ -35,7 +53,15 @@ void WorkerPool::shutdown() {
     stop_ = true;
   }
   wake_.notify_all();
-  for (auto& t : threads_) {
+  // A job still draining may block and start a thread in its place: join
+  // until the list stops growing.
+  for (std::size_t i = 0;; ++i) {
+    std::thread t;
+    {
+      std::lock_guard lock(mutex_);
+      if (i >= threads_.size()) break;
+      t = std::move(threads_[i]);
+    }
     if (t.joinable()) t.join();
   }
 }
@@ -73,19 +99,8 @@ void WorkerPool::run_job(std::function<void(int)>& job, int worker) noexcept {
   }
 }
 
-bool WorkerPool::run_one(int worker) {
-  std::function<void(int)> job;
-  {
-    std::lock_guard lock(mutex_);
-    job = take_locked();
-  }
-  if (!job) return false;
-  run_job(job, worker);
-  return true;
-}
-
 void WorkerPool::run(int index) {
-  WorkerRole role(*this, index);
+  WorkerRole role(*this);
   const ThreadRoleScope scope(&role);
   for (;;) {
     std::function<void(int)> job;

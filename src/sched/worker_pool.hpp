@@ -1,8 +1,14 @@
 #pragma once
 // Host worker threads with a ready queue ordered by priority (then FIFO).
 // Workers run host tasks and continuations; they never wait on a stream.
+// A worker that blocks waiting for loom's work (Future::wait inside a host
+// task) is compensated: while it waits, another thread takes its place, so
+// the pool never runs fewer workers than it was made with (and a waiting
+// task can never starve the work it waits for). Threads made that way stay
+// for later waits; they are joined at shutdown.
 //
-// Thread-safety: post() from any thread; one mutex around the queue.
+// Thread-safety: post() and the blocking calls from any thread; one mutex
+// around the queue and the thread list.
 
 #include <loom/priority.hpp>
 
@@ -26,15 +32,19 @@ class WorkerPool {
 
   /// Queues `job`; `job` receives the index of the worker that runs it.
   void post(Priority priority, std::function<void(int worker)> job);
-  int size() const noexcept { return static_cast<int>(threads_.size()); }
+  /// Threads, compensating ones included.
+  int size() const noexcept { return size_.load(std::memory_order_relaxed); }
   /// Runs what is queued (and what that posts), then joins the threads. Idempotent.
   void shutdown();
-  /// Runs one queued job on the calling thread if there is one (a worker
-  /// that waits for loom's work helps instead of blocking); false if none.
-  bool run_one(int worker);
+  /// A worker is about to block: start a thread in its place if the pool
+  /// would otherwise run fewer than it was made with.
+  void begin_blocking();
+  /// The worker that blocked runs again.
+  void end_blocking();
 
  private:
   void run(int index);
+  void start_thread_locked();
   std::function<void(int)> take_locked();
   static void run_job(std::function<void(int)>& job, int worker) noexcept;
 
@@ -43,7 +53,10 @@ class WorkerPool {
   std::atomic<int> queued_{0};  // jobs posted and not yet taken: idle workers spin on it briefly
   std::array<std::deque<std::function<void(int)>>, kPriorityLevels> queues_;
   bool stop_ = false;
-  std::vector<std::thread> threads_;
+  int target_ = 0;                    // workers the pool was made with
+  int blocked_ = 0;                   // workers blocked in a wait (under mutex_)
+  std::vector<std::thread> threads_;  // under mutex_
+  std::atomic<int> size_{0};
   std::mutex join_mutex_;
 };
 

@@ -20,6 +20,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include <unistd.h>
+
 namespace loom::test {
 void launch_with_too_many_threads(void* stream);
 }
@@ -103,6 +105,9 @@ TEST(TrustGpu, WorkLeftByAFailingTaskIsWatchedToItsEnd) {
   LOOM_REQUIRE_GPU();
   loom::Runtime rt;
   auto t = rt.tensor<float>({4});
+  loom::Graph warm;  // the spin kernel's module loads before the timing
+  warm.add(loom::ops::spin(t, 1));
+  rt.submit(warm).wait();
   loom::Graph g;
   g.add(std::make_shared<EnqueueThenThrowOp>(t), {.name = "half"});
   const auto t0 = Clock::now();
@@ -243,6 +248,7 @@ TEST(TrustGpu, WaitingOnTheSchedulingThreadIsRefusedAtOnce) {
 // In the child: fault a kernel (an illegal address), then check that the
 // runtime is poisoned and shuts down. Exits 0 when every promise held.
 [[noreturn]] void poisoned_runtime_child() {
+  alarm(120);  // a hang in here fails the test (SIGALRM) instead of hanging it
   int step = 0;
   const auto expect = [&](bool ok, const char* what) {
     ++step;

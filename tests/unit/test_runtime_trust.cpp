@@ -84,8 +84,8 @@ TEST(RunOrdering, ReadersOfOneRunWaitForTheWriterOfAnEarlierOne) {
   auto w = rt.submit(write);
   auto r = rt.submit(read);
   r.wait();
-  EXPECT_TRUE(w.ready()) << "the reader finished before the earlier writer";
-  EXPECT_EQ(y.data_as<float>()[255], 14.0F);
+  EXPECT_EQ(y.data_as<float>()[255], 14.0F) << "the reader ran before the earlier writer";
+  w.wait();
 }
 
 TEST(RunOrdering, AWriterWaitsForTheReadersOfEarlierRuns) {
@@ -151,16 +151,52 @@ TEST(RunOrdering, CopiesFollowRunsAndRunsFollowCopies) {
   rt.copy(x, y).wait();  // issued after the submit: sees its result
   EXPECT_EQ(y.data_as<float>()[63], 9.0F) << "a copy overtook the run that writes its source";
 
-  // A copy issued before a run that overwrites its source reads the old data.
-  std::vector<float> big(1 << 20, 3.0F);
-  auto src = rt.provide(big.data(), loom::DType::f32, {1 << 20}, loom::Memory::pageable);
-  auto dst = rt.tensor<float>({1 << 20});
+  // A copy issued before a run that overwrites its source reads the data
+  // of the runs before it, and the run after it does not overtake it. The
+  // copy itself waits behind a slow writer, so an unordered overwrite would
+  // land first.
+  auto src = rt.tensor<float>({1024});
+  auto dst = rt.tensor<float>({1024});
+  loom::Graph slow;
+  slow.host("slow writer",
+            [src] {
+              std::this_thread::sleep_for(30ms);
+              for (int i = 0; i < 1024; ++i) src.data_as<float>()[i] = 3.0F;
+            },
+            {}, {src});
+  (void)rt.submit(slow);
   auto copied = rt.copy(src, dst);
   loom::Graph overwrite;
   overwrite.add(loom::ops::fill(src, -1.0F));
   rt.submit(overwrite).wait();
   copied.wait();
-  EXPECT_EQ(dst.data_as<float>()[(1 << 20) - 1], 3.0F) << "a run overtook an earlier copy";
+  EXPECT_EQ(dst.data_as<float>()[0], 3.0F) << "a copy and the runs around it were reordered";
+  EXPECT_EQ(src.data_as<float>()[0], -1.0F);
+}
+
+// A run cancelled while it waits for an earlier one must not let later runs
+// overtake that earlier one (they follow the cancelled run in its place).
+TEST(RunOrdering, ACancelledWaitingRunStillOrdersWhatComesAfterIt) {
+  loom::Runtime rt(cpu(4));
+  auto x = rt.tensor<float>({16});
+  auto y = rt.tensor<float>({16});
+  x.data_as<float>()[0] = 0;
+  loom::Graph a;
+  a.host("slow writer",
+         [x] {
+           std::this_thread::sleep_for(40ms);
+           x.data_as<float>()[0] = 5.0F;
+         },
+         {}, {x});
+  loom::Graph n;
+  n.host("overwrite", [x] { x.data_as<float>()[0] = -1.0F; }, {}, {x});
+  auto first = rt.submit(a);
+  auto cancelled = rt.submit(n);
+  cancelled.cancel();
+  rt.copy(x, y).wait();
+  EXPECT_EQ(y.data_as<float>()[0], 5.0F) << "the copy overtook the first run";
+  EXPECT_THROW(cancelled.wait(), loom::Cancelled);
+  first.wait();
 }
 
 TEST(RunOrdering, SynchronizeWaitsForRuns) {
@@ -220,6 +256,36 @@ TEST(WaitingInsideTasks, AContinuationMayWait) {
     ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
     EXPECT_EQ(f.get(), 1);
   }));
+}
+
+// Waits nested across runs on one worker: T1 (run A) waits for run B while
+// T2 (run C) waits for run A. A worker that ran T2 on top of T1's stack
+// would deadlock; the pool must put another thread in the waiter's place.
+TEST(WaitingInsideTasks, NestedWaitsAcrossRunsOnOneWorker) {
+  ASSERT_TRUE(finishes_within(20s, [] {
+    loom::Runtime rt(cpu(1));
+    std::atomic<int> b_ran{0};
+    loom::Graph b;
+    b.host("b", [&] { ++b_ran; });
+    loom::Future fa;
+    std::atomic<bool> fa_set{false};
+    loom::Graph a;
+    a.host("t1", [&] {
+      std::this_thread::sleep_for(20ms);  // t2 is queued by now
+      rt.submit(b).wait();
+    });
+    loom::Graph c;
+    c.host("t2", [&] {
+      while (!fa_set) std::this_thread::yield();
+      fa.wait();
+    });
+    fa = rt.submit(a);
+    fa_set = true;
+    auto fc = rt.submit(c);
+    fc.wait();
+    fa.wait();
+    EXPECT_EQ(b_ran.load(), 1);
+  })) << "nested waits deadlocked the pool";
 }
 
 TEST(WaitingInsideTasks, SynchronizeInsideATaskIsRefusedNotADeadlock) {
