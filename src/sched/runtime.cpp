@@ -98,6 +98,7 @@ struct Runtime::Impl final : detail::CopyEngine {
 
   // A fault seen only while the executor drained its runs at shutdown.
   bool executor_poisoned_late() const {
+    detail::DeviceGuard guard(options.device);
     const cudaError_t rc = cudaStreamQuery(nullptr);
     if (rc == cudaSuccess || rc == cudaErrorNotReady) return false;
     (void)cudaGetLastError();
