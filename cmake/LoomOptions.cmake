@@ -26,3 +26,6 @@ include(GNUInstallDirs)
 if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
   set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type" FORCE)
 endif()
+
+# LOOM_SANITIZE=address,undefined | thread: see LoomSanitizers.cmake.
+include(LoomSanitizers)

@@ -1,0 +1,45 @@
+# LOOM_SANITIZE: a comma-separated list of sanitizers for every loom target
+# (the library, tests, samples, benchmarks), compile and link:
+#   address,undefined   AddressSanitizer (with LeakSanitizer) and UBSan
+#   thread              ThreadSanitizer
+#   ""                  none (the default)
+# Host C++ gets -fsanitize=...; CUDA sources get the same flags for nvcc's host
+# pass (-Xcompiler), because the CPU references that the CPU backend runs and
+# the kernel launch wrappers live in .cu files. Device code is not sanitized
+# (that is compute-sanitizer's job). UB stops the program at the first report.
+# scripts/sanitize.sh configures, builds and runs the CPU suite this way.
+set(LOOM_SANITIZE "" CACHE STRING
+  "Sanitizers for host code of every loom target: address,undefined | thread | empty for none")
+
+if(LOOM_SANITIZE)
+  string(REPLACE "," ";" loom_sanitizers "${LOOM_SANITIZE}")
+  list(REMOVE_DUPLICATES loom_sanitizers)
+  foreach(sanitizer IN LISTS loom_sanitizers)
+    if(NOT sanitizer MATCHES "^(address|undefined|thread|leak)$")
+      message(FATAL_ERROR "LOOM_SANITIZE: unknown sanitizer '${sanitizer}' "
+                          "(use address, undefined, thread or leak)")
+    endif()
+  endforeach()
+  if("thread" IN_LIST loom_sanitizers AND
+     ("address" IN_LIST loom_sanitizers OR "leak" IN_LIST loom_sanitizers))
+    message(FATAL_ERROR "LOOM_SANITIZE: thread cannot be combined with address or leak")
+  endif()
+
+  # One -fsanitize= per sanitizer: nvcc's -Xcompiler splits its argument at commas.
+  set(loom_sanitize_flags -fno-omit-frame-pointer)
+  foreach(sanitizer IN LISTS loom_sanitizers)
+    list(APPEND loom_sanitize_flags -fsanitize=${sanitizer})
+  endforeach()
+  if("undefined" IN_LIST loom_sanitizers)
+    list(APPEND loom_sanitize_flags -fno-sanitize-recover=undefined)
+  endif()
+  string(REPLACE ";" "," loom_sanitize_xcompiler "${loom_sanitize_flags}")
+
+  add_compile_options(
+    "$<$<COMPILE_LANGUAGE:CXX>:${loom_sanitize_flags}>"
+    "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=${loom_sanitize_xcompiler}>")
+  add_link_options(
+    "$<$<LINK_LANGUAGE:CXX>:${loom_sanitize_flags}>"
+    "$<$<LINK_LANGUAGE:CUDA>:-Xcompiler=${loom_sanitize_xcompiler}>")
+  message(STATUS "loom: sanitizers on: ${LOOM_SANITIZE} (host code; scripts/sanitize.sh runs the CPU suite)")
+endif()
