@@ -44,15 +44,55 @@ enum class TaskKind { op, copy, host, collective };
 
 std::string_view to_string(TaskKind kind) noexcept;
 
-/// A task's index in its graph.
-struct TaskId {
-  std::uint32_t index = 0;
-  friend bool operator==(TaskId a, TaskId b) noexcept { return a.index == b.index; }
-};
+class Graph;
 
 struct TaskOptions {
   std::string name;  ///< defaults to the op's name (numbered when repeated)
   Priority priority = Priority::normal;
+};
+
+/// A task of a graph: its index, and a handle to order, name and prioritize
+/// it, as in Taskflow. The handles that Graph returns refer to their graph,
+/// which must stay alive at the same address while they are used; one made
+/// from an index alone (TaskId{3}) only names a task for Graph's own calls.
+///
+/// @code
+/// auto load = g.host([&] { read(file, x); }, {}, {x}, {.name = "load"});
+/// auto sum  = g.add(loom::ops::vector_add(x, y, z));
+/// auto log  = g.host([] { std::puts("done"); });
+/// log.succeed(sum);                  // log runs after sum
+/// load.precede(sum).priority(loom::Priority::high);
+/// @endcode
+///
+/// Thread-safety: as its graph's (not safe to modify from two threads at once).
+class TaskId {
+ public:
+  std::uint32_t index = 0;
+
+  constexpr TaskId() = default;
+  constexpr explicit TaskId(std::uint32_t i) noexcept : index(i) {}
+
+  /// This task runs before each of `others`. @throws InvalidArgument for a
+  /// handle without a graph, of another graph, or a task preceding itself.
+  template <class... More>
+  TaskId& precede(TaskId other, More... others);
+  /// This task runs after each of `others`. @throws as precede().
+  template <class... More>
+  TaskId& succeed(TaskId other, More... others);
+  /// The task's name (unique in its graph).
+  const std::string& name() const;
+  /// Renames the task; a name already taken gets a number, as in add().
+  TaskId& name(std::string name);
+  Priority priority() const;
+  TaskId& priority(Priority priority);
+
+  friend bool operator==(TaskId a, TaskId b) noexcept { return a.index == b.index; }
+
+ private:
+  friend class Graph;
+  TaskId(Graph* graph, std::uint32_t i) noexcept : index(i), graph_(graph) {}
+  Graph& graph() const;
+  Graph* graph_ = nullptr;
 };
 
 /// What the graph stores of a task.
@@ -80,6 +120,9 @@ class Graph {
   /// Appends a host function that reads and writes the given tensors.
   TaskId host(std::string name, std::function<void()> fn, std::vector<Tensor> reads = {},
               std::vector<Tensor> writes = {}, Priority priority = Priority::normal);
+  /// The same, with the options add() and copy() take (name defaults to "host").
+  TaskId host(std::function<void()> fn, std::vector<Tensor> reads = {},
+              std::vector<Tensor> writes = {}, TaskOptions options = {});
   /// Appends a collective (implemented by communicators).
   TaskId collective(CollectivePtr collective, TaskOptions options = {});
 
@@ -145,6 +188,9 @@ class Graph {
     AccessLane writes;
   };
   TaskId append(Task&& task);
+  TaskId handle(std::uint32_t index) noexcept { return TaskId(this, index); }
+  void check_id(TaskId id, const char* call) const;
+  friend class TaskId;
   void infer(std::uint32_t task, const Tensor& tensor, bool write);
   void add_edge(std::uint32_t from, std::uint32_t to);
   std::string unique_name(std::string base);
@@ -162,5 +208,19 @@ class Graph {
   // copies until one of them changes.
   std::shared_ptr<detail::PreparedSlot> prepared_;
 };
+
+template <class... More>
+TaskId& TaskId::precede(TaskId other, More... others) {
+  graph().precede(*this, other);
+  if constexpr (sizeof...(others) > 0) precede(others...);
+  return *this;
+}
+
+template <class... More>
+TaskId& TaskId::succeed(TaskId other, More... others) {
+  graph().precede(other, *this);
+  if constexpr (sizeof...(others) > 0) succeed(others...);
+  return *this;
+}
 
 }  // namespace loom

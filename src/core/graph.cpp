@@ -238,7 +238,7 @@ TaskId Graph::append(Task&& task) {
     edges_ += inferred_.size();
     inferred_.clear();
   }
-  return TaskId{index};
+  return handle(index);
 }
 
 TaskId Graph::add(OpPtr op, TaskOptions options) {
@@ -278,6 +278,12 @@ TaskId Graph::host(std::string name, std::function<void()> fn, std::vector<Tenso
   return append(std::move(t));
 }
 
+TaskId Graph::host(std::function<void()> fn, std::vector<Tensor> reads, std::vector<Tensor> writes,
+                   TaskOptions options) {
+  return host(std::move(options.name), std::move(fn), std::move(reads), std::move(writes),
+              options.priority);
+}
+
 TaskId Graph::collective(CollectivePtr collective, TaskOptions options) {
   if (!collective) throw InvalidArgument("Graph::collective: a null collective");
   Task t;
@@ -290,12 +296,56 @@ TaskId Graph::collective(CollectivePtr collective, TaskOptions options) {
   return append(std::move(t));
 }
 
-void Graph::precede(TaskId before, TaskId after) {
-  if (before.index >= tasks_.size() || after.index >= tasks_.size()) {
-    throw InvalidArgument("Graph::precede: task id " +
-                          std::to_string(std::max(before.index, after.index)) +
+void Graph::check_id(TaskId id, const char* call) const {
+  if (id.graph_ != nullptr && id.graph_ != this) {
+    throw InvalidArgument(std::string(call) + ": task id " + std::to_string(id.index) +
+                          " belongs to another graph");
+  }
+  if (id.index >= tasks_.size()) {
+    throw InvalidArgument(std::string(call) + ": task id " + std::to_string(id.index) +
                           " is not in this graph of " + std::to_string(tasks_.size()) + " tasks");
   }
+}
+
+Graph& TaskId::graph() const {
+  if (graph_ == nullptr) {
+    throw InvalidArgument("task id " + std::to_string(index) +
+                          " was not returned by a Graph: it cannot order, name or prioritize");
+  }
+  return *graph_;
+}
+
+const std::string& TaskId::name() const {
+  Graph& g = graph();
+  g.check_id(*this, "TaskId::name");
+  return g.tasks_[index].name;
+}
+
+TaskId& TaskId::name(std::string name) {
+  Graph& g = graph();
+  g.check_id(*this, "TaskId::name");
+  g.changed();
+  g.tasks_[index].name = g.unique_name(std::move(name));
+  return *this;
+}
+
+Priority TaskId::priority() const {
+  Graph& g = graph();
+  g.check_id(*this, "TaskId::priority");
+  return g.tasks_[index].priority;
+}
+
+TaskId& TaskId::priority(Priority priority) {
+  Graph& g = graph();
+  g.check_id(*this, "TaskId::priority");
+  g.changed();
+  g.tasks_[index].priority = priority;
+  return *this;
+}
+
+void Graph::precede(TaskId before, TaskId after) {
+  check_id(before, "Graph::precede");
+  check_id(after, "Graph::precede");
   if (before.index == after.index) {
     throw InvalidArgument("Graph::precede: task '" + tasks_[before.index].name +
                           "' cannot precede itself");
@@ -348,6 +398,21 @@ void Graph::validate() const {
     try {
       if (t.op) t.op->validate();
       if (t.collective) t.collective->validate();
+      if (t.kind == TaskKind::host) {
+        // As an op's inputs are checked: a tensor declared but undefined is a mistake.
+        for (std::size_t i = 0; i < t.reads.size(); ++i) {
+          if (!t.reads[i].defined()) {
+            throw InvalidArgument("host task: read " + std::to_string(i) +
+                                  " is an undefined tensor");
+          }
+        }
+        for (std::size_t i = 0; i < t.writes.size(); ++i) {
+          if (!t.writes[i].defined()) {
+            throw InvalidArgument("host task: write " + std::to_string(i) +
+                                  " is an undefined tensor");
+          }
+        }
+      }
       if (t.kind == TaskKind::copy) {
         if (!t.copy_src.defined() || !t.copy_dst.defined()) {
           throw InvalidArgument("copy needs two defined tensors");

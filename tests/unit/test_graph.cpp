@@ -448,3 +448,63 @@ TEST_F(GraphTest, PlanBoundsTheStreamsAndSeparatesPriorities) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(TaskHandle, PrecedeAndSucceedReadTheRightWayRound) {
+  loom::Graph g;
+  auto a = g.host([] {}, {}, {}, {.name = "a"});
+  auto b = g.host([] {}, {}, {}, {.name = "b"});
+  auto c = g.host([] {}, {}, {}, {.name = "c"});
+  auto d = g.host([] {}, {}, {}, {.name = "d"});
+  a.precede(b, c);  // a before b and c
+  d.succeed(b, c);  // d after b and c
+  EXPECT_TRUE(g.has_edge(a, b));
+  EXPECT_TRUE(g.has_edge(a, c));
+  EXPECT_TRUE(g.has_edge(b, d));
+  EXPECT_TRUE(g.has_edge(c, d));
+  EXPECT_FALSE(g.has_edge(b, a));
+  EXPECT_EQ(g.edge_count(), 4U);
+  EXPECT_THROW(a.precede(a), loom::InvalidArgument) << "a task cannot precede itself";
+}
+
+TEST(TaskHandle, NameAndPriorityOnTheHandle) {
+  loom::Graph g;
+  auto a = g.host([] {}, {}, {}, {.name = "load", .priority = loom::Priority::high});
+  EXPECT_EQ(a.name(), "load");
+  EXPECT_EQ(a.priority(), loom::Priority::high);
+  auto b = g.host([] {});
+  EXPECT_EQ(b.name(), "host");
+  b.name("load").priority(loom::Priority::low);
+  EXPECT_EQ(b.name(), "load#1") << "names stay unique, as add() makes them";
+  EXPECT_EQ(g.task(b).priority, loom::Priority::low);
+}
+
+TEST(TaskHandle, HandlesOfAnotherGraphOrNoneAreRefused) {
+  loom::Graph g1;
+  loom::Graph g2;
+  auto a = g1.host([] {});
+  auto b = g2.host([] {});
+  EXPECT_THROW(a.precede(b), loom::InvalidArgument);
+  EXPECT_THROW(g1.precede(a, b), loom::InvalidArgument);
+  loom::TaskId bare{0};
+  EXPECT_THROW(bare.precede(a), loom::InvalidArgument);
+  EXPECT_NO_THROW(g1.precede(bare, g1.host([] {}))) << "a bare index still names a task for Graph";
+}
+
+TEST(TaskHandle, AHostTaskWithAnUndefinedTensorIsRejectedNamingIt) {
+  loom::RuntimeOptions o;
+  o.backend = loom::Backend::cpu;
+  loom::Runtime rt(o);
+  loom::Graph g;
+  g.host([] {}, {rt.tensor<float>({4}), loom::Tensor()}, {}, {.name = "careless"});
+  try {
+    rt.submit(g).wait();
+    FAIL() << "a host task reading an undefined tensor was accepted";
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_EQ(e.task(), "careless");
+    EXPECT_NE(std::string(e.what()).find("undefined"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
