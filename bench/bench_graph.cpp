@@ -10,8 +10,10 @@
 #include "sched/plan.hpp"
 #include "testing/spin.hpp"
 
+#include <loom/cuda_interop.hpp>
 #include <loom/device.hpp>
 #include <loom/graph.hpp>
+#include <loom/kernel_task.hpp>
 #include <loom/ops.hpp>
 #include <loom/runtime.hpp>
 
@@ -35,7 +37,7 @@ using loom::bench::skip_without_gpu;
 
 constexpr std::int64_t kTiny = 256;  // floats a tiny kernel writes
 
-enum class Shape { chain, fan_out, random_dag };
+enum class Shape { chain, fan_out, random_dag, kernel_task_chain };
 
 loom::Graph make_graph(Shape shape, int n, std::vector<loom::Tensor>& ts) {
   loom::Graph g;
@@ -43,6 +45,15 @@ loom::Graph make_graph(Shape shape, int n, std::vector<loom::Tensor>& ts) {
   for (int i = 0; i < n; ++i) {
     switch (shape) {
       case Shape::chain: g.add(loom::ops::scale_copy(ts[0], ts[0], 1.0F)); break;
+      case Shape::kernel_task_chain: {
+        // The chain's kernel as a user's kernel task: what the convenience costs.
+        const auto t = ts[0];
+        g.add(loom::kernel_task("scale", {t}, {t}, [t](loom::KernelContext& k) {
+          loom::kernels::scale_copy(t.data_as<float>(), t.data_as<float>(), kTiny, 1.0F,
+                                    loom::StreamView(loom::cuda_stream(k)));
+        }));
+        break;
+      }
       case Shape::fan_out:
         g.add(loom::ops::fill(ts[static_cast<std::size_t>(i) % ts.size()], 1.0F));
         break;
@@ -196,14 +207,15 @@ void BM_EagerGraph(benchmark::State& state) {
     state.counters["raw_same_plan_ns"] = same_plan_ns;
     state.counters["ratio_vs_same_plan"] = loom_ns / same_plan_ns;
   }
-  const char* what = shape == Shape::chain     ? "chain"
-                     : shape == Shape::fan_out ? "fan-out"
-                                               : "random DAG";
+  const char* what = shape == Shape::chain               ? "chain"
+                     : shape == Shape::fan_out           ? "fan-out"
+                     : shape == Shape::kernel_task_chain ? "kernel-task chain"
+                                                         : "random DAG";
   state.SetLabel(std::string(what) + ", " + std::to_string(options.streams_per_priority) +
                  " stream(s) a priority, vs the same kernels on one raw stream");
 }
 BENCHMARK(BM_EagerGraph)
-    ->ArgsProduct({{0, 1, 2}, {1000}, {4, 1}})
+    ->ArgsProduct({{0, 1, 2, 3}, {1000}, {4, 1}})
     ->UseManualTime()
     ->Iterations(20)
     ->Unit(benchmark::kMillisecond);

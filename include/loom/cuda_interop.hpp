@@ -51,13 +51,58 @@ class EventView {
 
 }  // namespace loom
 
+#include <loom/kernel_task.hpp>
 #include <loom/op.hpp>
+
+#include <tuple>
+#include <type_traits>
+#include <utility>
 
 namespace loom {
 
 /// The CUDA stream an op's run_cuda() must enqueue its work on.
 inline cudaStream_t cuda_stream(const ExecutionContext& ctx) noexcept {
   return static_cast<cudaStream_t>(ctx.native_stream());
+}
+
+/// The CUDA stream of a kernel task.
+inline cudaStream_t cuda_stream(const KernelContext& k) noexcept {
+  return static_cast<cudaStream_t>(k.native_stream());
+}
+
+namespace detail {
+/// Throws the loom error for a failed launch, naming the running task.
+[[noreturn]] void throw_launch_error(cudaError_t code, const char* call);
+}  // namespace detail
+
+/// Launches `kernel<<<grid, block, shared_bytes, task stream>>>(args...)`
+/// through cudaLaunchKernelEx. A launch error (a bad configuration, too much
+/// shared memory) throws a loom::CudaError naming the task, which fails it.
+/// The arguments convert to the kernel's parameter types.
+template <class... Params, class... Args>
+void launch(const KernelContext& k, void (*kernel)(Params...), dim3 grid, dim3 block,
+            std::size_t shared_bytes, Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args),
+                "loom::launch: the kernel takes a different number of arguments");
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = cuda_stream(k);
+  const void* function = reinterpret_cast<const void*>(kernel);
+  cudaError_t rc = cudaSuccess;
+  if constexpr (sizeof...(Params) == 0) {
+    rc = cudaLaunchKernelExC(&config, function, nullptr);
+  } else {
+    std::tuple<std::decay_t<Params>...> values(std::forward<Args>(args)...);
+    rc = std::apply(
+        [&](auto&... v) {
+          void* pointers[] = {static_cast<void*>(&v)...};
+          return cudaLaunchKernelExC(&config, function, pointers);
+        },
+        values);
+  }
+  if (rc != cudaSuccess) detail::throw_launch_error(rc, "cudaLaunchKernelEx");
 }
 
 }  // namespace loom

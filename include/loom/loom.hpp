@@ -7,6 +7,7 @@
 #include <loom/device.hpp>
 #include <loom/dtype.hpp>
 #include <loom/error.hpp>
+#include <loom/kernel_task.hpp>
 #include <loom/log.hpp>
 #include <loom/memory.hpp>
 #include <loom/memory_stats.hpp>

@@ -1,31 +1,69 @@
 #pragma once
 /// @file op.hpp
 /// The interface every built-in kernel op implements, and that users may
-/// implement for their own: an op names the tensors it reads and writes,
-/// validates them, and carries a CPU implementation and a CUDA one. The
+/// implement for their own (or, simpler, write a loom::kernel_task: see
+/// kernel_task.hpp): an op names the tensors it reads and writes, validates
+/// them, and carries a CUDA implementation and, optionally, a CPU one. The
 /// graph derives dependencies from reads() and writes(); the executor calls
 /// run_cpu() on the CPU backend and run_cuda() on the CUDA backend.
+///
+/// Completion and failure. run_cuda() runs on loom's scheduling thread with
+/// the device already current; it only enqueues work on the context's stream
+/// and must not block or wait (Future::wait there throws). A device task
+/// counts as completed when its device work has finished, as seen through an
+/// event on its stream, not when run_cuda() returns. It fails, by name, when
+/// run_cuda() throws (a loom::Error keeps its type; any other exception
+/// becomes a loom::Error), when its launch left an error (loom reads
+/// cudaGetLastError() after every run_cuda()), or when its device work
+/// faults; its dependants are then cancelled and independent tasks go on.
+/// Work enqueued before a failure is still watched to its end. run_cpu()
+/// runs on a host worker; an exception from it fails the task likewise.
 
 #include <loom/tensor.hpp>
 
+#include <cstddef>
 #include <memory>
 #include <string_view>
 #include <vector>
 
 namespace loom {
 
+struct DeviceProperties;
+
+namespace detail {
+/// What the executor lends a running device task (scratch memory, cached
+/// device properties). Implemented by loom.
+class TaskResources {
+ public:
+  virtual void* workspace(std::size_t bytes) = 0;
+  virtual const DeviceProperties& properties() = 0;
+
+ protected:
+  ~TaskResources() = default;
+};
+}  // namespace detail
+
 /// Where an op's CUDA implementation runs: a device and a stream. The CUDA
 /// stream is available through loom/cuda_interop.hpp (loom::cuda_stream).
 class ExecutionContext {
  public:
-  ExecutionContext(int device, void* stream) noexcept : device_(device), stream_(stream) {}
+  ExecutionContext(int device, void* stream, detail::TaskResources* resources = nullptr) noexcept
+      : device_(device), stream_(stream), resources_(resources) {}
+  /// The device, already current on the calling thread.
   int device() const noexcept { return device_; }
   /// The cudaStream_t, type-erased to keep this header CUDA-free.
   void* native_stream() const noexcept { return stream_; }
+  /// `bytes` of device memory from loom's pool for this task's stream,
+  /// valid until the task's device work has finished, then given back.
+  /// @throws OutOfMemory; InvalidArgument outside a running task.
+  void* workspace(std::size_t bytes) const;
+  /// The device's properties, read once and cached. @throws as device_properties().
+  const DeviceProperties& properties() const;
 
  private:
   int device_;
   void* stream_;
+  detail::TaskResources* resources_;
 };
 
 class Op {
@@ -37,10 +75,16 @@ class Op {
   virtual std::vector<Tensor> reads() const = 0;
   /// Tensors written.
   virtual std::vector<Tensor> writes() const = 0;
-  /// Checks shapes and dtypes; @throws InvalidArgument saying what was expected.
-  virtual void validate() const = 0;
-  /// Runs on the calling thread, on host memory.
-  virtual void run_cpu() const = 0;
+  /// Checks shapes and dtypes; @throws InvalidArgument saying what was
+  /// expected. The default accepts everything.
+  virtual void validate() const {}
+  /// False when the op has no CPU implementation: the CPU backend then
+  /// rejects a graph holding it at submit, naming the task. The default is
+  /// true; an op that does not override run_cpu() should return false.
+  virtual bool has_cpu() const noexcept { return true; }
+  /// Runs on the calling thread, on host memory. The default throws
+  /// InvalidArgument (no CPU implementation).
+  virtual void run_cpu() const;
   /// Enqueues the work on ctx's stream, on device memory; must not block.
   virtual void run_cuda(const ExecutionContext& ctx) const = 0;
 };

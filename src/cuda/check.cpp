@@ -1,5 +1,7 @@
 #include "cuda/check.hpp"
 
+#include <loom/cuda_interop.hpp>
+
 #include "core/log.hpp"
 #include "core/task_context.hpp"
 
@@ -39,6 +41,8 @@ void throw_cuda_error(cudaError_t code, const char* call, const char* file, int 
     default: throw CudaError(static_cast<int>(code), describe(code), std::move(context));
   }
 }
+
+void throw_launch_error(cudaError_t code, const char* call) { throw_cuda_error(code, call, "", 0); }
 
 bool is_sticky_cuda_error(int code) noexcept {
   switch (static_cast<cudaError_t>(code)) {

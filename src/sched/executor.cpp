@@ -2,6 +2,7 @@
 
 #include "core/log.hpp"
 #include "core/prepared_slot.hpp"
+#include "core/storage.hpp"
 #include "core/task_context.hpp"
 #include "core/thread_role.hpp"
 #include "cuda/check.hpp"
@@ -105,6 +106,7 @@ struct TaskState {
   EventPool::Lease trace_start;
   EventPool::Lease trace_end;
   Completion async;
+  std::vector<std::shared_ptr<Storage>> workspaces;  // given back with the run, after its work
   int worker = -1;
   double start_us = 0;
   double end_us = 0;
@@ -278,6 +280,12 @@ std::vector<Placement> Executor::placements(const Graph& graph) const {
 
 void Executor::check_memory(const Graph& graph) const {
   for (const auto& t : graph.tasks()) {
+    if (!options_.cuda && t.kind == TaskKind::op && !t.op->has_cpu()) {
+      InvalidArgument e("op " + t.name + " ('" + std::string(t.op->name()) +
+                        "') has no CPU implementation, and this runtime runs the CPU backend");
+      e.attach_task(t.name);
+      throw e;
+    }
     if (t.kind != TaskKind::op && t.kind != TaskKind::collective) continue;
     const auto check = [&](const Tensor& x, const char* role) {
       if (!x.defined()) return;
@@ -795,6 +803,28 @@ void check_op_launch(const Task& task) {
 
 }  // namespace
 
+// What a running device task may ask for: scratch memory for its stream,
+// kept until the run is over (its device work has finished by then), and the
+// device's properties.
+struct Executor::Resources final : TaskResources {
+  Resources(Executor& executor, TaskState& state, StreamView stream)
+      : executor_(executor), state_(state), stream_(stream) {}
+  void* workspace(std::size_t bytes) override {
+    state_.workspaces.push_back(executor_.copies_.workspace(bytes, stream_));
+    return state_.workspaces.back()->base;
+  }
+  const DeviceProperties& properties() override {
+    if (!executor_.properties_)
+      executor_.properties_ = device_properties(executor_.options_.device);
+    return *executor_.properties_;
+  }
+
+ private:
+  Executor& executor_;
+  TaskState& state_;
+  StreamView stream_;
+};
+
 void Executor::launch_device(Run& run, std::uint32_t t) {
   TaskState& ts = run.tasks_state[t];
   if (ts.status != TaskStatus::pending) return;
@@ -811,7 +841,8 @@ void Executor::launch_device(Run& run, std::uint32_t t) {
       ts.trace_start = timing_events_->acquire();
       ts.trace_start->record(stream);
     }
-    const ExecutionContext ctx(options_.device, stream.native());
+    Resources resources(*this, ts, stream);
+    const ExecutionContext ctx(options_.device, stream.native(), &resources);
     enqueued_some = true;
     switch (task.kind) {
       case TaskKind::op:

@@ -22,6 +22,7 @@
 #include "trace/chrome_trace.hpp"
 
 #include <loom/completion.hpp>
+#include <loom/device.hpp>
 #include <loom/future.hpp>
 #include <loom/graph.hpp>
 
@@ -32,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +50,8 @@ class CopyEngine {
   virtual Completion start(const Tensor& src, const Tensor& dst) = 0;
   /// A copy between host spaces, on the calling thread.
   virtual void host_copy(const Tensor& src, const Tensor& dst) = 0;
+  /// Device scratch memory for work on `stream`, given back when released.
+  virtual std::shared_ptr<Storage> workspace(std::size_t bytes, StreamView stream) = 0;
 };
 
 struct ExecutorOptions {
@@ -89,6 +93,7 @@ class Executor {
 
   struct Run;
   struct Waker;
+  struct Resources;
 
  private:
   struct Done {
@@ -159,8 +164,10 @@ class Executor {
   std::vector<RunOrdering::RunId> after_;   // scheduler thread only: scratch
   RunOrdering ordering_;                    // scheduler thread only
   std::vector<std::uint64_t> launches_;     // scheduler thread only: launches per executor stream
-  std::vector<int> rotation_load_;          // scheduler thread only: scratch
-  Waker* waker_ = nullptr;                  // host callbacks that wake the scheduler
+  std::vector<int> rotation_load_;
+  std::optional<DeviceProperties>
+      properties_;  // scheduler thread only: read once          // scheduler thread only: scratch
+  Waker* waker_ = nullptr;  // host callbacks that wake the scheduler
   std::mutex idle_mutex_;
   std::condition_variable idle_cv_;
   int live_runs_ = 0;  // under idle_mutex_: submitted and not yet published

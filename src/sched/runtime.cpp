@@ -111,6 +111,19 @@ struct Runtime::Impl final : detail::CopyEngine {
   void host_copy(const Tensor& src, const Tensor& dst) override {
     detail::copy_strided_on_host(src, dst);
   }
+  // Scratch memory from the default device's pool, for use on `stream`.
+  std::shared_ptr<detail::Storage> workspace(std::size_t bytes, StreamView stream) override {
+    auto& owner = device_owner(options.device);
+    auto storage = std::make_shared<detail::Storage>();
+    storage->stream = detail::key_of(stream);
+    storage->allocation = owner.pool().allocate(bytes, storage->stream);
+    storage->base = storage->allocation.ptr;
+    storage->bytes = bytes;
+    storage->memory = Memory::on_device(options.device);
+    storage->owned = true;
+    storage->owner = owner.shared_from_this();
+    return storage;
+  }
 
   // A completion that is ready when the work queued so far on `owner`'s
   // stream is. It owns its event (not a pooled one): it may outlive the runtime.
