@@ -31,7 +31,7 @@
 namespace loom {
 
 /// Which backend runs graphs. automatic: CUDA when a GPU exists, else the
-/// CPU; the environment variable LOOM_DEVICE=cpu|cuda overrides automatic.
+/// CPU; the environment variable LOOM_DEVICE=cpu|cuda (any case) overrides automatic.
 enum class Backend { automatic, cpu, cuda };
 
 struct RuntimeOptions {
