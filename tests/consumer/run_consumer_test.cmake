@@ -1,16 +1,29 @@
 # Configures, builds and runs tests/consumer against loom's build tree
 # (MODE=build) or against a fresh install prefix (MODE=install).
-# Arguments: MODE, LOOM_BUILD_DIR, CONSUMER_SOURCE_DIR, WORK_DIR, GENERATOR, CXX_COMPILER.
+# Arguments: MODE, LOOM_BUILD_DIR, CONSUMER_SOURCE_DIR, WORK_DIR, GENERATOR,
+#   CXX_COMPILER, SOVERSION (the program must need libloom.so.<SOVERSION>),
+#   OBJDUMP.
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 
+# run([QUIET] command...): fails on a non-zero exit; the output goes to
+# `output` (and to the log unless QUIET).
 function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  set(command ${ARGN})
+  set(quiet FALSE)
+  if(ARGV0 STREQUAL "QUIET")
+    list(POP_FRONT command)
+    set(quiet TRUE)
+  endif()
+  execute_process(COMMAND ${command} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
-    string(REPLACE ";" " " cmd "${ARGN}")
+    string(REPLACE ";" " " cmd "${command}")
     message(FATAL_ERROR "failed (${rc}): ${cmd}\n${out}\n${err}")
   endif()
-  message(STATUS "${out}")
+  if(NOT quiet)
+    message(STATUS "${out}")
+  endif()
+  set(output "${out}" PARENT_SCOPE)
 endfunction()
 
 if(MODE STREQUAL "build")
@@ -29,4 +42,12 @@ endif()
 run(${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
     -DCMAKE_CXX_COMPILER=${CXX_COMPILER} ${package_hint})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
-run(${WORK_DIR}/build/consumer)
+set(program ${WORK_DIR}/build/consumer)
+
+# The program needs libloom by its soname, which names the compatible versions.
+run(QUIET ${OBJDUMP} -p ${program})
+if(NOT output MATCHES "NEEDED +libloom\\.so\\.${SOVERSION}\n")
+  message(FATAL_ERROR "consumer does not need libloom.so.${SOVERSION}:\n${output}")
+endif()
+
+run(${program})
