@@ -6,6 +6,7 @@
 /// graph derives dependencies from reads() and writes(); the executor calls
 /// run_cpu() on the CPU backend and run_cuda() on the CUDA backend.
 
+#include <loom/export.hpp>
 #include <loom/tensor.hpp>
 
 #include <memory>
@@ -28,7 +29,7 @@ class ExecutionContext {
   void* stream_;
 };
 
-class Op {
+class LOOM_API Op {
  public:
   virtual ~Op() = default;
   /// The op's name, e.g. "vector_add"; a task's default name.

@@ -17,6 +17,7 @@
 
 #include <loom/completion.hpp>
 #include <loom/dtype.hpp>
+#include <loom/export.hpp>
 #include <loom/future.hpp>
 #include <loom/graph.hpp>
 #include <loom/memory.hpp>
@@ -51,7 +52,7 @@ struct RuntimeOptions {
   int staging_workers = 0;
 };
 
-class Runtime {
+class LOOM_API Runtime {
  public:
   /// @throws NoDevice when the CUDA backend is asked for without a GPU, or
   /// options.device does not exist; InvalidArgument for a bad LOOM_DEVICE.

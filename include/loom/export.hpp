@@ -1,0 +1,23 @@
+#pragma once
+/// @file export.hpp
+/// LOOM_API marks the declarations libloom.so exports. loom's sources are
+/// compiled with hidden visibility (-fvisibility=hidden and
+/// -fvisibility-inlines-hidden, for host and CUDA sources alike), so the
+/// shared library's ABI is exactly what carries LOOM_API: the public API of
+/// include/loom/. Exception types and the polymorphic interfaces (Op,
+/// Collective) are exported as whole classes, so that their type information
+/// is one across the boundary: a loom::NoDevice thrown inside libloom.so is
+/// caught by `catch (const loom::NoDevice&)` in a program, and a program's
+/// Op subclass is the library's Op.
+///
+/// Written by hand rather than by CMake's GenerateExportHeader: on ELF one
+/// attribute both exports (building libloom.so) and imports (using it), so
+/// the header needs no build-time switch, and it stays in include/loom/ with
+/// the others (self-contained, installed as is, nothing generated on the
+/// include path).
+
+#if defined(__GNUC__) || defined(__clang__)
+#define LOOM_API __attribute__((visibility("default")))
+#else
+#define LOOM_API
+#endif
