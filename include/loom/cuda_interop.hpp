@@ -6,6 +6,16 @@
 
 #include <cuda_runtime_api.h>
 
+// libloom.so uses the shared CUDA runtime, and a program must have one
+// runtime. loom::cuda_interop tells a .cu file whether its target links
+// CMake's default, the static one, instead (src/CMakeLists.txt). The fix:
+// set the target's CUDA_RUNTIME_LIBRARY to Shared (find_package(loom) makes
+// that the default for targets created after it, unless
+// CMAKE_CUDA_RUNTIME_LIBRARY is set).
+#if defined(LOOM_CUDA_RUNTIME_IS_STATIC) && LOOM_CUDA_RUNTIME_IS_STATIC
+#error "static CUDA runtime linked, libloom.so uses the shared one: set CUDA_RUNTIME_LIBRARY Shared"
+#endif
+
 #include <cstddef>
 
 namespace loom {

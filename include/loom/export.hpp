@@ -16,6 +16,13 @@
 /// the others (self-contained, installed as is, nothing generated on the
 /// include path).
 
+// loom's headers use C++20 (std::span, for one). loom::loom requires
+// cxx_std_20 of its users and loom::cuda_interop gives nvcc -std=c++20; this
+// says so plainly where a translation unit is compiled another way.
+#if defined(__cplusplus) && __cplusplus < 202002L
+#error "loom's headers need C++20 (-std=c++20; for nvcc: CUDA_STANDARD 20 or unset)"
+#endif
+
 #if defined(__GNUC__) || defined(__clang__)
 #define LOOM_API __attribute__((visibility("default")))
 #else
