@@ -18,7 +18,8 @@ export(EXPORT loomTargets NAMESPACE loom:: FILE ${PROJECT_BINARY_DIR}/loomTarget
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/loomConfig.cmake.in
   ${PROJECT_BINARY_DIR}/loomConfig.cmake
   INSTALL_DESTINATION ${LOOM_CMAKE_DIR})
+# The compatible versions are those that share the soname (CMakeLists.txt).
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/loomConfigVersion.cmake
-  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+  VERSION ${PROJECT_VERSION} COMPATIBILITY ${LOOM_VERSION_COMPATIBILITY})
 install(FILES ${PROJECT_BINARY_DIR}/loomConfig.cmake ${PROJECT_BINARY_DIR}/loomConfigVersion.cmake
   DESTINATION ${LOOM_CMAKE_DIR})

@@ -40,6 +40,7 @@ if(LOOM_SANITIZE)
     "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=${loom_sanitize_xcompiler}>")
   add_link_options(
     "$<$<LINK_LANGUAGE:CXX>:${loom_sanitize_flags}>"
-    "$<$<LINK_LANGUAGE:CUDA>:-Xcompiler=${loom_sanitize_xcompiler}>")
+    # CMake links CUDA programs with the host compiler: the flags go as they are.
+    "$<$<LINK_LANGUAGE:CUDA>:${loom_sanitize_flags}>")
   message(STATUS "loom: sanitizers on: ${LOOM_SANITIZE} (host code; scripts/sanitize.sh runs the CPU suite)")
 endif()

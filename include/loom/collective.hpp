@@ -4,11 +4,12 @@
 /// task. Communicators implement it; a collective runs on a communication
 /// stream in one order per communicator, so that collectives overlap compute.
 
+#include <loom/export.hpp>
 #include <loom/op.hpp>
 
 namespace loom {
 
-class Collective {
+class LOOM_API Collective {
  public:
   virtual ~Collective() = default;
   virtual std::string_view name() const noexcept = 0;

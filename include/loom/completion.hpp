@@ -5,6 +5,8 @@
 ///
 /// Thread-safety: every member may be called from any thread, concurrently.
 
+#include <loom/export.hpp>
+
 #include <chrono>
 #include <exception>
 #include <memory>
@@ -16,7 +18,7 @@ struct CompletionState;
 struct CompletionAccess;
 }  // namespace detail
 
-class Completion {
+class LOOM_API Completion {
  public:
   /// An already-completed completion.
   Completion();

@@ -6,6 +6,16 @@
 
 #include <cuda_runtime_api.h>
 
+// libloom.so uses the shared CUDA runtime, and a program must have one
+// runtime. loom::cuda_interop tells a .cu file whether its target links
+// CMake's default, the static one, instead (src/CMakeLists.txt). The fix:
+// set the target's CUDA_RUNTIME_LIBRARY to Shared (find_package(loom) makes
+// that the default for targets created after it, unless
+// CMAKE_CUDA_RUNTIME_LIBRARY is set).
+#if defined(LOOM_CUDA_RUNTIME_IS_STATIC) && LOOM_CUDA_RUNTIME_IS_STATIC
+#error "static CUDA runtime linked, libloom.so uses the shared one: set CUDA_RUNTIME_LIBRARY Shared"
+#endif
+
 #include <cstddef>
 
 namespace loom {
@@ -70,10 +80,9 @@ inline cudaStream_t cuda_stream(const KernelContext& k) noexcept {
   return static_cast<cudaStream_t>(k.native_stream());
 }
 
-namespace detail {
-/// Throws the loom error for a failed launch, naming the running task.
-[[noreturn]] void throw_launch_error(cudaError_t code, const char* call);
-}  // namespace detail
+/// Throws the loom::CudaError for a failed launch, naming the running task
+/// (launch() calls it; so may a user's own launch wrapper).
+[[noreturn]] LOOM_API void throw_launch_error(cudaError_t code, const char* call);
 
 /// Launches `kernel<<<grid, block, shared_bytes, task stream>>>(args...)`
 /// through cudaLaunchKernelEx. A launch error (a bad configuration, too much
@@ -102,7 +111,7 @@ void launch(const KernelContext& k, void (*kernel)(Params...), dim3 grid, dim3 b
         },
         values);
   }
-  if (rc != cudaSuccess) detail::throw_launch_error(rc, "cudaLaunchKernelEx");
+  if (rc != cudaSuccess) throw_launch_error(rc, "cudaLaunchKernelEx");
 }
 
 }  // namespace loom

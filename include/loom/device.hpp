@@ -4,6 +4,8 @@
 /// Nothing here needs a GPU to be called: on a machine without a driver or
 /// without a device, cuda_availability() says why and device_count() is 0.
 
+#include <loom/export.hpp>
+
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -50,27 +52,27 @@ struct DeviceProperties {
 
 /// Probes the CUDA driver and devices once per process and caches the result.
 /// Never throws. Thread-safe.
-const CudaAvailability& cuda_availability() noexcept;
+LOOM_API const CudaAvailability& cuda_availability() noexcept;
 
 /// Number of CUDA devices; 0 where CUDA is unavailable. Never throws. Thread-safe.
-int device_count() noexcept;
+LOOM_API int device_count() noexcept;
 
 /// Properties of device `index`, read from the hardware on each call.
 /// @throws NoDevice when CUDA is unavailable (says whether the driver or the
 ///         device is missing) or `index` is out of range; CudaError otherwise.
 /// Thread-safe.
-DeviceProperties device_properties(int index);
+LOOM_API DeviceProperties device_properties(int index);
 
 /// Properties of every device; empty where CUDA is unavailable. Thread-safe.
-std::vector<DeviceProperties> devices();
+LOOM_API std::vector<DeviceProperties> devices();
 
 /// can_access[i][j] is true when device i can read and write device j's
 /// memory directly (peer-to-peer). The diagonal is true. Thread-safe.
 /// @throws CudaError if a query fails.
-std::vector<std::vector<bool>> peer_access_matrix();
+LOOM_API std::vector<std::vector<bool>> peer_access_matrix();
 
 /// A human-readable report: versions, each device's properties, the P2P
 /// matrix; or why CUDA is unavailable. Never throws. Thread-safe.
-std::string device_report();
+LOOM_API std::string device_report();
 
 }  // namespace loom

@@ -6,6 +6,8 @@
 /// call, the source file and line, and the name of the task it came from
 /// when there is one.
 
+#include <loom/export.hpp>
+
 #include <cstddef>
 #include <exception>
 #include <string>
@@ -27,7 +29,7 @@ struct ErrorContext {
 ///
 /// what() reads "loom: task 'blur': cudaMemcpyAsync(...) failed: <message> [file:line]";
 /// the parts are available separately. Thread-safe to read from any thread.
-class Error : public std::exception {
+class LOOM_API Error : public std::exception {
  public:
   explicit Error(std::string message, ErrorContext context = {});
 
@@ -54,7 +56,7 @@ class Error : public std::exception {
 };
 
 /// A CUDA runtime call failed. code() is the cudaError_t value.
-class CudaError : public Error {
+class LOOM_API CudaError : public Error {
  public:
   CudaError(int code, std::string message, ErrorContext context = {})
       : Error(std::move(message), std::move(context)), code_(code) {}
@@ -65,7 +67,7 @@ class CudaError : public Error {
 };
 
 /// An NCCL call failed. code() is the ncclResult_t value.
-class NcclError : public Error {
+class LOOM_API NcclError : public Error {
  public:
   NcclError(int code, std::string message, ErrorContext context = {})
       : Error(std::move(message), std::move(context)), code_(code) {}
@@ -76,7 +78,7 @@ class NcclError : public Error {
 };
 
 /// An MPI call failed. code() is the MPI error code.
-class MpiError : public Error {
+class LOOM_API MpiError : public Error {
  public:
   MpiError(int code, std::string message, ErrorContext context = {})
       : Error(std::move(message), std::move(context)), code_(code) {}
@@ -88,14 +90,14 @@ class MpiError : public Error {
 
 /// Bad input rejected before anything launched: the message says what was
 /// expected and what was given.
-class InvalidArgument : public Error {
+class LOOM_API InvalidArgument : public Error {
  public:
   using Error::Error;
 };
 
 /// A memory resource could not satisfy a request. requested() is the size
 /// in bytes (0 when unknown).
-class OutOfMemory : public Error {
+class LOOM_API OutOfMemory : public Error {
  public:
   OutOfMemory(std::size_t requested, std::string message, ErrorContext context = {})
       : Error(std::move(message), std::move(context)), requested_(requested) {}
@@ -107,13 +109,13 @@ class OutOfMemory : public Error {
 
 /// A task did not run because a task it depends on failed, or its run was
 /// cancelled.
-class Cancelled : public Error {
+class LOOM_API Cancelled : public Error {
  public:
   using Error::Error;
 };
 
 /// No usable GPU: which of the reasons applies is in reason().
-class NoDevice : public Error {
+class LOOM_API NoDevice : public Error {
  public:
   enum class Reason {
     no_driver,            ///< no CUDA driver is installed (or it cannot be loaded)
@@ -130,7 +132,7 @@ class NoDevice : public Error {
 };
 
 /// loom itself broke a promise it checks (a bug in loom, please report it).
-class InternalError : public Error {
+class LOOM_API InternalError : public Error {
  public:
   using Error::Error;
 };

@@ -5,6 +5,8 @@
 ///
 /// Thread-safety: every member may be called from any thread, concurrently.
 
+#include <loom/export.hpp>
+
 #include <chrono>
 #include <exception>
 #include <functional>
@@ -20,7 +22,7 @@ struct RunState;
 
 enum class TaskStatus { pending, running, completed, failed, cancelled };
 
-std::string_view to_string(TaskStatus status) noexcept;
+LOOM_API std::string_view to_string(TaskStatus status) noexcept;
 
 /// What happened to one task of a finished run.
 struct TaskReport {
@@ -29,7 +31,7 @@ struct TaskReport {
   std::string error;  ///< the failure or the reason for cancellation; empty when completed
 };
 
-class Future {
+class LOOM_API Future {
  public:
   Future() = default;
   explicit Future(std::shared_ptr<detail::RunState> state) : state_(std::move(state)) {}

@@ -20,6 +20,7 @@
 /// first time (validation, stream plan): build a graph once, submit it often.
 
 #include <loom/collective.hpp>
+#include <loom/export.hpp>
 #include <loom/op.hpp>
 #include <loom/priority.hpp>
 #include <loom/tensor.hpp>
@@ -42,7 +43,7 @@ struct GraphAccess;
 
 enum class TaskKind { op, copy, host, collective };
 
-std::string_view to_string(TaskKind kind) noexcept;
+LOOM_API std::string_view to_string(TaskKind kind) noexcept;
 
 class Graph;
 
@@ -65,7 +66,7 @@ struct TaskOptions {
 /// @endcode
 ///
 /// Thread-safety: as its graph's (not safe to modify from two threads at once).
-class TaskId {
+class LOOM_API TaskId {
  public:
   std::uint32_t index = 0;
 
@@ -111,7 +112,7 @@ struct Task {
   std::vector<std::uint32_t> successors;
 };
 
-class Graph {
+class LOOM_API Graph {
  public:
   /// Appends an op. @throws InvalidArgument for a null op.
   TaskId add(OpPtr op, TaskOptions options = {});

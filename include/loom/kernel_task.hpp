@@ -23,6 +23,7 @@
 /// its device work has finished; a launch error, an exception or a device
 /// fault fails it by name.
 
+#include <loom/export.hpp>
 #include <loom/op.hpp>
 #include <loom/tensor.hpp>
 
@@ -58,7 +59,7 @@ using KernelLauncher = std::function<void(KernelContext&)>;
 
 /// A task running `cuda` on the CUDA backend and `cpu` (if given) on the CPU
 /// backend. @throws InvalidArgument for an empty name or an empty launcher.
-OpPtr kernel_task(std::string name, std::vector<Tensor> reads, std::vector<Tensor> writes,
-                  KernelLauncher cuda, std::function<void()> cpu = {});
+LOOM_API OpPtr kernel_task(std::string name, std::vector<Tensor> reads, std::vector<Tensor> writes,
+                           KernelLauncher cuda, std::function<void()> cpu = {});
 
 }  // namespace loom

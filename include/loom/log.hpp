@@ -5,6 +5,8 @@
 /// debug, info, warn, error, off; default warn) the first time loom logs,
 /// and can be changed at any time. Hot paths log at debug level or below.
 
+#include <loom/export.hpp>
+
 #include <optional>
 #include <string_view>
 
@@ -14,15 +16,15 @@ enum class LogLevel { trace, debug, info, warn, error, off };
 
 /// Parses "trace", "debug", "info", "warn" (or "warning"), "error", "off"
 /// (case-insensitive). Returns nullopt for anything else. Thread-safe.
-std::optional<LogLevel> parse_log_level(std::string_view text) noexcept;
+LOOM_API std::optional<LogLevel> parse_log_level(std::string_view text) noexcept;
 
 /// The name of a level, as parse_log_level accepts it.
-std::string_view to_string(LogLevel level) noexcept;
+LOOM_API std::string_view to_string(LogLevel level) noexcept;
 
 /// Sets the level of loom's logger. Thread-safe.
-void set_log_level(LogLevel level);
+LOOM_API void set_log_level(LogLevel level);
 
 /// The current level of loom's logger. Thread-safe.
-LogLevel log_level();
+LOOM_API LogLevel log_level();
 
 }  // namespace loom

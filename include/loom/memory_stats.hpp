@@ -2,6 +2,8 @@
 /// @file memory_stats.hpp
 /// Statistics of one memory pool (device, pinned host or pageable host).
 
+#include <loom/export.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -39,9 +41,9 @@ struct PoolStatistics {
 };
 
 /// "reserved 40.0 MiB, in use 12.5 MiB (peak 20.0 MiB), 1000 allocations, 99.8% hits, ..."
-std::string to_string(const PoolStatistics& stats);
+LOOM_API std::string to_string(const PoolStatistics& stats);
 
 /// "1.50 GiB", "512 B".
-std::string format_bytes(std::size_t bytes);
+LOOM_API std::string format_bytes(std::size_t bytes);
 
 }  // namespace loom

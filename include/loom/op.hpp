@@ -19,6 +19,7 @@
 /// Work enqueued before a failure is still watched to its end. run_cpu()
 /// runs on a host worker; an exception from it fails the task likewise.
 
+#include <loom/export.hpp>
 #include <loom/tensor.hpp>
 
 #include <cstddef>
@@ -45,7 +46,7 @@ class TaskResources {
 
 /// Where an op's CUDA implementation runs: a device and a stream. The CUDA
 /// stream is available through loom/cuda_interop.hpp (loom::cuda_stream).
-class ExecutionContext {
+class LOOM_API ExecutionContext {
  public:
   ExecutionContext(int device, void* stream, detail::TaskResources* resources = nullptr) noexcept
       : device_(device), stream_(stream), resources_(resources) {}
@@ -66,7 +67,7 @@ class ExecutionContext {
   detail::TaskResources* resources_;
 };
 
-class Op {
+class LOOM_API Op {
  public:
   virtual ~Op() = default;
   /// The op's name, e.g. "vector_add"; a task's default name.

@@ -3,6 +3,7 @@
 /// The built-in ops (each a kernel of the catalogue with its CPU reference).
 /// Each returns an op to add to a graph; inputs are checked by validate().
 
+#include <loom/export.hpp>
 #include <loom/op.hpp>
 
 #include <cstdint>
@@ -10,14 +11,14 @@
 namespace loom::ops {
 
 /// c = a + b, elementwise over f32 tensors of one shape; c may alias a or b.
-OpPtr vector_add(const Tensor& a, const Tensor& b, const Tensor& c);
+LOOM_API OpPtr vector_add(const Tensor& a, const Tensor& b, const Tensor& c);
 /// Every element of the f32 tensor t becomes `value`.
-OpPtr fill(const Tensor& t, float value);
+LOOM_API OpPtr fill(const Tensor& t, float value);
 /// dst = alpha * src over f32 tensors of one shape; dst may alias src.
-OpPtr scale_copy(const Tensor& src, const Tensor& dst, float alpha);
+LOOM_API OpPtr scale_copy(const Tensor& src, const Tensor& dst, float alpha);
 /// Busy-waits for `microseconds`, then adds 1 to the first element of the f32
 /// tensor t: a stand-in for a kernel of known duration, for scheduling tests
 /// and benchmarks.
-OpPtr spin(const Tensor& t, std::int64_t microseconds);
+LOOM_API OpPtr spin(const Tensor& t, std::int64_t microseconds);
 
 }  // namespace loom::ops

@@ -17,6 +17,7 @@
 
 #include <loom/completion.hpp>
 #include <loom/dtype.hpp>
+#include <loom/export.hpp>
 #include <loom/future.hpp>
 #include <loom/graph.hpp>
 #include <loom/memory.hpp>
@@ -31,7 +32,7 @@
 namespace loom {
 
 /// Which backend runs graphs. automatic: CUDA when a GPU exists, else the
-/// CPU; the environment variable LOOM_DEVICE=cpu|cuda overrides automatic.
+/// CPU; the environment variable LOOM_DEVICE=cpu|cuda (any case) overrides automatic.
 enum class Backend { automatic, cpu, cuda };
 
 struct RuntimeOptions {
@@ -51,7 +52,7 @@ struct RuntimeOptions {
   int staging_workers = 0;
 };
 
-class Runtime {
+class LOOM_API Runtime {
  public:
   /// @throws NoDevice when the CUDA backend is asked for without a GPU, or
   /// options.device does not exist; InvalidArgument for a bad LOOM_DEVICE.

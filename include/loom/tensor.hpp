@@ -10,6 +10,7 @@
 /// for any memory.
 
 #include <loom/dtype.hpp>
+#include <loom/export.hpp>
 #include <loom/memory.hpp>
 
 #include <array>
@@ -27,7 +28,7 @@ struct Storage;
 }
 
 /// A short list of extents or strides (rank at most kMaxRank), stored inline.
-class Dims {
+class LOOM_API Dims {
  public:
   static constexpr int kMaxRank = 8;
 
@@ -43,7 +44,7 @@ class Dims {
   const std::int64_t* end() const noexcept { return values_.data() + rank_; }
   /// The product of the entries (1 for rank 0); -1 if it overflows.
   std::int64_t product() const noexcept;
-  friend bool operator==(const Dims& a, const Dims& b) noexcept;
+  friend LOOM_API bool operator==(const Dims& a, const Dims& b) noexcept;
   /// "[3, 4, 5]".
   std::string to_string() const;
 
@@ -56,13 +57,13 @@ using Shape = Dims;
 using Strides = Dims;
 
 /// Row-major strides of a shape, in elements.
-Strides contiguous_strides(const Shape& shape);
+LOOM_API Strides contiguous_strides(const Shape& shape);
 
 /// @throws InvalidArgument when `shape` holds more elements of `dtype` than
 /// any memory could (including overflow of the element count).
-void check_element_count(DType dtype, const Shape& shape);
+LOOM_API void check_element_count(DType dtype, const Shape& shape);
 
-class Tensor {
+class LOOM_API Tensor {
  public:
   /// An undefined tensor: no storage; defined() is false.
   Tensor() = default;

@@ -2,6 +2,8 @@
 /// @file version.hpp
 /// loom's version, as compiled into the headers and as built into libloom.so.
 
+#include <loom/export.hpp>
+
 #include <string_view>
 
 namespace loom {
@@ -12,6 +14,6 @@ inline constexpr int kVersionPatch = 0;
 
 /// The version of the library that is loaded, "major.minor.patch". A
 /// mismatch with the header constants means headers and library differ.
-std::string_view version() noexcept;
+LOOM_API std::string_view version() noexcept;
 
 }  // namespace loom

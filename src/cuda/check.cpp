@@ -42,8 +42,6 @@ void throw_cuda_error(cudaError_t code, const char* call, const char* file, int 
   }
 }
 
-void throw_launch_error(cudaError_t code, const char* call) { throw_cuda_error(code, call, "", 0); }
-
 bool is_sticky_cuda_error(int code) noexcept {
   switch (static_cast<cudaError_t>(code)) {
     case cudaErrorIllegalAddress:
@@ -73,3 +71,11 @@ void report_cuda_error(cudaError_t code, const char* call, const char* file, int
 }
 
 }  // namespace loom::detail
+
+namespace loom {
+
+void throw_launch_error(cudaError_t code, const char* call) {
+  detail::throw_cuda_error(code, call, "", 0);
+}
+
+}  // namespace loom

@@ -15,6 +15,8 @@
 #include "memory/host_owner.hpp"
 #include "sched/executor.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 
 #include <mutex>
@@ -212,9 +214,13 @@ Backend backend_from_environment(Backend asked) {
   if (asked != Backend::automatic) return asked;
   const char* env = std::getenv("LOOM_DEVICE");
   if (env == nullptr || *env == '\0') return Backend::automatic;
+  // Case-insensitive, like LOOM_LOG_LEVEL: CPU, Cuda.
   const std::string value = env;
-  if (value == "cpu") return Backend::cpu;
-  if (value == "cuda") return Backend::cuda;
+  std::string lower = value;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "cpu") return Backend::cpu;
+  if (lower == "cuda") return Backend::cuda;
   throw InvalidArgument("LOOM_DEVICE='" + value + "' is neither 'cpu' nor 'cuda'");
 }
 

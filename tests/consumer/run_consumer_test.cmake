@@ -1,16 +1,33 @@
-# Configures, builds and runs tests/consumer against loom's build tree
-# (MODE=build) or against a fresh install prefix (MODE=install).
-# Arguments: MODE, LOOM_BUILD_DIR, CONSUMER_SOURCE_DIR, WORK_DIR, GENERATOR, CXX_COMPILER.
+# Configures, builds and runs an outside project (tests/consumer,
+# tests/consumer_cuda) against loom's build tree (MODE=build) or against a
+# fresh install prefix (MODE=install), passing it only the compilers, where
+# loom is and, for CUDA, the architectures: no standard, no runtime.
+# Arguments: MODE, LOOM_BUILD_DIR, CONSUMER_SOURCE_DIR, WORK_DIR, GENERATOR,
+#   CXX_COMPILER, EXECUTABLE (the program the project builds), SOVERSION
+#   (the program must need libloom.so.<SOVERSION>), OBJDUMP, NM; for a CUDA
+#   project also CUDA_COMPILER and CUDA_ARCHITECTURES (then the program must
+#   use the shared CUDA runtime, not a static one of its own).
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 
+# run([QUIET] command...): fails on a non-zero exit; the output goes to
+# `output` (and to the log unless QUIET).
 function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  set(command ${ARGN})
+  set(quiet FALSE)
+  if(ARGV0 STREQUAL "QUIET")
+    list(POP_FRONT command)
+    set(quiet TRUE)
+  endif()
+  execute_process(COMMAND ${command} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
-    string(REPLACE ";" " " cmd "${ARGN}")
+    string(REPLACE ";" " " cmd "${command}")
     message(FATAL_ERROR "failed (${rc}): ${cmd}\n${out}\n${err}")
   endif()
-  message(STATUS "${out}")
+  if(NOT quiet)
+    message(STATUS "${out}")
+  endif()
+  set(output "${out}" PARENT_SCOPE)
 endfunction()
 
 if(MODE STREQUAL "build")
@@ -26,7 +43,34 @@ else()
   message(FATAL_ERROR "MODE must be build or install, not '${MODE}'")
 endif()
 
+set(cuda_args "")
+if(CUDA_COMPILER)
+  # Through an initial cache: the architectures may be a list ("80|90" here).
+  string(REPLACE "|" ";" architectures "${CUDA_ARCHITECTURES}")
+  file(WRITE ${WORK_DIR}/cuda.cmake
+    "set(CMAKE_CUDA_ARCHITECTURES \"${architectures}\" CACHE STRING \"\")\n")
+  set(cuda_args -DCMAKE_CUDA_COMPILER=${CUDA_COMPILER} -C ${WORK_DIR}/cuda.cmake)
+endif()
 run(${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
-    -DCMAKE_CXX_COMPILER=${CXX_COMPILER} ${package_hint})
+    -DCMAKE_CXX_COMPILER=${CXX_COMPILER} ${cuda_args} ${package_hint})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
-run(${WORK_DIR}/build/consumer)
+set(program ${WORK_DIR}/build/${EXECUTABLE})
+
+# The program needs libloom by its soname, which names the compatible versions.
+run(QUIET ${OBJDUMP} -p ${program})
+if(NOT output MATCHES "NEEDED +libloom\\.so\\.${SOVERSION}\n")
+  message(FATAL_ERROR "${EXECUTABLE} does not need libloom.so.${SOVERSION}:\n${output}")
+endif()
+if(CUDA_COMPILER)
+  # One CUDA runtime in the process: the kernel registers with the shared
+  # libcudart that libloom.so uses; no static runtime is linked in.
+  if(NOT output MATCHES "NEEDED +libcudart\\.so")
+    message(FATAL_ERROR "${EXECUTABLE} does not need the shared CUDA runtime:\n${output}")
+  endif()
+  run(QUIET ${NM} --defined-only ${program})
+  if(output MATCHES "__cudaRegisterFatBinary")
+    message(FATAL_ERROR "${EXECUTABLE} has a static CUDA runtime of its own")
+  endif()
+endif()
+
+run(${program})

@@ -1,6 +1,7 @@
 // The executor on the CPU backend: results, futures and continuations,
 // errors and cancellation, priorities, a 10,000-task random DAG against
 // sequential execution, and the trace file.
+#include <loom/device.hpp>
 #include <loom/error.hpp>
 #include <loom/graph.hpp>
 #include <loom/ops.hpp>
@@ -300,6 +301,13 @@ TEST(ExecutorCpu, BackendFromTheEnvironment) {
   if (expect == "cpu") {
     loom::Runtime rt;
     EXPECT_EQ(rt.backend(), loom::Backend::cpu);
+  } else if (expect == "cuda") {  // the CUDA backend, or NoDevice without a GPU
+    if (loom::cuda_availability().available) {
+      loom::Runtime rt;
+      EXPECT_EQ(rt.backend(), loom::Backend::cuda);
+    } else {
+      EXPECT_THROW(loom::Runtime rt, loom::NoDevice);
+    }
   } else if (expect == "no-device") {
     EXPECT_THROW(loom::Runtime rt, loom::NoDevice);
   } else if (expect == "invalid") {
