@@ -22,7 +22,6 @@ class LOOM_API Completion {
  public:
   /// An already-completed completion.
   Completion();
-  explicit Completion(std::shared_ptr<detail::CompletionState> state) : state_(std::move(state)) {}
 
   /// True once the operation has finished (successfully or not). Never blocks.
   bool ready() const;
@@ -34,7 +33,8 @@ class LOOM_API Completion {
   std::exception_ptr error() const;
 
  private:
-  friend struct detail::CompletionAccess;
+  friend struct detail::CompletionAccess;  // loom's way in (the constructor below, the state)
+  explicit Completion(std::shared_ptr<detail::CompletionState> state) : state_(std::move(state)) {}
   std::shared_ptr<detail::CompletionState> state_;
 };
 

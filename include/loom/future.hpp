@@ -18,7 +18,8 @@ namespace loom {
 
 namespace detail {
 struct RunState;
-}
+struct FutureAccess;
+}  // namespace detail
 
 enum class TaskStatus { pending, running, completed, failed, cancelled };
 
@@ -34,7 +35,6 @@ struct TaskReport {
 class LOOM_API Future {
  public:
   Future() = default;
-  explicit Future(std::shared_ptr<detail::RunState> state) : state_(std::move(state)) {}
 
   bool valid() const noexcept { return state_ != nullptr; }
   /// True once every task has completed, failed or been cancelled. Never blocks.
@@ -60,6 +60,8 @@ class LOOM_API Future {
   std::vector<TaskReport> report() const;
 
  private:
+  friend struct detail::FutureAccess;  // loom's way in
+  explicit Future(std::shared_ptr<detail::RunState> state) : state_(std::move(state)) {}
   const detail::RunState& state() const;
   std::shared_ptr<detail::RunState> state_;
 };

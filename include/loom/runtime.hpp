@@ -122,9 +122,7 @@ class LOOM_API Runtime {
   /// Gives a pool's cached blocks back to the system; the bytes released.
   std::size_t release_cached(Memory memory);
 
-  /// For loom's own layers.
-  struct Impl;
-  Impl& impl() noexcept { return *impl_; }
+  struct Impl;  ///< loom's own (defined in the library)
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -25,7 +25,8 @@ namespace loom {
 
 namespace detail {
 struct Storage;
-}
+struct TensorAccess;
+}  // namespace detail
 
 /// A short list of extents or strides (rank at most kMaxRank), stored inline.
 class LOOM_API Dims {
@@ -119,12 +120,11 @@ class LOOM_API Tensor {
   /// storage or this tensor is a view of part of it.
   std::shared_ptr<void> take();
 
-  /// For loom's own layers.
+ private:
+  friend struct detail::TensorAccess;  // loom's way in (src/core/tensor_access.hpp)
   const std::shared_ptr<detail::Storage>& storage() const noexcept { return storage_; }
   Tensor(std::shared_ptr<detail::Storage> storage, DType dtype, const Shape& shape,
          const Strides& strides, std::int64_t offset);
-
- private:
   void check_dtype(DType expected) const;
 
   std::shared_ptr<detail::Storage> storage_;

@@ -18,7 +18,9 @@ int main() {
     std::printf("backend: %s\n", rt.has_gpu() ? "CUDA" : "CPU");
 
     constexpr std::int64_t kN = std::int64_t{1} << 24;
-    std::mt19937 rng(std::random_device{}());
+    const unsigned seed = std::random_device{}();
+    std::printf("input seed: %u\n", seed);  // the inputs can be made again from it
+    std::mt19937 rng(seed);
     std::uniform_real_distribution<float> dist(-1.0F, 1.0F);
     std::vector<float> a(kN), b(kN), result(kN);
     for (std::int64_t i = 0; i < kN; ++i) {

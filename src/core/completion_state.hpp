@@ -56,6 +56,9 @@ struct CompletionState {
 /// loom's own way into a Completion's state.
 struct CompletionAccess {
   static CompletionState& state(const Completion& c) noexcept { return *c.state_; }
+  static Completion make(std::shared_ptr<CompletionState> state) {
+    return Completion(std::move(state));
+  }
 };
 
 }  // namespace loom::detail

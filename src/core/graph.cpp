@@ -3,6 +3,7 @@
 
 #include "core/prepared_slot.hpp"
 #include "core/storage.hpp"
+#include "core/tensor_access.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -203,7 +204,7 @@ void Graph::AccessLane::prune_covered(std::uintptr_t lo, std::uintptr_t hi, std:
 void Graph::infer(std::uint32_t task, const Tensor& tensor, bool write) {
   if (!tensor.defined() || tensor.numel() == 0) return;
   const auto [lo, hi] = detail::byte_span(tensor);
-  auto& history = history_[tensor.storage().get()];
+  auto& history = history_[detail::TensorAccess::storage(tensor).get()];
   const auto depend = [&](std::uint32_t from) {
     if (from != task) inferred_.push_back(from);
   };

@@ -93,7 +93,7 @@ Completion StagingEngine::submit(bool upload, const void* src, void* dst, std::s
   auto completion = std::make_shared<CompletionState>();
   if (bytes == 0) {
     completion->finish();
-    return Completion(completion);
+    return CompletionAccess::make(completion);
   }
   auto job = std::make_shared<Job>();
   job->engine = this;
@@ -124,7 +124,7 @@ Completion StagingEngine::submit(bool upload, const void* src, void* dst, std::s
     }
     w.wake.notify_one();
   }
-  return Completion(completion);
+  return CompletionAccess::make(completion);
 }
 
 void StagingEngine::run(Worker& worker) {

@@ -360,7 +360,7 @@ Completion Executor::submit_copy(const Tensor& src, const Tensor& dst) {
   graph.copy(src, dst, {.name = "Runtime::copy"});
   auto completion = std::make_shared<CompletionState>();
   submit_prepared(prepare(graph), completion);
-  return Completion(std::move(completion));
+  return CompletionAccess::make(std::move(completion));
 }
 
 Future Executor::submit_prepared(std::shared_ptr<const PreparedGraph> prepared,
@@ -379,7 +379,7 @@ Future Executor::submit_prepared(std::shared_ptr<const PreparedGraph> prepared,
   run->unsettled = n;
   run->number = ++run_counter_;
   run->tracing = !options_.trace_path.empty();
-  Future future(run->state);
+  Future future = FutureAccess::make(run->state);
   {
     std::lock_guard lock(idle_mutex_);
     ++live_runs_;
@@ -1161,7 +1161,7 @@ void Executor::finish_run(std::unique_ptr<Run> owned) {
     for (auto& fn : continuations) {
       auto job = [fn = std::move(fn), state](int) {
         try {
-          fn(Future(state));
+          fn(FutureAccess::make(state));
         } catch (const std::exception& e) {
           logger().error("a continuation threw: {}", e.what());
         } catch (...) {

@@ -1,6 +1,7 @@
 #include "sched/run_ordering.hpp"
 
 #include "core/storage.hpp"
+#include "core/tensor_access.hpp"
 
 #include <algorithm>
 #include <tuple>
@@ -12,7 +13,7 @@ std::vector<DataAccess> summarize_accesses(const std::vector<Task>& tasks) {
   const auto add = [&](const Tensor& t, bool write) {
     if (!t.defined() || t.numel() == 0) return;
     const auto [lo, hi] = byte_span(t);
-    all.push_back(DataAccess{t.storage().get(), lo, hi, write});
+    all.push_back(DataAccess{TensorAccess::storage(t).get(), lo, hi, write});
   };
   for (const auto& task : tasks) {
     for (const auto& r : task.reads) add(r, false);

@@ -32,4 +32,9 @@ struct RunState {
   std::function<void()> wake_scheduler;  // after cancel(); cleared when the run is over
 };
 
+/// loom's way to make a Future of a run.
+struct FutureAccess {
+  static Future make(std::shared_ptr<RunState> state) { return Future(std::move(state)); }
+};
+
 }  // namespace loom::detail

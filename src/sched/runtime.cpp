@@ -6,6 +6,7 @@
 #include "core/completion_state.hpp"
 #include "core/log.hpp"
 #include "core/storage.hpp"
+#include "core/tensor_access.hpp"
 #include "cuda/check.hpp"
 #include "cuda/cuda_upstreams.hpp"
 #include "cuda/device_guard.hpp"
@@ -135,7 +136,7 @@ struct Runtime::Impl final : detail::CopyEngine {
     auto state = std::make_shared<detail::CompletionState>();
     state->poll = [event] { return event->completed(); };
     state->block = [event] { event->synchronize(); };
-    return Completion(state);
+    return detail::CompletionAccess::make(state);
   }
 };
 
@@ -164,7 +165,7 @@ void check_copy_pair(const Tensor& src, const Tensor& dst) {
   // Packed int4: an odd count ends in half a byte, which a byte copy would
   // overwrite in its neighbour.
   if (src.dtype() == DType::i4 && src.numel() % 2 != 0 &&
-      (dst.offset() != 0 || dst.nbytes() != dst.storage()->bytes)) {
+      (dst.offset() != 0 || dst.nbytes() != detail::TensorAccess::storage(dst)->bytes)) {
     throw InvalidArgument(
         "copy: an odd number of i4 elements can only be copied into a whole "
         "tensor, not into " +
@@ -325,8 +326,8 @@ Tensor Runtime::tensor(DType dtype, const Shape& shape, std::optional<Memory> me
   auto& owner = impl_->owner_of(where);
   const auto bytes = bytes_for(dtype, static_cast<std::uint64_t>(shape.product()));
   try {
-    return Tensor(owner.allocate(static_cast<std::size_t>(bytes)), dtype, shape,
-                  contiguous_strides(shape), 0);
+    return detail::TensorAccess::make(owner.allocate(static_cast<std::size_t>(bytes)), dtype, shape,
+                                      contiguous_strides(shape), 0);
   } catch (const CudaError&) {
     impl_->executor->note_error(std::current_exception());
     throw;
@@ -359,7 +360,7 @@ Tensor Runtime::provide(void* data, DType dtype, const Shape& shape, Memory memo
   if (memory.is_device()) {
     storage->stream = detail::key_of(impl_->device_owner(memory.device()).stream());
   }
-  return Tensor(std::move(storage), dtype, shape, s, 0);
+  return detail::TensorAccess::make(std::move(storage), dtype, shape, s, 0);
 }
 
 // A stream-ordered copy on `stream`: within a device (a gather kernel for a
@@ -403,8 +404,9 @@ void Runtime::Impl::enqueue(const Tensor& src, const Tensor& dst, StreamView str
   }
   // Pinned (or another device's) memory is now used on this stream.
   for (const Tensor* t : {&src, &dst}) {
-    if (t->storage()->stream != detail::key_of(stream)) {
-      t->storage()->owner->record_stream(*t->storage(), detail::key_of(stream));
+    const auto& storage = detail::TensorAccess::storage(*t);
+    if (storage->stream != detail::key_of(stream)) {
+      storage->owner->record_stream(*storage, detail::key_of(stream));
     }
   }
 }

@@ -1,6 +1,7 @@
 // Graph building: inferred hazards, explicit edges, cycles and validation
 // messages; the plan's stream assignment and event elimination.
 #include "core/storage.hpp"
+#include "core/tensor_access.hpp"
 #include "sched/plan.hpp"
 
 #include <loom/error.hpp>
@@ -297,7 +298,7 @@ TEST_F(GraphTest, InferredEdgesMatchTheRulesForRandomAccesses) {
     std::set<std::uint32_t> expected;
     const auto infer = [&](const loom::Tensor& v, bool write) {
       const auto [lo, hi] = loom::detail::byte_span(v);
-      const void* s = v.storage().get();
+      const void* s = loom::detail::TensorAccess::storage(v).get();
       for (const auto& h : history) {
         if (h.storage == s && h.lo < hi && lo < h.hi && (write || h.write) && h.task != t) {
           expected.insert(h.task);
