@@ -22,40 +22,43 @@ void check_may_wait(const char* what) {
   }
 }
 
-bool wait_helping_for(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
-                      const std::function<bool()>& done, std::chrono::nanoseconds timeout,
-                      const char* what) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+namespace {
+
+// Waits with `lock` held; on a loom worker the pool is told around the wait
+// (outside the caller's lock: the pool takes its own), so that it puts
+// another thread in this one's place.
+template <class Wait>
+bool wait_as_role(std::unique_lock<std::mutex>& lock, const std::function<bool()>& done,
+                  const char* what, Wait&& wait) {
   ThreadRole* role = t_role;
-  if (role == nullptr || done()) return cv.wait_until(lock, deadline, done);
+  if (done()) return true;
+  if (role == nullptr) return wait();
   check_may_wait(what);
-  // Not under the caller's lock: the pool takes its own.
   lock.unlock();
   role->begin_blocking();
   lock.lock();
-  const bool ok = cv.wait_until(lock, deadline, done);
+  const bool ok = wait();
   lock.unlock();
   role->end_blocking();
   lock.lock();
   return ok;
 }
 
+}  // namespace
+
+bool wait_helping_for(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                      const std::function<bool()>& done, std::chrono::nanoseconds timeout,
+                      const char* what) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  return wait_as_role(lock, done, what, [&] { return cv.wait_until(lock, deadline, done); });
+}
+
 void wait_helping(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
                   const std::function<bool()>& done, const char* what) {
-  ThreadRole* role = t_role;
-  if (done()) return;
-  if (role == nullptr) {
+  wait_as_role(lock, done, what, [&] {
     cv.wait(lock, done);
-    return;
-  }
-  check_may_wait(what);
-  lock.unlock();
-  role->begin_blocking();
-  lock.lock();
-  cv.wait(lock, done);
-  lock.unlock();
-  role->end_blocking();
-  lock.lock();
+    return true;
+  });
 }
 
 }  // namespace loom::detail

@@ -215,10 +215,6 @@ void Executor::wake() {
   wake_cv_.notify_one();
 }
 
-void Executor::post_cleanup(std::function<void()> job) {
-  workers_->post(Priority::low, [job = std::move(job)](int) { job(); });
-}
-
 void Executor::throw_if_poisoned() const {
   if (!poisoned_.load(std::memory_order_acquire)) return;
   std::exception_ptr e;
@@ -280,6 +276,15 @@ std::vector<Placement> Executor::placements(const Graph& graph) const {
 
 void Executor::check_memory(const Graph& graph) const {
   for (const auto& t : graph.tasks()) {
+    if (t.kind == TaskKind::copy) {
+      // Before launch, like an op's inputs: the path's own refusals, by name.
+      try {
+        copies_.check(t.copy_src, t.copy_dst);
+      } catch (Error& e) {
+        e.attach_task(t.name);
+        throw;
+      }
+    }
     if (!options_.cuda && t.kind == TaskKind::op && !t.op->has_cpu()) {
       InvalidArgument e("op " + t.name + " ('" + std::string(t.op->name()) +
                         "') has no CPU implementation, and this runtime runs the CPU backend");
@@ -701,6 +706,19 @@ void Executor::satisfy(Run& run, std::uint32_t t) {
   if (--run.tasks_state[t].unmet == 0) make_ready(run, t);
 }
 
+bool Executor::take_next_on_stream(Run& run, std::uint32_t t, int stream) {
+  TaskState& ts = run.tasks_state[t];
+  const bool skipped = ts.status == TaskStatus::cancelled || ts.status == TaskStatus::failed;
+  if (!skipped && (ts.status != TaskStatus::pending || !ts.ready)) return false;
+  ++run.stream_next[static_cast<std::size_t>(stream)];
+  if (!skipped) launch_device(run, t);
+  // Skipped or failed: the work already launched on the stream must still be seen to finish.
+  if (ts.status == TaskStatus::cancelled || ts.status == TaskStatus::failed) {
+    watch_stream_tail(run, stream);
+  }
+  return true;
+}
+
 bool Executor::advance_in_plan_order(Run& run) {
   const auto& order = run.prepared->device_order;
   bool progress = false;
@@ -708,47 +726,22 @@ bool Executor::advance_in_plan_order(Run& run) {
     const auto t = order[run.order_next];
     const int stream = run.plan().tasks[t].stream;
     const auto s = static_cast<std::size_t>(stream);
-    if (run.stream_next[s] > run.prepared->stream_pos[t]) {  // its stream got past it
+    if (run.stream_next[s] > run.prepared->stream_pos[t] ||  // its stream got past it
+        take_next_on_stream(run, t, stream)) {
       ++run.order_next;
+      progress = true;
       continue;
     }
-    TaskState& ts = run.tasks_state[t];
-    const bool skipped = ts.status == TaskStatus::cancelled || ts.status == TaskStatus::failed;
-    if (!skipped && (ts.status != TaskStatus::pending || !ts.ready)) break;
-    ++run.order_next;
-    ++run.stream_next[s];
-    progress = true;
-    if (skipped) {
-      watch_stream_tail(run, stream);
-      continue;
-    }
-    launch_device(run, t);
-    if (ts.status == TaskStatus::failed) watch_stream_tail(run, stream);
+    break;
   }
   return progress;
 }
 
 bool Executor::advance_stream(Run& run, int stream) {
-  const auto s = static_cast<std::size_t>(stream);
-  const auto& queue = run.stream_plan(s);
-  auto& next = run.stream_next[s];
+  const auto& queue = run.stream_plan(static_cast<std::size_t>(stream));
+  auto& next = run.stream_next[static_cast<std::size_t>(stream)];
   bool progress = false;
-  while (next < queue.size()) {
-    const auto t = queue[next];
-    TaskState& ts = run.tasks_state[t];
-    if (ts.status == TaskStatus::cancelled || ts.status == TaskStatus::failed) {
-      // Skipped: the work already launched on this stream must still be seen to finish.
-      ++next;
-      watch_stream_tail(run, stream);
-      progress = true;
-      continue;
-    }
-    if (ts.status != TaskStatus::pending || !ts.ready) break;
-    ++next;
-    launch_device(run, t);
-    if (ts.status == TaskStatus::failed) watch_stream_tail(run, stream);
-    progress = true;
-  }
+  while (next < queue.size() && take_next_on_stream(run, queue[next], stream)) progress = true;
   return progress;
 }
 

@@ -48,6 +48,9 @@ class CopyEngine {
   virtual void enqueue(const Tensor& src, const Tensor& dst, StreamView stream) = 0;
   /// A staged copy (pageable <-> device), completing on its own.
   virtual Completion start(const Tensor& src, const Tensor& dst) = 0;
+  /// Refuses a copy no path can make (mismatched tensors, layouts the path
+  /// cannot take), saying what was expected. @throws InvalidArgument.
+  virtual void check(const Tensor& src, const Tensor& dst) const = 0;
   /// A copy between host spaces, on the calling thread.
   virtual void host_copy(const Tensor& src, const Tensor& dst) = 0;
   /// Device scratch memory for work on `stream`, given back when released.
@@ -88,8 +91,6 @@ class Executor {
   bool poisoned() const noexcept { return poisoned_.load(std::memory_order_acquire); }
   /// Records `error` as poisoning the runtime when it is a sticky CUDA error.
   void note_error(const std::exception_ptr& error);
-  /// Runs teardown work on a host worker (never on the scheduling thread).
-  void post_cleanup(std::function<void()> job);
 
   struct Run;
   struct Waker;
@@ -122,6 +123,9 @@ class Executor {
   void start_run(Run& run);
   void make_ready(Run& run, std::uint32_t t);
   void satisfy(Run& run, std::uint32_t t);
+  /// Launches (or passes, if cancelled or failed) task t, the next of its
+  /// plan stream; false when it is not ready yet.
+  bool take_next_on_stream(Run& run, std::uint32_t t, int stream);
   bool advance_in_plan_order(Run& run);
   bool advance_stream(Run& run, int stream);
   void watch_stream_tail(Run& run, int stream);

@@ -114,6 +114,7 @@ struct Runtime::Impl final : detail::CopyEngine {
   void host_copy(const Tensor& src, const Tensor& dst) override {
     detail::copy_strided_on_host(src, dst);
   }
+  void check(const Tensor& src, const Tensor& dst) const override;
   // Scratch memory from the default device's pool, for use on `stream`.
   std::shared_ptr<detail::Storage> workspace(std::size_t bytes, StreamView stream) override {
     auto& owner = device_owner(options.device);
@@ -365,31 +366,27 @@ Tensor Runtime::provide(void* data, DType dtype, const Shape& shape, Memory memo
 
 // A stream-ordered copy on `stream`: within a device (a gather kernel for a
 // strided source), between devices (peer), or between pinned host and a device.
-void Runtime::Impl::enqueue(const Tensor& src, const Tensor& dst, StreamView stream) {
+void Runtime::Impl::check(const Tensor& src, const Tensor& dst) const {
   check_copy_pair(src, dst);
+  if (!same_view(src, dst) && src.numel() != 0) check_copy_path(src, dst);
+}
+
+// @pre check(src, dst) passed (at submit).
+void Runtime::Impl::enqueue(const Tensor& src, const Tensor& dst, StreamView stream) {
   if (same_view(src, dst) || src.numel() == 0) return;
   const Memory from = src.memory();
   const Memory to = dst.memory();
   if (from.is_device() && to == from) {
-    if (!dst.is_contiguous()) {
-      throw InvalidArgument("copy: the destination " + dst.describe() + " must be contiguous");
-    }
     detail::DeviceGuard guard(from.device());
     if (src.is_contiguous()) {
       LOOM_CUDA_CHECK(
           cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToDevice, stream));
     } else {
-      if (src.dtype() == DType::i4) {
-        throw InvalidArgument("copy: a strided i4 tensor cannot be gathered; " + src.describe());
-      }
       kernels::strided_copy(src.data(), detail::layout_of(src), dst.data(), src.numel(),
                             bits_of(src.dtype()) / 8, stream);
     }
     return;
   }
-  const char* path = "between memory spaces";
-  require_contiguous(src, "source", path);
-  require_contiguous(dst, "destination", path);
   if (from == Memory::pageable || to == Memory::pageable || (from.is_host() && to.is_host())) {
     throw InternalError("copy: " + from.to_string() + " to " + to.to_string() +
                         " is not a stream-ordered path");
@@ -413,11 +410,8 @@ void Runtime::Impl::enqueue(const Tensor& src, const Tensor& dst, StreamView str
 
 // A staged copy between pageable host memory and a device. The run that
 // starts it holds both tensors until it has seen the copy end.
+// @pre check(src, dst) passed (at submit).
 Completion Runtime::Impl::start(const Tensor& src, const Tensor& dst) {
-  check_copy_pair(src, dst);
-  const char* path = "between pageable host memory and a device";
-  require_contiguous(src, "source", path);
-  require_contiguous(dst, "destination", path);
   const bool upload = dst.memory().is_device();
   auto& owner = device_owner((upload ? dst : src).memory().device());
   auto& engine = staging_for(owner.device());
@@ -430,7 +424,6 @@ Completion Runtime::copy(const Tensor& src, const Tensor& dst) {
   m.executor->throw_if_poisoned();
   check_copy_pair(src, dst);
   if (same_view(src, dst) || src.numel() == 0) return Completion();
-  check_copy_path(src, dst);
   const Memory from = src.memory();
   const Memory to = dst.memory();
   const auto other_device = [&](Memory x) {
@@ -441,6 +434,7 @@ Completion Runtime::copy(const Tensor& src, const Tensor& dst) {
     // data, and later runs over it follow the copy.
     return m.executor->submit_copy(src, dst);
   }
+  check_copy_path(src, dst);
   // Another device's memory: on the loom stream of the destination's device
   // (or the source's), ordered after the work queued there, not after runs.
   auto& owner = m.device_owner(to.is_device() ? to.device() : from.device());

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/cpu.hpp"
 #include "support/seed.hpp"
 
 #include <algorithm>
@@ -28,12 +29,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-loom::RuntimeOptions cpu(int workers = 0) {
-  loom::RuntimeOptions o;
-  o.backend = loom::Backend::cpu;
-  o.workers = workers;
-  return o;
-}
+using loom::test::cpu;
 
 TEST(ExecutorCpu, RunsOpsInDependencyOrder) {
   loom::Runtime rt(cpu());

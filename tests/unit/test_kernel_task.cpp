@@ -8,15 +8,13 @@
 
 #include <gtest/gtest.h>
 
+#include "support/cpu.hpp"
+
 #include <string>
 
 namespace {
 
-loom::RuntimeOptions cpu() {
-  loom::RuntimeOptions o;
-  o.backend = loom::Backend::cpu;
-  return o;
-}
+using loom::test::cpu;
 
 TEST(KernelTask, RunsItsCpuVersionOnTheCpuBackend) {
   loom::Runtime rt(cpu());

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/cpu.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -20,12 +22,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-loom::RuntimeOptions cpu(int workers = 0) {
-  loom::RuntimeOptions o;
-  o.backend = loom::Backend::cpu;
-  o.workers = workers;
-  return o;
-}
+using loom::test::cpu;
 
 // Runs `body` on its own thread; false if it did not return within `limit`
 // (a deadlock). The thread is then left behind: the test has failed anyway.
@@ -381,6 +378,26 @@ TEST(MemoryGivenBack, ACompletionMayOutliveItsRuntime) {
   }
   EXPECT_TRUE(c.ready());
   EXPECT_NO_THROW(c.wait());
+}
+
+}  // namespace
+
+namespace {
+
+// A copy task is checked at submit like an op's inputs, not at its launch.
+TEST(CopyTasks, ALayoutNoPathTakesIsRefusedAtSubmitNamingTheTask) {
+  loom::Runtime rt(cpu());
+  auto src = rt.tensor<float>({4, 4});
+  auto dst = rt.tensor<float>({4, 4}).transpose(0, 1);
+  loom::Graph g;
+  g.copy(src, dst, {.name = "to a transpose"});
+  try {
+    (void)rt.submit(g);
+    FAIL() << "a copy into a strided destination was accepted";
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_EQ(e.task(), "to a transpose");
+    EXPECT_NE(std::string(e.what()).find("contiguous"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/cpu.hpp"
 #include "support/seed.hpp"
 
 #include <cstring>
@@ -16,11 +17,7 @@
 
 namespace {
 
-loom::RuntimeOptions cpu() {
-  loom::RuntimeOptions o;
-  o.backend = loom::Backend::cpu;
-  return o;
-}
+using loom::test::cpu;
 
 std::vector<float> iota_floats(std::size_t n) {
   std::vector<float> v(n);
