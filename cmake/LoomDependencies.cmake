@@ -1,5 +1,8 @@
-# Every dependency comes from the system; nothing is vendored or downloaded.
+# Every dependency comes from the system, except CUTLASS/CuTe's headers, which
+# scripts/setup.sh fetches into a project-local folder (nothing is vendored).
 find_package(CUDAToolkit REQUIRED)
+# Header-only and private to the kernels: the installed package needs none.
+find_package(CUTLASS 4.0 REQUIRED)
 find_package(NCCL REQUIRED)
 find_package(Threads REQUIRED)
 

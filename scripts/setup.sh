@@ -17,6 +17,9 @@ command -v cmake >/dev/null || need_packages+=(cmake)
 command -v ninja >/dev/null || need_packages+=(ninja-build)
 command -v g++ >/dev/null || need_packages+=(g++)
 command -v clang-format >/dev/null || need_packages+=(clang-format)
+# CUTLASS's headers come from a Python package's wheel (fetch-cutlass.sh).
+command -v python3 >/dev/null || need_packages+=(python3)
+python3 -m pip --version >/dev/null 2>&1 || need_packages+=(python3-pip)
 if [ "${LOOM_WITH_MPI:-ON}" != "OFF" ]; then
   command -v mpicxx >/dev/null || need_packages+=(libopenmpi-dev)
   command -v mpirun >/dev/null || need_packages+=(openmpi-bin)
@@ -34,3 +37,6 @@ if [ ${#need_packages[@]} -gt 0 ]; then
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${need_packages[@]}"
 fi
+
+# CUTLASS/CuTe headers, project-local (a private, header-only dependency).
+"$(dirname "$0")/fetch-cutlass.sh"

@@ -6,6 +6,7 @@
 
 #include "elementwise/map.hpp"
 #include "elementwise/vector_add.hpp"
+#include "ops/checks.hpp"
 #include "testing/spin.hpp"
 
 #include <string>
@@ -13,32 +14,10 @@
 namespace loom::ops {
 namespace {
 
-void require_f32_contiguous(const Tensor& t, const char* op, const char* role) {
-  if (!t.defined()) throw InvalidArgument(std::string(op) + ": " + role + " is undefined");
-  if (t.dtype() != DType::f32) {
-    throw InvalidArgument(std::string(op) + ": " + role + " must be f32, got " + t.describe());
-  }
-  if (!t.is_contiguous()) {
-    throw InvalidArgument(std::string(op) + ": " + role + " must be contiguous, got " +
-                          t.describe());
-  }
-}
-
-void require_same_shape(const Tensor& a, const Tensor& b, const char* op, const char* roles) {
-  if (!(a.shape() == b.shape())) {
-    throw InvalidArgument(std::string(op) + ": " + roles + " must have one shape; got " +
-                          a.shape().to_string() + " and " + b.shape().to_string());
-  }
-}
-
-void require_same_memory(const Tensor& a, const Tensor& b, const char* op) {
-  if (!(a.memory() == b.memory())) {
-    throw InvalidArgument(std::string(op) + ": all tensors must be in one memory space; got " +
-                          a.memory().to_string() + " and " + b.memory().to_string());
-  }
-}
-
-std::size_t count(const Tensor& t) { return static_cast<std::size_t>(t.numel()); }
+using detail::count;
+using detail::require_f32_contiguous;
+using detail::require_same_memory;
+using detail::require_same_shape;
 
 class VectorAdd final : public Op {
  public:

@@ -1,0 +1,1 @@
+# kernels/elementwise: its benchmark (bench/CMakeLists.txt includes this), with loom_add_benchmark.

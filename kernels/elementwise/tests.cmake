@@ -1,0 +1,1 @@
+# kernels/elementwise: its tests (tests/CMakeLists.txt includes this), with loom_add_gtest.

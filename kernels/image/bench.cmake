@@ -1,0 +1,1 @@
+# kernels/image: its benchmark (bench/CMakeLists.txt includes this), with loom_add_benchmark.

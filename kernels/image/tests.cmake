@@ -1,0 +1,1 @@
+# kernels/image: its tests (tests/CMakeLists.txt includes this), with loom_add_gtest.

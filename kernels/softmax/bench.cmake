@@ -1,0 +1,1 @@
+# kernels/softmax: its benchmark (bench/CMakeLists.txt includes this), with loom_add_benchmark.

@@ -1,0 +1,2 @@
+# kernels/softmax: sources of libloom (src/CMakeLists.txt includes this).
+list(APPEND loom_family_sources)
