@@ -83,6 +83,9 @@ inline cudaStream_t cuda_stream(const KernelContext& k) noexcept {
 /// Throws the loom::CudaError for a failed launch, naming the running task
 /// (launch() calls it; so may a user's own launch wrapper).
 [[noreturn]] LOOM_API void throw_launch_error(cudaError_t code, const char* call);
+/// The same, naming the source file and line of the failed call too.
+[[noreturn]] LOOM_API void throw_launch_error(cudaError_t code, const char* call, const char* file,
+                                              int line);
 
 /// Launches `kernel<<<grid, block, shared_bytes, task stream>>>(args...)`
 /// through cudaLaunchKernelEx. A launch error (a bad configuration, too much

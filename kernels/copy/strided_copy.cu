@@ -1,6 +1,6 @@
 #include "copy/strided_copy.hpp"
 
-#include "cuda/check.hpp"
+#include "common/check.hpp"
 
 #include <loom/error.hpp>
 
@@ -39,7 +39,7 @@ void launch(const void* src, const StridedLayout& layout, void* dst, std::int64_
   const unsigned blocks = static_cast<unsigned>(wanted < 65535 * 4 ? wanted : 65535 * 4);
   strided_copy_kernel<Word><<<blocks, kBlock, 0, stream>>>(static_cast<const Word*>(src), layout,
                                                            static_cast<Word*>(dst), numel);
-  LOOM_CUDA_CHECK_LAUNCH("strided_copy kernel launch");
+  LOOM_KERNEL_CHECK_LAUNCH("strided_copy kernel launch");
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #include "elementwise/map.hpp"
 
-#include "cuda/check.hpp"
+#include "common/check.hpp"
 
 #include <algorithm>
 
@@ -36,7 +36,7 @@ unsigned blocks_for(std::size_t n) {
 void fill(float* t, std::size_t n, float value, StreamView stream) {
   if (n == 0) return;
   fill_kernel<<<blocks_for(n), kBlock, 0, stream>>>(t, n, value);
-  LOOM_CUDA_CHECK_LAUNCH("fill kernel launch");
+  LOOM_KERNEL_CHECK_LAUNCH("fill kernel launch");
 }
 
 void fill_reference(float* t, std::size_t n, float value) noexcept { std::fill(t, t + n, value); }
@@ -44,7 +44,7 @@ void fill_reference(float* t, std::size_t n, float value) noexcept { std::fill(t
 void scale_copy(const float* src, float* dst, std::size_t n, float alpha, StreamView stream) {
   if (n == 0) return;
   scale_copy_kernel<<<blocks_for(n), kBlock, 0, stream>>>(src, dst, n, alpha);
-  LOOM_CUDA_CHECK_LAUNCH("scale_copy kernel launch");
+  LOOM_KERNEL_CHECK_LAUNCH("scale_copy kernel launch");
 }
 
 void scale_copy_reference(const float* src, float* dst, std::size_t n, float alpha) noexcept {

@@ -1,6 +1,6 @@
 #include "elementwise/vector_add.hpp"
 
-#include "cuda/check.hpp"
+#include "common/check.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -74,8 +74,8 @@ void vector_add(const float* a, const float* b, float* c, std::size_t n, StreamV
     case VectorAddVariant::grid_stride: {
       int device = 0;
       int sms = 0;
-      LOOM_CUDA_CHECK(cudaGetDevice(&device));
-      LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+      LOOM_KERNEL_CHECK(cudaGetDevice(&device));
+      LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
       const unsigned wanted = blocks_for(n);
       const unsigned cap = static_cast<unsigned>(sms) * 8U;
       const unsigned blocks = std::min(wanted, cap);
@@ -91,7 +91,7 @@ void vector_add(const float* a, const float* b, float* c, std::size_t n, StreamV
       break;
     }
   }
-  LOOM_CUDA_CHECK_LAUNCH("vector_add kernel launch");
+  LOOM_KERNEL_CHECK_LAUNCH("vector_add kernel launch");
 }
 
 void vector_add_reference(const float* a, const float* b, float* c, std::size_t n) noexcept {

@@ -1,6 +1,6 @@
 #include "testing/spin.hpp"
 
-#include "cuda/check.hpp"
+#include "common/check.hpp"
 
 #include <chrono>
 #include <thread>
@@ -22,7 +22,7 @@ __global__ void spin_kernel(float* gT, std::int64_t nanoseconds) {
 
 void spin(float* t, std::int64_t microseconds, StreamView stream) {
   spin_kernel<<<1, 1, 0, stream>>>(t, microseconds * 1000);
-  LOOM_CUDA_CHECK_LAUNCH("spin kernel launch");
+  LOOM_KERNEL_CHECK_LAUNCH("spin kernel launch");
 }
 
 void spin_reference(float* t, std::int64_t microseconds) {

@@ -78,4 +78,8 @@ void throw_launch_error(cudaError_t code, const char* call) {
   detail::throw_cuda_error(code, call, "", 0);
 }
 
+void throw_launch_error(cudaError_t code, const char* call, const char* file, int line) {
+  detail::throw_cuda_error(code, call, file, line);
+}
+
 }  // namespace loom
