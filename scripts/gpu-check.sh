@@ -3,6 +3,8 @@
 # suite and the benchmarks, keep the logs, print a short summary table last.
 # Logs go to $OUT when it is set (the GPU machine's results folder), else to
 # build-gpu/logs. Usage: scripts/gpu-check.sh [benchmark filter regex]
+# CUTLASS's headers: .deps/cutlass (scripts/setup.sh fetches them; a machine
+# that cannot fetch gets the folder carried with the tree), or CUTLASS_ROOT.
 # Optional, through the environment:
 #   LOOM_BASELINE_DIR=<tree>   also build that tree (an earlier commit with new
 #                              tests copied in) and run LOOM_BASELINE_FILTER of
@@ -24,6 +26,10 @@ status() { [ "$1" -eq 0 ] && echo ok || echo "FAILED ($1)"; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv >"$logs/gpu.txt" 2>&1
 start=$(date +%s)
+if [ ! -f .deps/cutlass/include/cute/tensor.hpp ] && [ -z "${CUTLASS_ROOT:-}" ]; then
+  echo "loom gpu-check: CUTLASS's headers are missing: run scripts/setup.sh here, or bring" \
+    ".deps/cutlass with the tree" >&2
+fi
 baseline_pid=""
 if [ -n "${LOOM_BASELINE_DIR:-}" ] && [ -d "$LOOM_BASELINE_DIR" ]; then
   ( cmake -S "$LOOM_BASELINE_DIR" -B build-baseline -G Ninja -DCMAKE_BUILD_TYPE=Release \

@@ -4,7 +4,7 @@
 // to the owner when the last tensor viewing it is gone. Provided storage
 // wraps a user's pointer and gives nothing back.
 
-#include "memory/caching_allocator.hpp"
+#include "core/allocation.hpp"
 
 #include <loom/memory.hpp>
 
@@ -23,6 +23,18 @@ struct Storage;
 
 /// The bytes a view can touch: [lo, hi) in its storage's address space.
 std::pair<std::uintptr_t, std::uintptr_t> byte_span(const Tensor& t);
+
+/// How strided tensors are gathered within one memory space. The copy paths
+/// (src/transfer) implement it; the runtime gives each owner its own, so that
+/// the layers below transfer need not know how copies are made.
+class StridedCopier {
+ public:
+  virtual ~StridedCopier() = default;
+  /// dst = src, same shape and dtype, both in one space; dst contiguous.
+  /// `stream`: 0 on the host (done when it returns), else the device stream
+  /// it is enqueued on.
+  virtual void copy_strided(const Tensor& src, const Tensor& dst, std::uintptr_t stream) const = 0;
+};
 
 /// One memory space's source of storage: a pool, its default stream, and
 /// how to copy strided tensors within the space.

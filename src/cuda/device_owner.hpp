@@ -1,9 +1,11 @@
 #pragma once
 // Storage in one device's memory, from its caching pool, for use on the
 // owner's stream (a non-blocking stream: the device's default loom stream).
+// Strided copies go through the copier the runtime gives (src/transfer).
 
 #include "core/storage.hpp"
 #include "cuda/stream.hpp"
+#include "memory/caching_allocator.hpp"
 
 #include <memory>
 
@@ -11,7 +13,7 @@ namespace loom::detail {
 
 class DeviceOwner final : public MemoryOwner {
  public:
-  DeviceOwner(int device, std::shared_ptr<CachingAllocator> pool);
+  DeviceOwner(int device, std::shared_ptr<CachingAllocator> pool, const StridedCopier& copier);
 
   Memory memory() const noexcept override { return Memory::on_device(device_); }
   std::shared_ptr<Storage> allocate(std::size_t bytes) override;
@@ -28,6 +30,7 @@ class DeviceOwner final : public MemoryOwner {
   int device_;
   std::shared_ptr<CachingAllocator> pool_;
   Stream stream_;
+  const StridedCopier* copier_;
 };
 
 inline std::uintptr_t key_of(StreamView s) noexcept {

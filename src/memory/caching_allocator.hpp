@@ -35,6 +35,7 @@
 // Steady state allocates nothing: free lists are intrusive, and block
 // records are recycled.
 
+#include "core/allocation.hpp"
 #include "memory/event_source.hpp"
 #include "memory/upstream.hpp"
 
@@ -46,15 +47,6 @@
 #include <string>
 
 namespace loom::detail {
-
-struct Block;
-
-/// One allocation. Empty (size 0, null pointer) for a 0-byte request.
-struct Allocation {
-  void* ptr = nullptr;
-  std::size_t size = 0;  ///< the requested size
-  Block* block = nullptr;
-};
 
 class CachingAllocator {
  public:

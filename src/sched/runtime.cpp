@@ -2,7 +2,6 @@
 #include <loom/error.hpp>
 #include <loom/runtime.hpp>
 
-#include "copy/strided_copy.hpp"
 #include "core/completion_state.hpp"
 #include "core/log.hpp"
 #include "core/storage.hpp"
@@ -12,9 +11,11 @@
 #include "cuda/device_guard.hpp"
 #include "cuda/device_owner.hpp"
 #include "cuda/event_pool.hpp"
-#include "cuda/staging.hpp"
 #include "memory/host_owner.hpp"
 #include "sched/executor.hpp"
+#include "transfer/copy_paths.hpp"
+#include "transfer/staging.hpp"
+#include "transfer/strided.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -57,7 +58,8 @@ struct Runtime::Impl final : detail::CopyEngine {
     auto& owner = devices[static_cast<std::size_t>(device)];
     if (!owner) {
       auto pool = std::make_shared<CachingAllocator>(detail::make_device_upstream(device), events);
-      owner = std::make_shared<DeviceOwner>(device, std::move(pool));
+      owner =
+          std::make_shared<DeviceOwner>(device, std::move(pool), detail::device_strided_copier());
       completion_events[static_cast<std::size_t>(device)] =
           std::make_unique<detail::EventPool>(device);
     }
@@ -143,75 +145,6 @@ struct Runtime::Impl final : detail::CopyEngine {
 
 namespace {
 
-void check_copy_pair(const Tensor& src, const Tensor& dst) {
-  if (!src.defined() || !dst.defined()) {
-    throw InvalidArgument(std::string("copy: the ") + (src.defined() ? "destination" : "source") +
-                          " is an undefined tensor");
-  }
-  if (src.dtype() != dst.dtype() || !(src.shape() == dst.shape())) {
-    throw InvalidArgument(
-        "copy: the destination must have the source's dtype and shape; source is " +
-        src.describe() + ", destination is " + dst.describe());
-  }
-  const bool same = src.shares_storage_with(dst) && src.offset() == dst.offset() &&
-                    src.strides() == dst.strides();
-  if (!same && src.shares_storage_with(dst)) {
-    const auto [slo, shi] = detail::byte_span(src);
-    const auto [dlo, dhi] = detail::byte_span(dst);
-    if (slo < dhi && dlo < shi) {
-      throw InvalidArgument("copy: the source " + src.describe() + " and the destination " +
-                            dst.describe() + " overlap in memory");
-    }
-  }
-  // Packed int4: an odd count ends in half a byte, which a byte copy would
-  // overwrite in its neighbour.
-  if (src.dtype() == DType::i4 && src.numel() % 2 != 0 &&
-      (dst.offset() != 0 || dst.nbytes() != detail::TensorAccess::storage(dst)->bytes)) {
-    throw InvalidArgument(
-        "copy: an odd number of i4 elements can only be copied into a whole "
-        "tensor, not into " +
-        dst.describe());
-  }
-}
-
-void require_contiguous(const Tensor& t, const char* role, const char* path) {
-  if (!t.is_contiguous()) {
-    throw InvalidArgument(std::string("copy: the ") + role + " " + t.describe() +
-                          " must be contiguous for a copy " + path +
-                          (std::string(role) == "source" ? "; call contiguous() first"
-                                                         : "; copy into a contiguous tensor"));
-  }
-}
-
-// What each path can take, checked before the copy is queued, so that bad
-// input is refused at the call (as the paths themselves would refuse it).
-void check_copy_path(const Tensor& src, const Tensor& dst) {
-  const Memory from = src.memory();
-  const Memory to = dst.memory();
-  if ((from.is_host() && to.is_host()) || (from.is_device() && to == from)) {
-    if (!dst.is_contiguous()) {
-      throw InvalidArgument("copy: the destination " + dst.describe() + " must be contiguous");
-    }
-    if (!src.is_contiguous() && src.dtype() == DType::i4) {
-      throw InvalidArgument("copy: a strided i4 tensor cannot be gathered; " + src.describe());
-    }
-    return;
-  }
-  const char* path = from == Memory::pageable || to == Memory::pageable
-                         ? "between pageable host memory and a device"
-                         : "between memory spaces";
-  require_contiguous(src, "source", path);
-  require_contiguous(dst, "destination", path);
-}
-
-bool same_view(const Tensor& a, const Tensor& b) {
-  return a.shares_storage_with(b) && a.offset() == b.offset() && a.strides() == b.strides();
-}
-
-}  // namespace
-
-namespace {
-
 Backend backend_from_environment(Backend asked) {
   if (asked != Backend::automatic) return asked;
   const char* env = std::getenv("LOOM_DEVICE");
@@ -240,7 +173,8 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
   m.cpu_asked = backend == Backend::cpu;
   m.gpu = !m.cpu_asked && cuda_availability().available;
   m.pageable = std::make_shared<HostOwner>(
-      Memory::pageable, std::make_shared<CachingAllocator>(detail::make_host_upstream(), nullptr));
+      Memory::pageable, std::make_shared<CachingAllocator>(detail::make_host_upstream(), nullptr),
+      detail::host_strided_copier());
   if (m.gpu) {
     if (options.device < 0 || options.device >= device_count()) {
       throw NoDevice(NoDevice::Reason::device_out_of_range,
@@ -250,7 +184,8 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
     m.events = std::make_shared<detail::CudaEventSource>();
     m.pinned = std::make_shared<HostOwner>(
         Memory::pinned,
-        std::make_shared<CachingAllocator>(detail::make_pinned_upstream(), m.events));
+        std::make_shared<CachingAllocator>(detail::make_pinned_upstream(), m.events),
+        detail::host_strided_copier());
     m.devices.resize(static_cast<std::size_t>(device_count()));
     m.completion_events.resize(static_cast<std::size_t>(device_count()));
     detail::logger().info("loom runtime: CUDA backend on device {} ({} device(s))", options.device,
@@ -364,48 +299,13 @@ Tensor Runtime::provide(void* data, DType dtype, const Shape& shape, Memory memo
   return detail::TensorAccess::make(std::move(storage), dtype, shape, s, 0);
 }
 
-// A stream-ordered copy on `stream`: within a device (a gather kernel for a
-// strided source), between devices (peer), or between pinned host and a device.
 void Runtime::Impl::check(const Tensor& src, const Tensor& dst) const {
-  check_copy_pair(src, dst);
-  if (!same_view(src, dst) && src.numel() != 0) check_copy_path(src, dst);
+  detail::check_copy(src, dst);
 }
 
 // @pre check(src, dst) passed (at submit).
 void Runtime::Impl::enqueue(const Tensor& src, const Tensor& dst, StreamView stream) {
-  if (same_view(src, dst) || src.numel() == 0) return;
-  const Memory from = src.memory();
-  const Memory to = dst.memory();
-  if (from.is_device() && to == from) {
-    detail::DeviceGuard guard(from.device());
-    if (src.is_contiguous()) {
-      LOOM_CUDA_CHECK(
-          cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToDevice, stream));
-    } else {
-      kernels::strided_copy(src.data(), detail::layout_of(src), dst.data(), src.numel(),
-                            bits_of(src.dtype()) / 8, stream);
-    }
-    return;
-  }
-  if (from == Memory::pageable || to == Memory::pageable || (from.is_host() && to.is_host())) {
-    throw InternalError("copy: " + from.to_string() + " to " + to.to_string() +
-                        " is not a stream-ordered path");
-  }
-  const std::size_t bytes = src.nbytes();
-  if (from.is_device() && to.is_device()) {
-    detail::DeviceGuard guard(to.device());
-    LOOM_CUDA_CHECK(
-        cudaMemcpyPeerAsync(dst.data(), to.device(), src.data(), from.device(), bytes, stream));
-  } else {
-    LOOM_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDefault, stream));
-  }
-  // Pinned (or another device's) memory is now used on this stream.
-  for (const Tensor* t : {&src, &dst}) {
-    const auto& storage = detail::TensorAccess::storage(*t);
-    if (storage->stream != detail::key_of(stream)) {
-      storage->owner->record_stream(*storage, detail::key_of(stream));
-    }
-  }
+  detail::enqueue_stream_copy(src, dst, stream);
 }
 
 // A staged copy between pageable host memory and a device. The run that
@@ -422,8 +322,8 @@ Completion Runtime::Impl::start(const Tensor& src, const Tensor& dst) {
 Completion Runtime::copy(const Tensor& src, const Tensor& dst) {
   auto& m = *impl_;
   m.executor->throw_if_poisoned();
-  check_copy_pair(src, dst);
-  if (same_view(src, dst) || src.numel() == 0) return Completion();
+  detail::check_copy_pair(src, dst);
+  if (detail::same_view(src, dst) || src.numel() == 0) return Completion();
   const Memory from = src.memory();
   const Memory to = dst.memory();
   const auto other_device = [&](Memory x) {
@@ -434,7 +334,7 @@ Completion Runtime::copy(const Tensor& src, const Tensor& dst) {
     // data, and later runs over it follow the copy.
     return m.executor->submit_copy(src, dst);
   }
-  check_copy_path(src, dst);
+  detail::check_copy_path(src, dst);
   // Another device's memory: on the loom stream of the destination's device
   // (or the source's), ordered after the work queued there, not after runs.
   auto& owner = m.device_owner(to.is_device() ? to.device() : from.device());

@@ -1,4 +1,4 @@
-#include "cuda/staging.hpp"
+#include "transfer/staging.hpp"
 
 #include "core/completion_state.hpp"
 #include "core/log.hpp"
