@@ -94,17 +94,19 @@ std::string with_number(const char* prefix, int k, const char* suffix = "") {
 
 std::string reg(int k) { return with_number("r", k); }
 
-// The same arithmetic as functors.hpp, as text.
+// The same arithmetic as functors.hpp, as text (products and sums rounded on
+// their own, as there, so that fusing changes no result).
 std::string instruction_expr(const FusedInstr& in) {
   const std::string a = reg(in.a);
   const std::string b = reg(in.b);
   switch (in.op) {
     case FusedOpcode::input: return with_number("x", in.index, "[e]");
     case FusedOpcode::constant: return with_number("p.c[", in.index, "]");
-    case FusedOpcode::add: return a + " + " + b;
-    case FusedOpcode::mul: return a + " * " + b;
+    case FusedOpcode::add: return "__fadd_rn(" + a + ", " + b + ")";
+    case FusedOpcode::mul: return "__fmul_rn(" + a + ", " + b + ")";
     case FusedOpcode::axpby:
-      return with_number("p.c[", in.index, "] * ") + a + with_number(" + p.c[", in.index + 1, "] * ") + b;
+      return with_number("__fadd_rn(__fmul_rn(p.c[", in.index, "], ") + a +
+             with_number("), __fmul_rn(p.c[", in.index + 1, "], ") + b + "))";
     case FusedOpcode::relu: return a + " < 0.0f ? 0.0f : " + a;
     case FusedOpcode::gelu_tanh:
       return "0.5f * " + a + " * (1.0f + tanhf(0.7978845608028654f * (" + a + " + 0.044715f * " +
