@@ -20,6 +20,7 @@
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 namespace loom::kernels {
 namespace {
@@ -126,7 +127,8 @@ void check_program(const FusedProgram& p) {
                 std::to_string(p.inputs.size()));
   }
   for (DType d : p.inputs) {
-    if (!is_float(d)) bad_program("inputs must be f32, f16 or bf16, got " + std::string(to_string(d)));
+    if (!is_float(d))
+      bad_program("inputs must be f32, f16 or bf16, got " + std::string(to_string(d)));
   }
   if (!is_float(p.output)) {
     bad_program("the output must be f32, f16 or bf16, got " + std::string(to_string(p.output)));
@@ -175,8 +177,7 @@ std::string fused_source(const FusedProgram& p) {
     << "(const loom_fused_params p) {\n";
   // Block b owns kBlock * U consecutive vectors; thread t takes vectors t,
   // t + kBlock, ...: each warp's accesses are contiguous, as in maps.cu.
-  s << "  const loom_u64 first = (loom_u64)blockIdx.x * " << kBlock
-    << " * LOOM_U + threadIdx.x;\n";
+  s << "  const loom_u64 first = (loom_u64)blockIdx.x * " << kBlock << " * LOOM_U + threadIdx.x;\n";
   s << "  loom_u64 at[LOOM_U];\n  bool whole[LOOM_U];\n";
   s << "  #pragma unroll\n  for (int u = 0; u < LOOM_U; ++u) {\n"
     << "    at[u] = (first + (loom_u64)u * " << kBlock << ") * LOOM_V;\n"
@@ -302,9 +303,8 @@ std::vector<char> nvrtc_compile(const std::string& source, int major, int minor)
     fail("nvrtcCreateProgram", rc);
   }
   // The program is destroyed on every path out.
-  const auto guard = std::unique_ptr<nvrtcProgram, void (*)(nvrtcProgram*)>(&program, [](auto* p) {
-    nvrtc().destroy(p);
-  });
+  const auto guard = std::unique_ptr<nvrtcProgram, void (*)(nvrtcProgram*)>(
+      &program, [](auto* p) { nvrtc().destroy(p); });
   const std::string arch = "--gpu-architecture=sm_" + std::to_string(major) + std::to_string(minor);
   const std::array<const char*, 2> options{arch.c_str(), "--std=c++17"};
   const nvrtcResult rc = n.compile(program, static_cast<int>(options.size()), options.data());
@@ -314,8 +314,8 @@ std::vector<char> nvrtc_compile(const std::string& source, int major, int minor)
     std::string log(size, '\0');
     if (size > 0) n.log(program, log.data());
     throw Error("fused_map: NVRTC could not compile the fused kernel for sm_" +
-                std::to_string(major) + std::to_string(minor) + " (" + n.error_string(rc) +
-                "):\n" + log + "\nsource:\n" + source);
+                std::to_string(major) + std::to_string(minor) + " (" + n.error_string(rc) + "):\n" +
+                log + "\nsource:\n" + source);
   }
   std::size_t size = 0;
   if (const auto r = n.cubin_size(program, &size); r != NVRTC_SUCCESS) fail("nvrtcGetCUBINSize", r);
@@ -379,19 +379,19 @@ struct FusedParams {
 
 }  // namespace
 
-void prepare_fused_map(const FusedProgram& program) {
-  (void)KernelCache::instance().get(fused_source(program));
-}
+FusedKernel::FusedKernel(FusedProgram program)
+    : program_(std::move(program)), source_(fused_source(program_)) {}
 
-void fused_map(const FusedProgram& program, const std::vector<const void*>& inputs, void* out,
-               std::size_t n, StreamView stream) {
-  const std::string source = fused_source(program);
-  if (inputs.size() != program.inputs.size()) {
-    bad_program("the chain reads " + std::to_string(program.inputs.size()) + " inputs, " +
+void FusedKernel::prepare() const { (void)KernelCache::instance().get(source_); }
+
+void FusedKernel::launch(const std::vector<const void*>& inputs, void* out, std::size_t n,
+                         StreamView stream) const {
+  if (inputs.size() != program_.inputs.size()) {
+    bad_program("the chain reads " + std::to_string(program_.inputs.size()) + " inputs, " +
                 std::to_string(inputs.size()) + " given");
   }
   if (n == 0) return;
-  const LoadedKernel k = KernelCache::instance().get(source);
+  const LoadedKernel k = KernelCache::instance().get(source_);
   FusedParams params{};
   bool aligned = reinterpret_cast<std::uintptr_t>(out) % kVectorBytes == 0;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -399,16 +399,23 @@ void fused_map(const FusedProgram& program, const std::vector<const void*>& inpu
     aligned = aligned && reinterpret_cast<std::uintptr_t>(inputs[i]) % kVectorBytes == 0;
   }
   params.out = out;
-  std::copy(program.constants.begin(), program.constants.end(), params.c);
+  std::copy(program_.constants.begin(), program_.constants.end(), params.c);
   params.n = n;
   params.vector_ok = aligned ? 1 : 0;
   void* args[] = {&params};
-  const std::size_t vectors = (n + static_cast<std::size_t>(elements_per_vector(program)) - 1) /
-                              static_cast<std::size_t>(elements_per_vector(program));
+  const auto per_vector = static_cast<std::size_t>(elements_per_vector(program_));
+  const std::size_t vectors = (n + per_vector - 1) / per_vector;
   const std::size_t per_block = std::size_t{kBlock} * kFusedVectorsPerThread;
   const auto blocks = static_cast<unsigned>((vectors + per_block - 1) / per_block);
   LOOM_KERNEL_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(k.kernel), dim3(blocks),
                                      dim3(kBlock), args, 0, stream));
+}
+
+void prepare_fused_map(const FusedProgram& program) { FusedKernel(program).prepare(); }
+
+void fused_map(const FusedProgram& program, const std::vector<const void*>& inputs, void* out,
+               std::size_t n, StreamView stream) {
+  FusedKernel(program).launch(inputs, out, n, stream);
 }
 
 // ---- the CPU interpreter --------------------------------------------------
@@ -465,7 +472,9 @@ void fused_map_reference(const FusedProgram& p, const std::vector<const void*>& 
             dst[e] = load(p.inputs[static_cast<std::size_t>(in.index)],
                           inputs[static_cast<std::size_t>(in.index)], begin + e);
             break;
-          case FusedOpcode::constant: dst[e] = p.constants[static_cast<std::size_t>(in.index)]; break;
+          case FusedOpcode::constant:
+            dst[e] = p.constants[static_cast<std::size_t>(in.index)];
+            break;
           case FusedOpcode::add: dst[e] = map_fn::Add{}(a[e], b[e]); break;
           case FusedOpcode::mul: dst[e] = map_fn::Mul{}(a[e], b[e]); break;
           case FusedOpcode::axpby:

@@ -59,9 +59,10 @@ enum class FusedOpcode : std::uint8_t { input, constant, add, mul, axpby, relu, 
 /// One instruction; its value is register k, k its position in the program.
 struct FusedInstr {
   FusedOpcode op = FusedOpcode::input;
-  int a = -1;     ///< first operand register
-  int b = -1;     ///< second operand register (add, mul, axpby)
-  int index = 0;  ///< input: the input; constant: its slot; axpby: alpha's slot (beta's is index + 1)
+  int a = -1;  ///< first operand register
+  int b = -1;  ///< second operand register (add, mul, axpby)
+  int index =
+      0;  ///< input: the input; constant: its slot; axpby: alpha's slot (beta's is index + 1)
   DType dtype = DType::f32;  ///< round: the dtype rounded to
 };
 
@@ -88,13 +89,32 @@ bool nvrtc_available(std::string* why = nullptr);
 /// @throws Error when NVRTC is missing or the compile fails (with its log).
 std::vector<char> nvrtc_compile(const std::string& source, int major, int minor);
 
-/// Compiles (once, cached for the process) the program's kernel for the
-/// current device. Blocks for the compile on a cache miss.
-void prepare_fused_map(const FusedProgram& program);
+/// A program with its generated source: made once, launched often (the
+/// source is the cache key; generating it costs microseconds a launch).
+class FusedKernel {
+ public:
+  /// @throws InvalidArgument as check_program.
+  explicit FusedKernel(FusedProgram program);
+  const FusedProgram& program() const noexcept { return program_; }
+  const std::string& source() const noexcept { return source_; }
+  /// Compiles (once, cached for the process) for the current device. Blocks
+  /// for the compile on a cache miss. @throws as nvrtc_compile; CudaError.
+  void prepare() const;
+  /// Enqueues out[i] = program(inputs...[i]) for i < n on `stream`: one
+  /// kernel. Device pointers, contiguous. out may be one of the inputs
+  /// (identical view). @throws InvalidArgument for the wrong number of
+  /// inputs; as prepare().
+  void launch(const std::vector<const void*>& inputs, void* out, std::size_t n,
+              StreamView stream) const;
 
-/// Enqueues out[i] = program(inputs...[i]) for i < n on `stream`: one
-/// kernel. Device pointers, contiguous. out may be one of the inputs
-/// (identical view). @throws as check_program and nvrtc_compile; CudaError.
+ private:
+  FusedProgram program_;
+  std::string source_;
+};
+
+/// FusedKernel(program).prepare().
+void prepare_fused_map(const FusedProgram& program);
+/// FusedKernel(program).launch(...): generates the source on every call.
 void fused_map(const FusedProgram& program, const std::vector<const void*>& inputs, void* out,
                std::size_t n, StreamView stream);
 

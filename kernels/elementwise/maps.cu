@@ -66,8 +66,9 @@ __device__ __forceinline__ void map_one(const F& f, const In* gX, const In* gY, 
 // Elements a 16-byte vector of the narrower operand holds; the wider operand
 // then moves a whole number of 16-byte vectors too.
 template <class In, class Out>
-constexpr int kElemsPerVector =
-    kVectorBytes / static_cast<int>(sizeof(In) < sizeof(Out) ? sizeof(In) : sizeof(Out));
+constexpr int kElemsPerVector = kVectorBytes / static_cast<int>(sizeof(In) < sizeof(Out)
+                                                                    ? sizeof(In)
+                                                                    : sizeof(Out));
 
 template <class T, int N>
 struct alignas(kVectorBytes) Pack {

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -256,9 +257,7 @@ class MapOp final : public Op {
   kernels::MapOperands operands() const {
     return {x_.data(), binary() ? y_.data() : nullptr, out_.data()};
   }
-  kernels::MapGeometry geometry() const {
-    return geometry_of(out_, x_, binary() ? &y_ : nullptr);
-  }
+  kernels::MapGeometry geometry() const { return geometry_of(out_, x_, binary() ? &y_ : nullptr); }
 
   MapKind kind_;
   Tensor x_, y_, out_;
@@ -321,8 +320,20 @@ class Lowering {
 
 class FusedMap final : public Op {
  public:
-  FusedMap(std::vector<Tensor> inputs, Tensor out, MapExpr expr)
-      : inputs_(std::move(inputs)), out_(std::move(out)), expr_(std::move(expr)) {}
+  // The chain is lowered and its source generated once, here; a malformed
+  // chain is reported by validate(), at submit, naming the task.
+  FusedMap(std::vector<Tensor> inputs, Tensor out, const MapExpr& expr)
+      : inputs_(std::move(inputs)), out_(std::move(out)) {
+    try {
+      kernels::FusedProgram p;
+      for (const auto& t : inputs_) p.inputs.push_back(t.defined() ? t.dtype() : DType::f32);
+      p.output = out_.defined() ? out_.dtype() : DType::f32;
+      Lowering(p).lower(node_of(expr).get());
+      kernel_.emplace(std::move(p));
+    } catch (const InvalidArgument& e) {
+      problem_ = e.what();
+    }
+  }
   std::string_view name() const noexcept override { return "fused_map"; }
   std::vector<Tensor> reads() const override { return inputs_; }
   std::vector<Tensor> writes() const override { return {out_}; }
@@ -345,30 +356,21 @@ class FusedMap final : public Op {
       require_same_memory(inputs_[i], out_, op);
       require_no_partial_overlap(inputs_[i], out_, op, role);
     }
-    const kernels::FusedProgram p = program();  // checks the chain
+    if (!kernel_) throw InvalidArgument(problem_);
     // Compile now, on the submitting thread, rather than on the scheduling
     // thread at the first run; the CPU backend never needs it, but where a
     // GPU is visible a runtime may well be a CUDA one.
-    if (cuda_availability().available && kernels::nvrtc_available()) kernels::prepare_fused_map(p);
+    if (cuda_availability().available && kernels::nvrtc_available()) kernel_->prepare();
   }
 
   void run_cpu() const override {
-    kernels::fused_map_reference(program(), pointers(), out_.data(), count(out_));
+    kernels::fused_map_reference(kernel_->program(), pointers(), out_.data(), count(out_));
   }
   void run_cuda(const ExecutionContext& ctx) const override {
-    kernels::fused_map(program(), pointers(), out_.data(), count(out_),
-                       StreamView(cuda_stream(ctx)));
+    kernel_->launch(pointers(), out_.data(), count(out_), StreamView(cuda_stream(ctx)));
   }
 
  private:
-  kernels::FusedProgram program() const {
-    kernels::FusedProgram p;
-    for (const auto& t : inputs_) p.inputs.push_back(t.dtype());
-    p.output = out_.dtype();
-    Lowering(p).lower(node_of(expr_).get());
-    kernels::check_program(p);
-    return p;
-  }
   std::vector<const void*> pointers() const {
     std::vector<const void*> v;
     for (const auto& t : inputs_) v.push_back(t.data());
@@ -377,7 +379,8 @@ class FusedMap final : public Op {
 
   std::vector<Tensor> inputs_;
   Tensor out_;
-  MapExpr expr_;
+  std::optional<kernels::FusedKernel> kernel_;
+  std::string problem_;
 };
 
 void describe(const loom::detail::MapNode& n, std::ostringstream& s) {
@@ -385,14 +388,42 @@ void describe(const loom::detail::MapNode& n, std::ostringstream& s) {
   switch (n.op) {
     case FusedOpcode::input: s << "in" << n.input; return;
     case FusedOpcode::constant: s << n.value; return;
-    case FusedOpcode::add: s << "add("; arg(0); s << ", "; arg(1); s << ")"; return;
-    case FusedOpcode::mul: s << "mul("; arg(0); s << ", "; arg(1); s << ")"; return;
-    case FusedOpcode::axpby:
-      s << "axpby(" << n.value << ", "; arg(0); s << ", " << n.beta << ", "; arg(1); s << ")";
+    case FusedOpcode::add:
+      s << "add(";
+      arg(0);
+      s << ", ";
+      arg(1);
+      s << ")";
       return;
-    case FusedOpcode::relu: s << "relu("; arg(0); s << ")"; return;
-    case FusedOpcode::gelu_tanh: s << "gelu_tanh("; arg(0); s << ")"; return;
-    case FusedOpcode::round: s << "cast("; arg(0); s << ", " << to_string(n.dtype) << ")"; return;
+    case FusedOpcode::mul:
+      s << "mul(";
+      arg(0);
+      s << ", ";
+      arg(1);
+      s << ")";
+      return;
+    case FusedOpcode::axpby:
+      s << "axpby(" << n.value << ", ";
+      arg(0);
+      s << ", " << n.beta << ", ";
+      arg(1);
+      s << ")";
+      return;
+    case FusedOpcode::relu:
+      s << "relu(";
+      arg(0);
+      s << ")";
+      return;
+    case FusedOpcode::gelu_tanh:
+      s << "gelu_tanh(";
+      arg(0);
+      s << ")";
+      return;
+    case FusedOpcode::round:
+      s << "cast(";
+      arg(0);
+      s << ", " << to_string(n.dtype) << ")";
+      return;
   }
 }
 
@@ -425,7 +456,8 @@ OpPtr cast(const Tensor& x, const Tensor& out) {
   return std::make_shared<MapOp>(MapKind::cast, x, Tensor{}, out, kernels::MapScalars{});
 }
 
-MapExpr::MapExpr(std::shared_ptr<const loom::detail::MapNode> node) noexcept : node_(std::move(node)) {}
+MapExpr::MapExpr(std::shared_ptr<const loom::detail::MapNode> node) noexcept
+    : node_(std::move(node)) {}
 
 MapExpr MapExpr::input(int index) {
   auto n = std::make_shared<loom::detail::MapNode>();
@@ -434,9 +466,7 @@ MapExpr MapExpr::input(int index) {
   return MapExpr(std::move(n));
 }
 
-MapExpr MapExpr::constant(float value) {
-  return make_node(FusedOpcode::constant, {}, value);
-}
+MapExpr MapExpr::constant(float value) { return make_node(FusedOpcode::constant, {}, value); }
 
 std::string MapExpr::to_string() const {
   if (!node_) return "(empty)";

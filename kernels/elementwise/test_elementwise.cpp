@@ -49,14 +49,14 @@ TEST(ElementwiseConvert, F16RoundsToNearestEven) {
   EXPECT_EQ(f32_to_f16_bits(65519.99F), 0x7BFF);
   EXPECT_EQ(f32_to_f16_bits(65520.0F), 0x7C00);  // the tie goes to the even side: infinity
   EXPECT_EQ(f32_to_f16_bits(std::numeric_limits<float>::infinity()), 0x7C00);
-  EXPECT_EQ(f32_to_f16_bits(1.0F + 0x1p-11F), 0x3C00);        // tie, even below
-  EXPECT_EQ(f32_to_f16_bits(1.0F + 3 * 0x1p-11F), 0x3C02);    // tie, even above
+  EXPECT_EQ(f32_to_f16_bits(1.0F + 0x1p-11F), 0x3C00);             // tie, even below
+  EXPECT_EQ(f32_to_f16_bits(1.0F + 3 * 0x1p-11F), 0x3C02);         // tie, even above
   EXPECT_EQ(f32_to_f16_bits(1.0F + 0x1p-11F + 0x1p-20F), 0x3C01);  // above the tie
-  EXPECT_EQ(f32_to_f16_bits(0x1p-24F), 0x0001);               // smallest subnormal
-  EXPECT_EQ(f32_to_f16_bits(0x1p-25F), 0x0000);               // tie with zero: even
-  EXPECT_EQ(f32_to_f16_bits(3 * 0x1p-25F), 0x0002);           // tie between 1 and 2: even
-  EXPECT_EQ(f32_to_f16_bits(0x1p-14F - 0x1p-26F), 0x0400);    // rounds up into the normals
-  EXPECT_EQ(f32_to_f16_bits(f(0x00000001)), 0x0000);          // f32 subnormal
+  EXPECT_EQ(f32_to_f16_bits(0x1p-24F), 0x0001);                    // smallest subnormal
+  EXPECT_EQ(f32_to_f16_bits(0x1p-25F), 0x0000);                    // tie with zero: even
+  EXPECT_EQ(f32_to_f16_bits(3 * 0x1p-25F), 0x0002);                // tie between 1 and 2: even
+  EXPECT_EQ(f32_to_f16_bits(0x1p-14F - 0x1p-26F), 0x0400);         // rounds up into the normals
+  EXPECT_EQ(f32_to_f16_bits(f(0x00000001)), 0x0000);               // f32 subnormal
   const std::uint16_t nan = f32_to_f16_bits(std::numeric_limits<float>::quiet_NaN());
   EXPECT_EQ(nan & 0x7C00, 0x7C00);
   EXPECT_NE(nan & 0x03FF, 0);
@@ -65,10 +65,10 @@ TEST(ElementwiseConvert, F16RoundsToNearestEven) {
 TEST(ElementwiseConvert, Bf16RoundsToNearestEven) {
   using loom::kernels::f32_to_bf16_bits;
   EXPECT_EQ(f32_to_bf16_bits(1.0F), 0x3F80);
-  EXPECT_EQ(f32_to_bf16_bits(1.0F + 0x1p-8F), 0x3F80);      // tie, even below
-  EXPECT_EQ(f32_to_bf16_bits(1.0F + 3 * 0x1p-8F), 0x3F82);  // tie, even above
-  EXPECT_EQ(f32_to_bf16_bits(f(0x7F7FFFFF)), 0x7F80);       // FLT_MAX rounds to infinity
-  EXPECT_EQ(f32_to_bf16_bits(f(0x00010000)), 0x0001);       // subnormals are kept
+  EXPECT_EQ(f32_to_bf16_bits(1.0F + 0x1p-8F), 0x3F80);        // tie, even below
+  EXPECT_EQ(f32_to_bf16_bits(1.0F + 3 * 0x1p-8F), 0x3F82);    // tie, even above
+  EXPECT_EQ(f32_to_bf16_bits(f(0x7F7FFFFF)), 0x7F80);         // FLT_MAX rounds to infinity
+  EXPECT_EQ(f32_to_bf16_bits(f(0x00010000)), 0x0001);         // subnormals are kept
   const std::uint16_t nan = f32_to_bf16_bits(f(0x7F800001));  // a NaN whose payload is below bit 16
   EXPECT_EQ(nan & 0x7F80, 0x7F80);
   EXPECT_NE(nan & 0x007F, 0);
@@ -97,8 +97,8 @@ TEST(ElementwiseConvert, HalfMidpointsInEveryBinade) {
     const float lo = loom::kernels::f16_bits_to_f32(static_cast<std::uint16_t>(b));
     const float hi = loom::kernels::f16_bits_to_f32(static_cast<std::uint16_t>(b + 1));
     const float mid = 0.5F * (lo + hi);  // exact in f32
-    const std::uint16_t even = (b % 2 == 0) ? static_cast<std::uint16_t>(b)
-                                            : static_cast<std::uint16_t>(b + 1);
+    const std::uint16_t even =
+        (b % 2 == 0) ? static_cast<std::uint16_t>(b) : static_cast<std::uint16_t>(b + 1);
     ASSERT_EQ(loom::kernels::f32_to_f16_bits(mid), even) << std::hex << b;
     ASSERT_EQ(loom::kernels::f32_to_f16_bits(std::nextafter(mid, hi)), b + 1) << std::hex << b;
     ASSERT_EQ(loom::kernels::f32_to_f16_bits(std::nextafter(mid, lo)), b) << std::hex << b;
@@ -143,8 +143,8 @@ TEST(ElementwiseReference, CastRoundsOnceToTheOutputDtype) {
   EXPECT_EQ(h.get(1), 1.0F + 4 * 0x1p-11F);
   EXPECT_TRUE(std::isinf(h.get(2)));
   HostArray b(DType::bf16, 3);
-  loom::kernels::map_reference(MapKind::cast, DType::f16, DType::bf16, {h.data(), nullptr, b.data()},
-                               3);
+  loom::kernels::map_reference(MapKind::cast, DType::f16, DType::bf16,
+                               {h.data(), nullptr, b.data()}, 3);
   EXPECT_EQ(b.get(0), 1.0F);
   EXPECT_EQ(b.get(1), 1.0F);  // 1 + 2^-9 is below bf16's half unit (2^-8)
 }
@@ -277,12 +277,12 @@ TEST(ElementwiseOps, StridedViewsTakeTheStridedPath) {
   auto ty = host_tensor(rt, y, {10, 6});
   auto out = rt.tensor(DType::bf16, {10, 3});
   // x transposed, y's even columns: both views; out contiguous.
-  const auto xv = tx.transpose(0, 1).slice(1, 0, 3);      // [10, 3], strides [1, 10]
-  const auto yv = ty.slice(1, 0, 6, 2);                    // [10, 3], strides [6, 2]
+  const auto xv = tx.transpose(0, 1).slice(1, 0, 3);  // [10, 3], strides [1, 10]
+  const auto yv = ty.slice(1, 0, 6, 2);               // [10, 3], strides [6, 2]
   loom::Graph g;
   g.add(loom::ops::add(xv, yv, out));
   auto out_t = rt.tensor(DType::f32, {3, 10});
-  g.add(loom::ops::cast(out.transpose(0, 1), out_t));       // a transposed input to a cast
+  g.add(loom::ops::cast(out.transpose(0, 1), out_t));  // a transposed input to a cast
   rt.submit(g).wait();
   const HostArray got = read_back(out);
   const HostArray got_t = read_back(out_t);
@@ -342,13 +342,11 @@ TEST(ElementwiseOps, BadInputsAreRejectedAtSubmitNamingTheTask) {
   expect_rejected(rt, loom::ops::relu(matrix, matrix.transpose(0, 1)), "overlaps");
   // out whose elements share memory (a zero stride)
   std::vector<float> one(1);
-  auto expanded = rt.provide(one.data(), DType::f32, {8}, loom::Memory::pageable,
-                             loom::Strides{0});
+  auto expanded = rt.provide(one.data(), DType::f32, {8}, loom::Memory::pageable, loom::Strides{0});
   expect_rejected(rt, loom::ops::relu(a, expanded), "share memory");
   // vector_add keeps its contract: f32, contiguous
   expect_rejected(rt, loom::ops::vector_add(h, h, h), "must be f32");
-  expect_rejected(rt, loom::ops::vector_add(matrix.transpose(0, 1), matrix, matrix),
-                  "contiguous");
+  expect_rejected(rt, loom::ops::vector_add(matrix.transpose(0, 1), matrix, matrix), "contiguous");
 }
 
 TEST(ElementwiseOps, AZeroStrideInputIsABroadcast) {
@@ -405,8 +403,7 @@ TEST(ElementwiseFusion, AFusedChainEqualsTheUnfusedChainOnTheCpuBackend) {
     g.add(loom::ops::axpby(1.0F, t2, 0.5F, yf, t2));  // + 0.5 y
     g.add(loom::ops::cast(t2, unfused));
     rt.submit(g).wait();
-    EXPECT_EQ(loom::test::compare(read_back(fused), read_back(unfused), true), "")
-        << to_string(d);
+    EXPECT_EQ(loom::test::compare(read_back(fused), read_back(unfused), true), "") << to_string(d);
   }
 }
 
@@ -468,10 +465,16 @@ TEST(ElementwiseFusion, GeneratedKernelsCompileWithNvrtc) {
       p.output = out;
       p.constants = {2.0F, -1.0F, 0.5F};
       using Op = loom::kernels::FusedOpcode;
-      p.code = {{Op::input, -1, -1, 0},      {Op::input, -1, -1, 1},       {Op::axpby, 0, 1, 0},
-                {Op::relu, 2},               {Op::gelu_tanh, 3},           {Op::constant, -1, -1, 2},
-                {Op::mul, 4, 5},             {Op::round, 6, -1, 0, DType::f16},
-                {Op::round, 7, -1, 0, DType::bf16}, {Op::add, 8, 0}};
+      p.code = {{Op::input, -1, -1, 0},
+                {Op::input, -1, -1, 1},
+                {Op::axpby, 0, 1, 0},
+                {Op::relu, 2},
+                {Op::gelu_tanh, 3},
+                {Op::constant, -1, -1, 2},
+                {Op::mul, 4, 5},
+                {Op::round, 6, -1, 0, DType::f16},
+                {Op::round, 7, -1, 0, DType::bf16},
+                {Op::add, 8, 0}};
       const auto cubin = loom::kernels::nvrtc_compile(loom::kernels::fused_source(p), 9, 0);
       EXPECT_GT(cubin.size(), 0U) << to_string(in) << " -> " << to_string(out);
     }

@@ -88,8 +88,8 @@ std::string check_map(MapKind kind, DType in, DType out, MapVariant variant, con
   dy.upload(y);
   dout.poison();
   loom::detail::Stream stream(0, 0);
-  loom::kernels::map(kind, in, out, {dx.data(), dy.data(), dout.data()}, n, stream.view(),
-                     kScalars, variant);
+  loom::kernels::map(kind, in, out, {dx.data(), dy.data(), dout.data()}, n, stream.view(), kScalars,
+                     variant);
   stream.synchronize();
   std::string trespass;
   const HostArray got = dout.download(&trespass);
@@ -143,8 +143,8 @@ TEST(ElementwiseGpu, MisalignedPointersTakeTheVectorizedPathOrItsFallback) {
                                        kScalars);
           for (const Offsets& off : offsets) {
             EXPECT_EQ(check_map(kind, in, out, MapVariant::vectorized, x, y, want, off), "")
-                << label(kind, in, out) << " n=" << n << " offsets " << off.x << "," << off.y
-                << "," << off.out;
+                << label(kind, in, out) << " n=" << n << " offsets " << off.x << "," << off.y << ","
+                << off.out;
           }
         }
       }
@@ -163,8 +163,7 @@ TEST(ElementwiseGpu, InPlaceOnTheSameBuffer) {
     DeviceArray dx(d, n, 0);
     dx.upload(x);
     loom::detail::Stream stream(0, 0);
-    loom::kernels::map(MapKind::gelu_tanh, d, d, {dx.data(), nullptr, dx.data()}, n,
-                       stream.view());
+    loom::kernels::map(MapKind::gelu_tanh, d, d, {dx.data(), nullptr, dx.data()}, n, stream.view());
     stream.synchronize();
     std::string trespass;
     EXPECT_EQ(loom::test::compare(dx.download(&trespass), want, false), "") << to_string(d);
@@ -203,8 +202,7 @@ TEST(ElementwiseGpu, StridedPathMatchesTheReference) {
                                    stream.view(), kScalars);
         stream.synchronize();
         std::string trespass;
-        EXPECT_EQ(loom::test::compare(dout.download(&trespass), want, loom::test::exact(kind)),
-                  "")
+        EXPECT_EQ(loom::test::compare(dout.download(&trespass), want, loom::test::exact(kind)), "")
             << label(kind, in, out) << " " << rows << "x" << cols;
         EXPECT_EQ(trespass, "");
       }
@@ -256,8 +254,7 @@ TEST(ElementwiseGpu, FusedKernelMatchesItsCpuInterpretation) {
           std::string trespass;
           // gelu (tanhf) and axpby (a fused multiply-add) differ in the last bits.
           EXPECT_EQ(loom::test::compare(dout.download(&trespass), want, false), "")
-              << to_string(in) << "->" << to_string(out) << " n=" << n << " misalign "
-              << misalign;
+              << to_string(in) << "->" << to_string(out) << " n=" << n << " misalign " << misalign;
           EXPECT_EQ(trespass, "");
         }
       }
@@ -312,8 +309,8 @@ TEST(ElementwiseGpu, EveryOpThroughAGraphOnTheCudaBackend) {
     g.add(loom::ops::add(dx.transpose(0, 1), dy.transpose(0, 1), transposed));  // strided path
     const auto ex = MapExpr::input(0);
     const auto ey = MapExpr::input(1);
-    g.add(loom::ops::fused_map({dx, dy}, fused,
-                               loom::ops::gelu_tanh(loom::ops::relu(ex + ey) * ex)));
+    g.add(
+        loom::ops::fused_map({dx, dy}, fused, loom::ops::gelu_tanh(loom::ops::relu(ex + ey) * ex)));
     rt.submit(g).wait();
 
     const auto reference = [&](MapKind kind, DType out) {

@@ -57,8 +57,7 @@ LOOM_API OpPtr add(const Tensor& a, const Tensor& b, const Tensor& out);
 /// out = a * b.
 LOOM_API OpPtr mul(const Tensor& a, const Tensor& b, const Tensor& out);
 /// out = alpha * x + beta * y.
-LOOM_API OpPtr axpby(float alpha, const Tensor& x, float beta, const Tensor& y,
-                     const Tensor& out);
+LOOM_API OpPtr axpby(float alpha, const Tensor& x, float beta, const Tensor& y, const Tensor& out);
 /// out = max(x, 0); NaN stays NaN.
 LOOM_API OpPtr relu(const Tensor& x, const Tensor& out);
 /// out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GELU's tanh form.
