@@ -1,0 +1,251 @@
+// The elementwise family on the GPU: every map x variant x dtype pair, and a
+// fused chain against the same chain unfused and against one pass over the
+// same bytes. The anchor is a device-to-device cudaMemcpyAsync moving the
+// same bytes, timed in the same run.
+//
+// Counters (bytes count what is read plus what is written):
+//   GBps       the kernel's achieved bandwidth
+//   copy_GBps  the copy's, over the same bytes
+//   ratio      GBps / copy_GBps (target >= 0.95 for the vectorized maps)
+// For BM_FusedChain: fused_ms, unfused_ms (one kernel a map), one_pass_ms
+// (one add map over the same inputs and output: the floor a fused chain
+// can reach) and vs_one_pass = one_pass_ms / fused_ms (target >= 0.9).
+//
+// Each input is 2^28 bytes (64 Mi f32 or 128 Mi f16/bf16 elements), far
+// beyond the L2, so every repetition streams from DRAM.
+#include "cuda/check.hpp"
+#include "cuda/event.hpp"
+#include "cuda/stream.hpp"
+#include "elementwise/fusion.hpp"
+#include "elementwise/maps.hpp"
+
+#include <benchmark/benchmark.h>
+
+#include "bench_support.hpp"
+
+#include <string>
+#include <vector>
+
+namespace {
+
+using loom::DType;
+using loom::kernels::MapKind;
+using loom::kernels::MapVariant;
+
+constexpr std::size_t kInputBytes = std::size_t{1} << 28;
+constexpr int kReps = 11;
+constexpr int kInner = 4;
+
+std::size_t esize(DType d) { return static_cast<std::size_t>(loom::bytes_for(d, 1)); }
+
+class DeviceBytes {
+ public:
+  explicit DeviceBytes(std::size_t bytes) {
+    LOOM_CUDA_CHECK(cudaMalloc(&data_, bytes));
+    // 0x3C bytes: finite, normal values in f32 (~0.011), f16 (~1.06) and bf16 (~0.011).
+    LOOM_CUDA_CHECK(cudaMemset(data_, 0x3C, bytes));
+  }
+  ~DeviceBytes() { LOOM_CUDA_ASSERT(cudaFree(data_)); }
+  DeviceBytes(const DeviceBytes&) = delete;
+  DeviceBytes& operator=(const DeviceBytes&) = delete;
+  void* get() const noexcept { return data_; }
+
+ private:
+  void* data_ = nullptr;
+};
+
+/// Median time of one `launch` on `stream`, in ms: kReps timed repetitions
+/// of kInner back-to-back launches each (so the host's launch cost hides
+/// behind the device's work), after a warm-up.
+class Timer {
+ public:
+  Timer()
+      : stream_(0, 0),
+        start_(0, loom::detail::EventTiming::enabled),
+        stop_(0, loom::detail::EventTiming::enabled) {}
+  loom::StreamView stream() const noexcept { return stream_.view(); }
+  template <class F>
+  double median_ms(F&& launch) {
+    launch();
+    stream_.synchronize();
+    std::vector<double> times;
+    for (int r = 0; r < kReps; ++r) {
+      start_.record(stream_.view());
+      for (int i = 0; i < kInner; ++i) launch();
+      stop_.record(stream_.view());
+      stop_.synchronize();
+      times.push_back(stop_.elapsed_ms_since(start_) / kInner);
+    }
+    return loom::bench::median(times);
+  }
+  /// The anchor: a device-to-device copy moving `bytes` in total (half read, half written).
+  double copy_ms(std::size_t bytes);
+
+ private:
+  loom::detail::Stream stream_;
+  loom::detail::Event start_;
+  loom::detail::Event stop_;
+};
+
+double Timer::copy_ms(std::size_t bytes) {
+  const DeviceBytes src(bytes / 2);
+  const DeviceBytes dst(bytes / 2);
+  return median_ms([&] {
+    LOOM_CUDA_CHECK(
+        cudaMemcpyAsync(dst.get(), src.get(), bytes / 2, cudaMemcpyDeviceToDevice, stream_.view()));
+  });
+}
+
+double gbps(std::size_t bytes, double ms) { return static_cast<double>(bytes) / (ms * 1e-3) / 1e9; }
+
+void report(benchmark::State& state, std::size_t bytes, double ms, double copy_ms) {
+  state.counters["ms"] = ms;
+  state.counters["GBps"] = gbps(bytes, ms);
+  state.counters["copy_GBps"] = gbps(bytes, copy_ms);
+  state.counters["ratio"] = copy_ms / ms;
+}
+
+// Args: kind, input dtype, output dtype, variant.
+void BM_Map(benchmark::State& state) {
+  if (loom::bench::skip_without_gpu(state)) return;
+  const auto kind = static_cast<MapKind>(state.range(0));
+  const auto in = static_cast<DType>(state.range(1));
+  const auto out = static_cast<DType>(state.range(2));
+  const auto variant = static_cast<MapVariant>(state.range(3));
+  const std::size_t n = kInputBytes / esize(in);
+  const int inputs = loom::kernels::arity(kind);
+  const std::size_t bytes = static_cast<std::size_t>(inputs) * n * esize(in) + n * esize(out);
+  DeviceBytes x(n * esize(in));
+  DeviceBytes y(n * esize(in));
+  DeviceBytes o(n * esize(out));
+  Timer timer;
+  const loom::kernels::MapScalars scalars{1.5F, -0.5F};
+  double ms = 0;
+  for (auto _ : state) {
+    ms = timer.median_ms([&] {
+      loom::kernels::map(kind, in, out, {x.get(), y.get(), o.get()}, n, timer.stream(), scalars,
+                         variant);
+    });
+    state.SetIterationTime(ms * 1e-3);
+  }
+  report(state, bytes, ms, timer.copy_ms(bytes));
+  state.SetLabel(std::string(to_string(kind)) + " " + std::string(to_string(in)) + "->" +
+                 std::string(to_string(out)) + " " + std::string(to_string(variant)));
+}
+
+void map_args(benchmark::internal::Benchmark* b) {
+  const DType floats[] = {DType::f32, DType::f16, DType::bf16};
+  for (MapKind kind : {MapKind::add, MapKind::mul, MapKind::axpby, MapKind::relu,
+                       MapKind::gelu_tanh, MapKind::cast}) {
+    for (DType in : floats) {
+      for (DType out : floats) {
+        if (!loom::kernels::map_supports(kind, in, out)) continue;
+        for (MapVariant v : {MapVariant::naive, MapVariant::grid_stride, MapVariant::vectorized}) {
+          b->Args({static_cast<int>(kind), static_cast<int>(in), static_cast<int>(out),
+                   static_cast<int>(v)});
+        }
+      }
+    }
+  }
+}
+BENCHMARK(BM_Map)->Apply(map_args)->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// The strided path: an add whose first input is read through a transpose
+// (arg 1) or, for the cost of the index arithmetic alone, contiguous data
+// through the strided kernel at rank 2 (arg 0: rows of a wider matrix, which
+// cannot be merged into one dimension).
+void BM_MapStrided(benchmark::State& state) {
+  if (loom::bench::skip_without_gpu(state)) return;
+  const bool transpose = state.range(0) == 1;
+  const std::int64_t side = 8192;  // 8192^2 f32 = 2^28 bytes
+  const auto n = static_cast<std::size_t>(side * side);
+  DeviceBytes x(n * sizeof(float) + 64);
+  DeviceBytes y(n * sizeof(float) + 64);
+  DeviceBytes o(n * sizeof(float) + 64);
+  loom::kernels::MapGeometry g;
+  g.rank = 2;
+  g.shape = {side, transpose ? side : side - 1};
+  g.out_strides = {side, 1};
+  g.x_strides = transpose ? decltype(g.x_strides){1, side} : decltype(g.x_strides){side, 1};
+  g.y_strides = {side, 1};
+  const std::size_t bytes = 3 * static_cast<std::size_t>(g.numel()) * sizeof(float);
+  Timer timer;
+  double ms = 0;
+  for (auto _ : state) {
+    ms = timer.median_ms([&] {
+      loom::kernels::map_strided(MapKind::add, DType::f32, DType::f32, {x.get(), y.get(), o.get()},
+                                 g, timer.stream());
+    });
+    state.SetIterationTime(ms * 1e-3);
+  }
+  report(state, bytes, ms, timer.copy_ms(bytes));
+  state.SetLabel(transpose ? "add f32, x transposed" : "add f32, rank-2 rows (no transpose)");
+}
+BENCHMARK(BM_MapStrided)
+    ->Arg(0)
+    ->Arg(1)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+// gelu(relu(1.5 x - 0.5 y) * x) over inputs and output of one dtype (arg 0):
+// four maps. Fused: one kernel, 2 reads + 1 write an element. Unfused: four
+// kernels through an f32 temporary. One pass: an add over the same inputs
+// and output, the same bytes, the least any kernel of this shape can take.
+void BM_FusedChain(benchmark::State& state) {
+  if (loom::bench::skip_without_gpu(state)) return;
+  const auto d = static_cast<DType>(state.range(0));
+  const std::size_t n = kInputBytes / esize(d);
+  const std::size_t bytes = 3 * n * esize(d);
+  using Op = loom::kernels::FusedOpcode;
+  loom::kernels::FusedProgram p;
+  p.inputs = {d, d};
+  p.output = d;
+  p.constants = {1.5F, -0.5F};
+  p.code = {{Op::input, -1, -1, 0}, {Op::input, -1, -1, 1}, {Op::axpby, 0, 1, 0},
+            {Op::relu, 2},          {Op::mul, 3, 0},        {Op::gelu_tanh, 4}};
+  DeviceBytes x(n * esize(d));
+  DeviceBytes y(n * esize(d));
+  DeviceBytes o(n * esize(d));
+  DeviceBytes t(n * sizeof(float));
+  Timer timer;
+  const loom::kernels::FusedKernel fused(p);
+  fused.prepare();  // the one-time NVRTC compile stays out of the timing
+  double fused_ms = 0;
+  for (auto _ : state) {
+    fused_ms = timer.median_ms([&] {
+      fused.launch({x.get(), y.get()}, o.get(), n, timer.stream());
+    });
+    state.SetIterationTime(fused_ms * 1e-3);
+  }
+  const auto s = timer.stream();
+  // Unfused: four kernels through a temporary of dtype d, as a framework
+  // running one kernel an op would (for 16-bit dtypes each map rounds, so the
+  // results differ from the fused chain's in the last bits; the bytes are the point).
+  const double unfused_ms = timer.median_ms([&] {
+    loom::kernels::map(MapKind::axpby, d, d, {x.get(), y.get(), t.get()}, n, s, {1.5F, -0.5F});
+    loom::kernels::map(MapKind::relu, d, d, {t.get(), nullptr, t.get()}, n, s);
+    loom::kernels::map(MapKind::mul, d, d, {t.get(), x.get(), t.get()}, n, s);
+    loom::kernels::map(MapKind::gelu_tanh, d, d, {t.get(), nullptr, o.get()}, n, s);
+  });
+  const double one_pass_ms = timer.median_ms([&] {
+    loom::kernels::map(MapKind::add, d, d, {x.get(), y.get(), o.get()}, n, s);
+  });
+  report(state, bytes, fused_ms, timer.copy_ms(bytes));
+  state.counters["fused_ms"] = fused_ms;
+  state.counters["unfused_ms"] = unfused_ms;
+  state.counters["one_pass_ms"] = one_pass_ms;
+  state.counters["vs_one_pass"] = one_pass_ms / fused_ms;
+  state.counters["vs_unfused"] = unfused_ms / fused_ms;
+  state.SetLabel("gelu(relu(axpby(x, y)) * x) " + std::string(to_string(d)));
+}
+BENCHMARK(BM_FusedChain)
+    ->Arg(static_cast<int>(DType::f32))
+    ->Arg(static_cast<int>(DType::bf16))
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

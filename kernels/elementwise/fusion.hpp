@@ -1,0 +1,125 @@
+#pragma once
+// Vertical fusion: a chain (in general a DAG) of elementwise maps run as one
+// kernel, each element read once from every input and written once.
+//
+// Why runtime compilation (NVRTC) and not expression templates. A fused
+// chain reaches loom from a graph: a user composes it at run time
+// (loom::ops::fused_map), possibly from data (a model description), so the
+// set of chains is not known when libloom.so is built, and expression
+// templates can only fuse what some translation unit instantiated at compile
+// time. NVRTC compiles exactly the chain asked for, for the device's exact
+// architecture. Its costs, and how they are kept small:
+//   - 10-100 ms a compile: paid once per distinct chain structure and
+//     architecture, then cached for the process (the cache key is the
+//     generated source, which depends on the ops and dtypes only: scalars and
+//     constants are kernel arguments, so changing alpha recompiles nothing);
+//     the op compiles at submit (validate) where it can, not on the
+//     scheduling thread.
+//   - No driver API: the cubin is loaded with the runtime's
+//     cudaLibraryLoadData / cudaLibraryGetKernel and launched with
+//     cudaLaunchKernel, so libloom.so links no libcuda and still loads on a
+//     machine without a driver.
+//   - No link dependency on NVRTC either: libnvrtc is opened with dlopen the
+//     first time a fused kernel is compiled, so programs that never fuse do
+//     not need it installed.
+//   - Compilation runs without a GPU, so the generated code is unit-tested on
+//     CPU machines (CI) too.
+// Expression templates would have cost nothing at run time, but only for
+// chains fixed in C++ source; the launch-free replay of a compiled graph
+// leaves NVRTC's one-time cost as the only difference, and it is paid once.
+//
+// Semantics, on both backends: values are f32 inside the chain; inputs are
+// widened on load, `round` rounds to f16 or bf16 (nearest even) where the
+// chain asks, and the result is rounded once to the output dtype. The CPU
+// backend interprets the same program (fused_map_reference).
+//
+// Limits: kFusedMaxInputs inputs, kFusedMaxConstants scalars (each constant
+// and each axpby's alpha and beta), kFusedMaxInstructions instructions;
+// contiguous operands of f32, f16 or bf16.
+
+#include <loom/cuda_interop.hpp>
+#include <loom/dtype.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom::kernels {
+
+inline constexpr int kFusedMaxInputs = 8;
+inline constexpr int kFusedMaxConstants = 32;
+inline constexpr int kFusedMaxInstructions = 256;
+/// 16-byte vectors of the narrowest operand each thread of the fused kernel moves.
+inline constexpr int kFusedVectorsPerThread = 2;
+inline constexpr const char* kFusedKernelName = "loom_fused_map";
+
+enum class FusedOpcode : std::uint8_t { input, constant, add, mul, axpby, relu, gelu_tanh, round };
+
+/// One instruction; its value is register k, k its position in the program.
+struct FusedInstr {
+  FusedOpcode op = FusedOpcode::input;
+  int a = -1;  ///< first operand register
+  int b = -1;  ///< second operand register (add, mul, axpby)
+  int index =
+      0;  ///< input: the input; constant: its slot; axpby: alpha's slot (beta's is index + 1)
+  DType dtype = DType::f32;  ///< round: the dtype rounded to
+};
+
+/// A fused chain in SSA form: the last instruction's value is the result.
+struct FusedProgram {
+  std::vector<DType> inputs;
+  DType output = DType::f32;
+  std::vector<FusedInstr> code;
+  std::vector<float> constants;
+};
+
+/// @throws InvalidArgument naming the first problem (bad register, slot,
+/// input, dtype, or a limit exceeded).
+void check_program(const FusedProgram& program);
+
+/// The CUDA C++ source of the fused kernel (extern "C" kFusedKernelName).
+/// It depends on the program's structure and dtypes, not on its constants.
+std::string fused_source(const FusedProgram& program);
+
+/// Whether NVRTC can be loaded; otherwise why not, in `why`.
+bool nvrtc_available(std::string* why = nullptr);
+
+/// Compiles `source` with NVRTC to a cubin for sm_<major><minor>.
+/// @throws Error when NVRTC is missing or the compile fails (with its log).
+std::vector<char> nvrtc_compile(const std::string& source, int major, int minor);
+
+/// A program with its generated source: made once, launched often (the
+/// source is the cache key; generating it costs microseconds a launch).
+class FusedKernel {
+ public:
+  /// @throws InvalidArgument as check_program.
+  explicit FusedKernel(FusedProgram program);
+  const FusedProgram& program() const noexcept { return program_; }
+  const std::string& source() const noexcept { return source_; }
+  /// Compiles (once, cached for the process) for the current device. Blocks
+  /// for the compile on a cache miss. @throws as nvrtc_compile; CudaError.
+  void prepare() const;
+  /// Enqueues out[i] = program(inputs...[i]) for i < n on `stream`: one
+  /// kernel. Device pointers, contiguous. out may be one of the inputs
+  /// (identical view). @throws InvalidArgument for the wrong number of
+  /// inputs; as prepare().
+  void launch(const std::vector<const void*>& inputs, void* out, std::size_t n,
+              StreamView stream) const;
+
+ private:
+  FusedProgram program_;
+  std::string source_;
+};
+
+/// FusedKernel(program).prepare().
+void prepare_fused_map(const FusedProgram& program);
+/// FusedKernel(program).launch(...): generates the source on every call.
+void fused_map(const FusedProgram& program, const std::vector<const void*>& inputs, void* out,
+               std::size_t n, StreamView stream);
+
+/// The CPU reference: the same program, interpreted. Host pointers.
+void fused_map_reference(const FusedProgram& program, const std::vector<const void*>& inputs,
+                         void* out, std::size_t n);
+
+}  // namespace loom::kernels

@@ -1,0 +1,293 @@
+#include "elementwise/maps.hpp"
+
+#include "common/check.hpp"
+#include "elementwise/maps_dispatch.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+
+namespace loom::kernels {
+namespace {
+
+constexpr int kBlock = 256;
+constexpr int kBlocksPerSm = 8;  // grid_stride and strided: enough resident warps to hide latency
+constexpr int kVectorBytes = 16;
+
+template <DType D>
+struct DeviceType;
+template <>
+struct DeviceType<DType::f32> {
+  using type = float;
+};
+template <>
+struct DeviceType<DType::f16> {
+  using type = __half;
+};
+template <>
+struct DeviceType<DType::bf16> {
+  using type = __nv_bfloat16;
+};
+
+__device__ __forceinline__ float widen(float v) { return v; }
+__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
+__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <class T>
+__device__ __forceinline__ T narrow(float v);
+template <>
+__device__ __forceinline__ float narrow<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __half narrow<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// out[o] = f(x[xi], y[yi]); y is not touched by unary maps (it may be null).
+template <class F, class In, class Out>
+__device__ __forceinline__ void map_one(const F& f, const In* gX, const In* gY, Out* gOut,
+                                        std::int64_t o, std::int64_t xi, std::int64_t yi) {
+  if constexpr (F::kArity == 2) {
+    gOut[o] = narrow<Out>(f(widen(gX[xi]), widen(gY[yi])));
+  } else {
+    gOut[o] = narrow<Out>(f(widen(gX[xi])));
+  }
+}
+
+// Elements a 16-byte vector of the narrower operand holds; the wider operand
+// then moves a whole number of 16-byte vectors too.
+template <class In, class Out>
+constexpr int kElemsPerVector = kVectorBytes / static_cast<int>(sizeof(In) < sizeof(Out)
+                                                                    ? sizeof(In)
+                                                                    : sizeof(Out));
+
+template <class T, int N>
+struct alignas(kVectorBytes) Pack {
+  T v[N];
+};
+
+// Not __restrict__: out may be x or y (in place); each element is read
+// before it is written, by the same thread, in every variant.
+template <class F, class In, class Out>
+__global__ void __launch_bounds__(kBlock)
+    map_naive(F f, const In* gX, const In* gY, Out* gOut, std::size_t n) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const auto at = static_cast<std::int64_t>(i);
+  if (i < n) map_one(f, gX, gY, gOut, at, at, at);
+}
+
+template <class F, class In, class Out>
+__global__ void __launch_bounds__(kBlock)
+    map_grid_stride(F f, const In* gX, const In* gY, Out* gOut, std::size_t n) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const auto at = static_cast<std::int64_t>(i);
+    map_one(f, gX, gY, gOut, at, at, at);
+  }
+}
+
+// The body is `vectors` vectors of kV elements from element `head` on, where
+// every operand is 16-byte aligned. Block b owns kBlock * kU consecutive
+// vectors and thread t takes vectors t, t + kBlock, ... of them, so each
+// warp's accesses stay contiguous. All loads come before any store: the
+// loads of a thread are in flight together.
+template <class F, class In, class Out>
+__global__ void __launch_bounds__(kBlock)
+    map_vectorized(F f, const In* gX, const In* gY, Out* gOut, std::size_t n, std::size_t head,
+                   std::size_t vectors) {
+  constexpr int kV = kElemsPerVector<In, Out>;
+  constexpr int kU = kMapVectorsPerThread;
+  using InPack = Pack<In, kV>;
+  using OutPack = Pack<Out, kV>;
+  const auto* gX4 = reinterpret_cast<const InPack*>(gX + head);
+  const auto* gY4 = reinterpret_cast<const InPack*>(F::kArity == 2 ? gY + head : nullptr);
+  auto* gOut4 = reinterpret_cast<OutPack*>(gOut + head);
+  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * kBlock * kU + threadIdx.x;
+
+  InPack rX[kU];
+  InPack rY[F::kArity == 2 ? kU : 1];
+#pragma unroll
+  for (int u = 0; u < kU; ++u) {
+    const std::size_t v = first + static_cast<std::size_t>(u) * kBlock;
+    if (v < vectors) {
+      rX[u] = gX4[v];
+      if constexpr (F::kArity == 2) rY[u] = gY4[v];
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kU; ++u) {
+    const std::size_t v = first + static_cast<std::size_t>(u) * kBlock;
+    if (v < vectors) {
+      OutPack rOut;
+#pragma unroll
+      for (int e = 0; e < kV; ++e) {
+        if constexpr (F::kArity == 2) {
+          rOut.v[e] = narrow<Out>(f(widen(rX[u].v[e]), widen(rY[u].v[e])));
+        } else {
+          rOut.v[e] = narrow<Out>(f(widen(rX[u].v[e])));
+        }
+      }
+      gOut4[v] = rOut;
+    }
+  }
+
+  // The scalar head (before the first aligned vector) and tail (after the
+  // last whole one), fewer than kV elements each: the grid's first threads.
+  const std::size_t thread = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::size_t tail = head + vectors * kV;
+  if (thread < head) {
+    const auto at = static_cast<std::int64_t>(thread);
+    map_one(f, gX, gY, gOut, at, at, at);
+  }
+  if (tail + thread < n) {
+    const auto at = static_cast<std::int64_t>(tail + thread);
+    map_one(f, gX, gY, gOut, at, at, at);
+  }
+}
+
+// Plain arrays: the kernel parameter must not need std::array's members on the device.
+struct DeviceGeometry {
+  int rank;
+  std::int64_t shape[kMapMaxRank];
+  std::int64_t out_strides[kMapMaxRank];
+  std::int64_t x_strides[kMapMaxRank];
+  std::int64_t y_strides[kMapMaxRank];
+};
+
+// Each element's offsets come from its linear index, innermost dimension
+// first; one 64-bit division a dimension is the price of generality.
+template <class F, class In, class Out>
+__global__ void __launch_bounds__(kBlock)
+    map_strided_kernel(F f, const In* gX, const In* gY, Out* gOut, DeviceGeometry geometry,
+                       std::size_t n) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    std::int64_t rest = static_cast<std::int64_t>(i);
+    std::int64_t out_at = 0;
+    std::int64_t x_at = 0;
+    std::int64_t y_at = 0;
+    for (int d = geometry.rank - 1; d >= 0; --d) {
+      const std::int64_t index = rest % geometry.shape[d];
+      rest /= geometry.shape[d];
+      out_at += index * geometry.out_strides[d];
+      x_at += index * geometry.x_strides[d];
+      y_at += index * geometry.y_strides[d];
+    }
+    map_one(f, gX, gY, gOut, out_at, x_at, y_at);
+  }
+}
+
+unsigned blocks_for(std::size_t items, std::size_t per_block) {
+  return static_cast<unsigned>(std::max<std::size_t>(1, (items + per_block - 1) / per_block));
+}
+
+unsigned machine_blocks() {
+  int device = 0;
+  int sms = 0;
+  LOOM_KERNEL_CHECK(cudaGetDevice(&device));
+  LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return static_cast<unsigned>(sms) * kBlocksPerSm;
+}
+
+bool aligned(const void* p) {
+  return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % kVectorBytes == 0;
+}
+
+// The number of leading elements after which every operand is 16-byte
+// aligned, if there is one below kV.
+template <class In, class Out>
+std::optional<std::size_t> aligning_head(const In* x, const In* y, Out* out) {
+  for (std::size_t h = 0; h < static_cast<std::size_t>(kElemsPerVector<In, Out>); ++h) {
+    if (aligned(x + h) && (y == nullptr || aligned(y + h)) && aligned(out + h)) return h;
+  }
+  return std::nullopt;
+}
+
+template <class F, class In, class Out>
+void launch_contiguous(F f, const In* x, const In* y, Out* out, std::size_t n, StreamView stream,
+                       MapVariant variant) {
+  if (variant == MapVariant::automatic) variant = kMapDefault;
+  std::optional<std::size_t> head;
+  if (variant == MapVariant::vectorized) {
+    head = aligning_head(x, F::kArity == 2 ? y : nullptr, out);
+    if (!head) variant = MapVariant::grid_stride;
+  }
+  switch (variant) {
+    case MapVariant::naive:
+      map_naive<<<blocks_for(n, kBlock), kBlock, 0, stream>>>(f, x, y, out, n);
+      break;
+    case MapVariant::grid_stride:
+      map_grid_stride<<<std::min(blocks_for(n, kBlock), machine_blocks()), kBlock, 0, stream>>>(
+          f, x, y, out, n);
+      break;
+    case MapVariant::automatic:
+    case MapVariant::vectorized: {
+      constexpr std::size_t kV = kElemsPerVector<In, Out>;
+      const std::size_t h = std::min(*head, n);
+      const std::size_t vectors = (n - h) / kV;
+      map_vectorized<<<blocks_for(vectors, std::size_t{kBlock} * kMapVectorsPerThread), kBlock, 0,
+                       stream>>>(f, x, y, out, n, h, vectors);
+      break;
+    }
+  }
+  LOOM_KERNEL_CHECK_LAUNCH("elementwise map kernel launch");
+}
+
+template <class Fn>
+void visit_device_types(MapKind kind, DType in, DType out, MapScalars scalars, Fn&& fn) {
+  detail::visit_map(kind, in, out, scalars, [&](auto f, auto in_tag, auto out_tag) {
+    using In = typename DeviceType<decltype(in_tag)::value>::type;
+    using Out = typename DeviceType<decltype(out_tag)::value>::type;
+    fn(f, static_cast<const In*>(nullptr), static_cast<Out*>(nullptr));
+  });
+}
+
+}  // namespace
+
+void map(MapKind kind, DType in, DType out, const MapOperands& operands, std::size_t n,
+         StreamView stream, MapScalars scalars, MapVariant variant) {
+  visit_device_types(kind, in, out, scalars, [&](auto f, auto in_ptr, auto out_ptr) {
+    using In = std::remove_cv_t<std::remove_pointer_t<decltype(in_ptr)>>;
+    using Out = std::remove_pointer_t<decltype(out_ptr)>;
+    if (n == 0) return;
+    launch_contiguous(f, static_cast<const In*>(operands.x), static_cast<const In*>(operands.y),
+                      static_cast<Out*>(operands.out), n, stream, variant);
+  });
+}
+
+void map_strided(MapKind kind, DType in, DType out, const MapOperands& operands,
+                 const MapGeometry& geometry, StreamView stream, MapScalars scalars) {
+  visit_device_types(kind, in, out, scalars, [&](auto f, auto in_ptr, auto out_ptr) {
+    using In = std::remove_cv_t<std::remove_pointer_t<decltype(in_ptr)>>;
+    using Out = std::remove_pointer_t<decltype(out_ptr)>;
+    const MapGeometry merged = coalesce(geometry);
+    const std::int64_t count = merged.numel();
+    if (count <= 0) return;
+    DeviceGeometry g{};
+    g.rank = merged.rank;
+    for (int d = 0; d < merged.rank; ++d) {
+      g.shape[d] = merged.shape[static_cast<std::size_t>(d)];
+      g.out_strides[d] = merged.out_strides[static_cast<std::size_t>(d)];
+      g.x_strides[d] = merged.x_strides[static_cast<std::size_t>(d)];
+      g.y_strides[d] = merged.y_strides[static_cast<std::size_t>(d)];
+    }
+    const auto n = static_cast<std::size_t>(count);
+    map_strided_kernel<<<std::min(blocks_for(n, kBlock), machine_blocks()), kBlock, 0, stream>>>(
+        f, static_cast<const In*>(operands.x), static_cast<const In*>(operands.y),
+        static_cast<Out*>(operands.out), g, n);
+    LOOM_KERNEL_CHECK_LAUNCH("elementwise strided map kernel launch");
+  });
+}
+
+}  // namespace loom::kernels

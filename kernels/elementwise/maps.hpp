@@ -1,0 +1,110 @@
+#pragma once
+// Elementwise maps: add, mul, axpby (alpha * x + beta * y), relu, gelu-tanh,
+// and cast between f32, f16 and bf16, each with its CPU reference.
+//
+// Every map computes in f32: inputs are widened on load and the result is
+// rounded once, to nearest even, on store to the output dtype.
+//
+// Which dtypes each map takes (the instantiations are bounded to these):
+//   add, mul, axpby, relu, gelu_tanh  one dtype for every operand: f32, f16 or bf16
+//   cast                              any input and output of f32, f16, bf16 (9 pairs;
+//                                     the same dtype on both sides is a copy)
+// map_supports() says whether a combination is one of them.
+//
+// Variants over contiguous data, in the order the lecture teaches them:
+//   naive        one thread an element, the grid covers n exactly.
+//   grid_stride  a grid sized to the machine (8 blocks an SM); each thread
+//                strides through n, so one launch shape serves every n.
+//   vectorized   16-byte loads and stores, kMapVectorsPerThread vectors a
+//                thread (bytes in flight hide DRAM latency), a scalar head
+//                and tail. Pointers whose misalignments can be peeled together
+//                (offset views of one layout) take a scalar head until all are
+//                16-byte aligned; others fall back to grid_stride.
+// map() picks vectorized for `automatic` (see kMapDefault for why).
+//
+// Strided views (slices, transposes, any strides, inputs with zero strides)
+// take map_strided(): a grid-stride loop whose index arithmetic walks the
+// shape, up to rank kMapMaxRank (Dims::kMaxRank: every loom tensor).
+// Contiguous dimensions are merged first, so a slice of rows is rank 1 or 2.
+
+#include <loom/cuda_interop.hpp>
+#include <loom/dtype.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace loom::kernels {
+
+enum class MapKind { add, mul, axpby, relu, gelu_tanh, cast };
+enum class MapVariant { automatic, naive, grid_stride, vectorized };
+
+/// The variant `automatic` resolves to for contiguous data. vectorized: a
+/// 16-byte access moves 4 (f32) or 8 (f16, bf16) elements an instruction, so
+/// the load/store units issue a quarter to an eighth of the instructions of
+/// the scalar forms, and two vectors a thread keep 32 bytes an operand in
+/// flight, what an H200's 4.8 TB/s needs across 132 SMs at ~600 ns latency.
+/// grid_stride and naive are for teaching and comparison; at small n every
+/// variant is one launch and costs the same.
+inline constexpr MapVariant kMapDefault = MapVariant::vectorized;
+/// 16-byte vectors each thread of the vectorized variant moves an operand.
+inline constexpr int kMapVectorsPerThread = 2;
+inline constexpr int kMapMaxRank = 8;
+
+std::string_view to_string(MapKind kind) noexcept;
+std::string_view to_string(MapVariant variant) noexcept;
+/// "naive", "grid_stride", "vectorized", "automatic"; nullopt for any other name.
+std::optional<MapVariant> map_variant_from_string(std::string_view name) noexcept;
+/// 1 for relu, gelu_tanh, cast; 2 for add, mul, axpby.
+int arity(MapKind kind) noexcept;
+/// Whether `kind` is instantiated for inputs of `in` and an output of `out`.
+bool map_supports(MapKind kind, DType in, DType out) noexcept;
+
+/// The scalars of axpby (ignored by the other maps).
+struct MapScalars {
+  float alpha = 1.0F;
+  float beta = 1.0F;
+};
+
+/// A map's operands: y is null for unary maps. Device pointers for map(),
+/// host pointers for the references. out may equal x or y (in place), and
+/// must not partly overlap them.
+struct MapOperands {
+  const void* x = nullptr;
+  const void* y = nullptr;
+  void* out = nullptr;
+};
+
+/// Shape and per-operand strides (elements) of a strided map.
+struct MapGeometry {
+  int rank = 0;
+  std::array<std::int64_t, kMapMaxRank> shape{};
+  std::array<std::int64_t, kMapMaxRank> out_strides{};
+  std::array<std::int64_t, kMapMaxRank> x_strides{};
+  std::array<std::int64_t, kMapMaxRank> y_strides{};
+  std::int64_t numel() const noexcept;
+};
+
+/// Merges dimensions that are contiguous in every operand and drops extents
+/// of 1: the same elements in the same order, with fewer indices to compute.
+MapGeometry coalesce(const MapGeometry& geometry) noexcept;
+
+/// Enqueues out[i] = kind(x[i], y[i]) for i < n on `stream`, contiguous
+/// operands. n == 0 launches nothing. @throws InvalidArgument for an
+/// unsupported dtype combination; CudaError if the launch fails.
+void map(MapKind kind, DType in, DType out, const MapOperands& operands, std::size_t n,
+         StreamView stream, MapScalars scalars = {}, MapVariant variant = MapVariant::automatic);
+
+/// The same over strided operands (rank <= kMapMaxRank; see the header comment).
+void map_strided(MapKind kind, DType in, DType out, const MapOperands& operands,
+                 const MapGeometry& geometry, StreamView stream, MapScalars scalars = {});
+
+/// The CPU references. Host pointers. @throws InvalidArgument as map().
+void map_reference(MapKind kind, DType in, DType out, const MapOperands& operands, std::size_t n,
+                   MapScalars scalars = {});
+void map_strided_reference(MapKind kind, DType in, DType out, const MapOperands& operands,
+                           const MapGeometry& geometry, MapScalars scalars = {});
+
+}  // namespace loom::kernels

@@ -1,0 +1,169 @@
+// The maps' names and dtype table, the geometry helpers, and the CPU
+// references (the same functors as the kernels, with round-to-nearest-even
+// conversions from convert.hpp).
+#include "elementwise/convert.hpp"
+#include "elementwise/maps.hpp"
+#include "elementwise/maps_dispatch.hpp"
+
+#include <cstring>
+
+namespace loom::kernels {
+namespace {
+
+bool is_float(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
+
+template <DType D>
+float load(const void* base, std::int64_t i) {
+  if constexpr (D == DType::f32) {
+    return static_cast<const float*>(base)[i];
+  } else {
+    std::uint16_t bits = 0;
+    std::memcpy(&bits, static_cast<const std::uint16_t*>(base) + i, sizeof bits);
+    return D == DType::f16 ? f16_bits_to_f32(bits) : bf16_bits_to_f32(bits);
+  }
+}
+
+template <DType D>
+void store(void* base, std::int64_t i, float v) {
+  if constexpr (D == DType::f32) {
+    static_cast<float*>(base)[i] = v;
+  } else {
+    const std::uint16_t bits = D == DType::f16 ? f32_to_f16_bits(v) : f32_to_bf16_bits(v);
+    std::memcpy(static_cast<std::uint16_t*>(base) + i, &bits, sizeof bits);
+  }
+}
+
+template <DType In, DType Out, class F>
+void apply_at(const F& f, const MapOperands& ops, std::int64_t o, std::int64_t xi,
+              std::int64_t yi) {
+  if constexpr (F::kArity == 2) {
+    store<Out>(ops.out, o, f(load<In>(ops.x, xi), load<In>(ops.y, yi)));
+  } else {
+    (void)yi;
+    store<Out>(ops.out, o, f(load<In>(ops.x, xi)));
+  }
+}
+
+}  // namespace
+
+std::string_view to_string(MapKind kind) noexcept {
+  switch (kind) {
+    case MapKind::add: return "add";
+    case MapKind::mul: return "mul";
+    case MapKind::axpby: return "axpby";
+    case MapKind::relu: return "relu";
+    case MapKind::gelu_tanh: return "gelu_tanh";
+    case MapKind::cast: return "cast";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(MapVariant variant) noexcept {
+  switch (variant) {
+    case MapVariant::automatic: return "automatic";
+    case MapVariant::naive: return "naive";
+    case MapVariant::grid_stride: return "grid_stride";
+    case MapVariant::vectorized: return "vectorized";
+  }
+  return "unknown";
+}
+
+std::optional<MapVariant> map_variant_from_string(std::string_view name) noexcept {
+  for (auto v : {MapVariant::automatic, MapVariant::naive, MapVariant::grid_stride,
+                 MapVariant::vectorized}) {
+    if (name == to_string(v)) return v;
+  }
+  return std::nullopt;
+}
+
+int arity(MapKind kind) noexcept {
+  return kind == MapKind::add || kind == MapKind::mul || kind == MapKind::axpby ? 2 : 1;
+}
+
+bool map_supports(MapKind kind, DType in, DType out) noexcept {
+  if (!is_float(in) || !is_float(out)) return false;
+  return kind == MapKind::cast || in == out;
+}
+
+std::int64_t MapGeometry::numel() const noexcept {
+  std::int64_t n = 1;
+  for (int d = 0; d < rank; ++d) n *= shape[static_cast<std::size_t>(d)];
+  return n;
+}
+
+MapGeometry coalesce(const MapGeometry& g) noexcept {
+  MapGeometry out;
+  for (int d = 0; d < g.rank; ++d) {
+    const auto s = static_cast<std::size_t>(d);
+    if (g.shape[s] == 1) continue;
+    if (g.shape[s] == 0) {  // no elements: one empty dimension says it all
+      out = MapGeometry{};
+      out.rank = 1;
+      return out;
+    }
+    if (out.rank > 0) {
+      const auto last = static_cast<std::size_t>(out.rank - 1);
+      // The previous (outer) dimension steps over exactly one run of this one in every operand.
+      const auto follows = [&](const auto& outer, const auto& inner) {
+        return outer[last] == inner[s] * g.shape[s];
+      };
+      if (follows(out.out_strides, g.out_strides) && follows(out.x_strides, g.x_strides) &&
+          follows(out.y_strides, g.y_strides)) {
+        out.shape[last] *= g.shape[s];
+        out.out_strides[last] = g.out_strides[s];
+        out.x_strides[last] = g.x_strides[s];
+        out.y_strides[last] = g.y_strides[s];
+        continue;
+      }
+    }
+    const auto k = static_cast<std::size_t>(out.rank++);
+    out.shape[k] = g.shape[s];
+    out.out_strides[k] = g.out_strides[s];
+    out.x_strides[k] = g.x_strides[s];
+    out.y_strides[k] = g.y_strides[s];
+  }
+  return out;
+}
+
+void map_reference(MapKind kind, DType in, DType out, const MapOperands& operands, std::size_t n,
+                   MapScalars scalars) {
+  detail::visit_map(kind, in, out, scalars, [&](auto f, auto in_tag, auto out_tag) {
+    constexpr DType kIn = decltype(in_tag)::value;
+    constexpr DType kOut = decltype(out_tag)::value;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto at = static_cast<std::int64_t>(i);
+      apply_at<kIn, kOut>(f, operands, at, at, at);
+    }
+  });
+}
+
+void map_strided_reference(MapKind kind, DType in, DType out, const MapOperands& operands,
+                           const MapGeometry& geometry, MapScalars scalars) {
+  detail::visit_map(kind, in, out, scalars, [&](auto f, auto in_tag, auto out_tag) {
+    constexpr DType kIn = decltype(in_tag)::value;
+    constexpr DType kOut = decltype(out_tag)::value;
+    const std::int64_t n = geometry.numel();
+    if (n <= 0) return;
+    // An odometer over the shape, innermost dimension fastest (row-major order).
+    std::array<std::int64_t, kMapMaxRank> index{};
+    std::int64_t o = 0;
+    std::int64_t x = 0;
+    std::int64_t y = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      apply_at<kIn, kOut>(f, operands, o, x, y);
+      for (int d = geometry.rank - 1; d >= 0; --d) {
+        const auto s = static_cast<std::size_t>(d);
+        o += geometry.out_strides[s];
+        x += geometry.x_strides[s];
+        y += geometry.y_strides[s];
+        if (++index[s] < geometry.shape[s]) break;
+        o -= geometry.out_strides[s] * geometry.shape[s];
+        x -= geometry.x_strides[s] * geometry.shape[s];
+        y -= geometry.y_strides[s] * geometry.shape[s];
+        index[s] = 0;
+      }
+    }
+  });
+}
+
+}  // namespace loom::kernels

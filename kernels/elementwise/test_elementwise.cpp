@@ -1,0 +1,495 @@
+// The elementwise family on the CPU: conversions rounding to nearest even,
+// the maps' references on hand-checked cases, the strided path against the
+// contiguous one, every op through a graph on the CPU backend, rejections at
+// submit naming the task, fused chains equal to the unfused ones, and the
+// generated fused kernels compiled by NVRTC (no GPU needed).
+#include <loom/error.hpp>
+#include <loom/graph.hpp>
+#include <loom/ops.hpp>
+#include <loom/runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include "elementwise/convert.hpp"
+#include "elementwise/fusion.hpp"
+#include "elementwise/maps.hpp"
+#include "elementwise/test_support.hpp"
+#include "support/cpu.hpp"
+#include "support/seed.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+
+using loom::DType;
+using loom::kernels::MapKind;
+using loom::ops::MapExpr;
+using loom::test::cpu;
+using loom::test::HostArray;
+
+constexpr DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16};
+constexpr MapKind kKinds[] = {MapKind::add,  MapKind::mul,       MapKind::axpby,
+                              MapKind::relu, MapKind::gelu_tanh, MapKind::cast};
+
+float f(std::uint32_t bits) { return std::bit_cast<float>(bits); }
+
+// ---- conversions ------------------------------------------------------------
+
+TEST(ElementwiseConvert, F16RoundsToNearestEven) {
+  using loom::kernels::f32_to_f16_bits;
+  EXPECT_EQ(f32_to_f16_bits(1.0F), 0x3C00);
+  EXPECT_EQ(f32_to_f16_bits(-2.0F), 0xC000);
+  EXPECT_EQ(f32_to_f16_bits(-0.0F), 0x8000);
+  EXPECT_EQ(f32_to_f16_bits(65504.0F), 0x7BFF);
+  EXPECT_EQ(f32_to_f16_bits(65519.99F), 0x7BFF);
+  EXPECT_EQ(f32_to_f16_bits(65520.0F), 0x7C00);  // the tie goes to the even side: infinity
+  EXPECT_EQ(f32_to_f16_bits(std::numeric_limits<float>::infinity()), 0x7C00);
+  EXPECT_EQ(f32_to_f16_bits(1.0F + 0x1p-11F), 0x3C00);             // tie, even below
+  EXPECT_EQ(f32_to_f16_bits(1.0F + 3 * 0x1p-11F), 0x3C02);         // tie, even above
+  EXPECT_EQ(f32_to_f16_bits(1.0F + 0x1p-11F + 0x1p-20F), 0x3C01);  // above the tie
+  EXPECT_EQ(f32_to_f16_bits(0x1p-24F), 0x0001);                    // smallest subnormal
+  EXPECT_EQ(f32_to_f16_bits(0x1p-25F), 0x0000);                    // tie with zero: even
+  EXPECT_EQ(f32_to_f16_bits(3 * 0x1p-25F), 0x0002);                // tie between 1 and 2: even
+  EXPECT_EQ(f32_to_f16_bits(0x1p-14F - 0x1p-26F), 0x0400);         // rounds up into the normals
+  EXPECT_EQ(f32_to_f16_bits(f(0x00000001)), 0x0000);               // f32 subnormal
+  const std::uint16_t nan = f32_to_f16_bits(std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(nan & 0x7C00, 0x7C00);
+  EXPECT_NE(nan & 0x03FF, 0);
+}
+
+TEST(ElementwiseConvert, Bf16RoundsToNearestEven) {
+  using loom::kernels::f32_to_bf16_bits;
+  EXPECT_EQ(f32_to_bf16_bits(1.0F), 0x3F80);
+  EXPECT_EQ(f32_to_bf16_bits(1.0F + 0x1p-8F), 0x3F80);        // tie, even below
+  EXPECT_EQ(f32_to_bf16_bits(1.0F + 3 * 0x1p-8F), 0x3F82);    // tie, even above
+  EXPECT_EQ(f32_to_bf16_bits(f(0x7F7FFFFF)), 0x7F80);         // FLT_MAX rounds to infinity
+  EXPECT_EQ(f32_to_bf16_bits(f(0x00010000)), 0x0001);         // subnormals are kept
+  const std::uint16_t nan = f32_to_bf16_bits(f(0x7F800001));  // a NaN whose payload is below bit 16
+  EXPECT_EQ(nan & 0x7F80, 0x7F80);
+  EXPECT_NE(nan & 0x007F, 0);
+}
+
+TEST(ElementwiseConvert, EveryHalfAndBfloatSurvivesARoundTrip) {
+  for (std::uint32_t b = 0; b < 0x10000; ++b) {
+    const auto bits = static_cast<std::uint16_t>(b);
+    const float h = loom::kernels::f16_bits_to_f32(bits);
+    if (!std::isnan(h)) {
+      ASSERT_EQ(loom::kernels::f32_to_f16_bits(h), bits) << std::hex << b;
+    }
+    const float bf = loom::kernels::bf16_bits_to_f32(bits);
+    if (!std::isnan(bf)) {
+      ASSERT_EQ(loom::kernels::f32_to_bf16_bits(bf), bits) << std::hex << b;
+    }
+  }
+  EXPECT_EQ(loom::kernels::f16_bits_to_f32(0x0001), 0x1p-24F);
+  EXPECT_EQ(loom::kernels::f16_bits_to_f32(0x7BFF), 65504.0F);
+}
+
+// Against the midpoints: a value halfway between two neighbours goes to the
+// even one, a hair above goes up, a hair below goes down, in every binade.
+TEST(ElementwiseConvert, HalfMidpointsInEveryBinade) {
+  for (std::uint32_t b = 0; b < 0x7BFF; ++b) {
+    const float lo = loom::kernels::f16_bits_to_f32(static_cast<std::uint16_t>(b));
+    const float hi = loom::kernels::f16_bits_to_f32(static_cast<std::uint16_t>(b + 1));
+    const float mid = 0.5F * (lo + hi);  // exact in f32
+    const std::uint16_t even =
+        (b % 2 == 0) ? static_cast<std::uint16_t>(b) : static_cast<std::uint16_t>(b + 1);
+    ASSERT_EQ(loom::kernels::f32_to_f16_bits(mid), even) << std::hex << b;
+    ASSERT_EQ(loom::kernels::f32_to_f16_bits(std::nextafter(mid, hi)), b + 1) << std::hex << b;
+    ASSERT_EQ(loom::kernels::f32_to_f16_bits(std::nextafter(mid, lo)), b) << std::hex << b;
+  }
+}
+
+// ---- the references -------------------------------------------------------------
+
+std::vector<float> run_reference(MapKind kind, const std::vector<float>& x,
+                                 const std::vector<float>& y,
+                                 loom::kernels::MapScalars scalars = {}) {
+  std::vector<float> out(x.size(), -7.0F);
+  loom::kernels::map_reference(kind, DType::f32, DType::f32,
+                               {x.data(), y.empty() ? nullptr : y.data(), out.data()}, x.size(),
+                               scalars);
+  return out;
+}
+
+TEST(ElementwiseReference, HandCheckedCases) {
+  const std::vector<float> x{1.0F, -2.0F, 0.5F, -0.0F};
+  const std::vector<float> y{3.0F, 4.0F, -0.25F, 2.0F};
+  EXPECT_EQ(run_reference(MapKind::add, x, y), (std::vector<float>{4.0F, 2.0F, 0.25F, 2.0F}));
+  EXPECT_EQ(run_reference(MapKind::mul, x, y), (std::vector<float>{3.0F, -8.0F, -0.125F, -0.0F}));
+  EXPECT_EQ(run_reference(MapKind::axpby, x, y, {2.0F, -1.0F}),
+            (std::vector<float>{-1.0F, -8.0F, 1.25F, -2.0F}));
+  EXPECT_EQ(run_reference(MapKind::relu, x, {}), (std::vector<float>{1.0F, 0.0F, 0.5F, -0.0F}));
+  const auto nan = run_reference(MapKind::relu, {std::nanf("")}, {});
+  EXPECT_TRUE(std::isnan(nan[0])) << "relu lets NaN through";
+  const auto g = run_reference(MapKind::gelu_tanh, {1.0F, -1.0F, 0.0F, 3.0F}, {});
+  EXPECT_NEAR(g[0], 0.8411920F, 1e-6);  // 0.5 (1 + tanh(sqrt(2/pi) 1.044715))
+  EXPECT_NEAR(g[1], -0.1588080F, 1e-6);
+  EXPECT_EQ(g[2], 0.0F);
+  EXPECT_NEAR(g[3], 2.9963627F, 1e-6);
+}
+
+TEST(ElementwiseReference, CastRoundsOnceToTheOutputDtype) {
+  const std::vector<float> x{1.0F + 0x1p-11F, 1.0F + 3 * 0x1p-11F, 70000.0F};
+  HostArray h(DType::f16, 3);
+  loom::kernels::map_reference(MapKind::cast, DType::f32, DType::f16, {x.data(), nullptr, h.data()},
+                               3);
+  EXPECT_EQ(h.get(0), 1.0F);
+  EXPECT_EQ(h.get(1), 1.0F + 4 * 0x1p-11F);
+  EXPECT_TRUE(std::isinf(h.get(2)));
+  HostArray b(DType::bf16, 3);
+  loom::kernels::map_reference(MapKind::cast, DType::f16, DType::bf16,
+                               {h.data(), nullptr, b.data()}, 3);
+  EXPECT_EQ(b.get(0), 1.0F);
+  EXPECT_EQ(b.get(1), 1.0F);  // 1 + 2^-9 is below bf16's half unit (2^-8)
+}
+
+TEST(ElementwiseReference, SupportedCombinationsAndRejections) {
+  for (MapKind k : kKinds) {
+    for (DType in : kFloatTypes) {
+      for (DType out : kFloatTypes) {
+        EXPECT_EQ(loom::kernels::map_supports(k, in, out), k == MapKind::cast || in == out);
+      }
+    }
+    EXPECT_FALSE(loom::kernels::map_supports(k, DType::i32, DType::i32));
+  }
+  float a = 1.0F;
+  EXPECT_THROW(loom::kernels::map_reference(MapKind::add, DType::f32, DType::f16, {&a, &a, &a}, 1),
+               loom::InvalidArgument);
+  EXPECT_EQ(loom::kernels::map_variant_from_string("vectorized"),
+            loom::kernels::MapVariant::vectorized);
+  EXPECT_EQ(loom::kernels::map_variant_from_string("grid_stride"),
+            loom::kernels::MapVariant::grid_stride);
+  EXPECT_FALSE(loom::kernels::map_variant_from_string("fast").has_value());
+}
+
+TEST(ElementwiseReference, CoalesceMergesContiguousDimensions) {
+  loom::kernels::MapGeometry g;
+  g.rank = 3;
+  g.shape = {2, 3, 4};
+  g.out_strides = {12, 4, 1};
+  g.x_strides = {12, 4, 1};
+  g.y_strides = {12, 4, 1};
+  auto c = loom::kernels::coalesce(g);
+  EXPECT_EQ(c.rank, 1);
+  EXPECT_EQ(c.shape[0], 24);
+  g.x_strides = {12, 1, 3};  // x transposed in its last two dimensions
+  c = loom::kernels::coalesce(g);
+  EXPECT_EQ(c.rank, 3);
+  g.x_strides = {24, 4, 1};  // rows of a wider tensor: the last two still merge
+  c = loom::kernels::coalesce(g);
+  EXPECT_EQ(c.rank, 2);
+  EXPECT_EQ(c.shape[1], 12);
+  g.shape = {1, 3, 1};
+  c = loom::kernels::coalesce(g);
+  EXPECT_EQ(c.rank, 1);
+  EXPECT_EQ(c.numel(), 3);
+}
+
+TEST(ElementwiseReference, StridedEqualsContiguousOnATranspose) {
+  auto rng = loom::test::seeded_engine();
+  const std::size_t rows = 37;
+  const std::size_t cols = 29;
+  const HostArray x = loom::test::random_array(DType::f32, rows * cols, rng);
+  const HostArray y = loom::test::random_array(DType::f32, rows * cols, rng);
+  // out[c][r] = x[r][c] * y[c][r]: x read through its transpose.
+  loom::kernels::MapGeometry g;
+  g.rank = 2;
+  g.shape = {static_cast<std::int64_t>(cols), static_cast<std::int64_t>(rows)};
+  g.out_strides = {static_cast<std::int64_t>(rows), 1};
+  g.x_strides = {1, static_cast<std::int64_t>(cols)};
+  g.y_strides = {static_cast<std::int64_t>(rows), 1};
+  HostArray out(DType::f32, rows * cols);
+  loom::kernels::map_strided_reference(MapKind::mul, DType::f32, DType::f32,
+                                       {x.data(), y.data(), out.data()}, g);
+  for (std::size_t c = 0; c < cols; ++c) {
+    for (std::size_t r = 0; r < rows; ++r) {
+      ASSERT_EQ(out.get(c * rows + r), x.get(r * cols + c) * y.get(c * rows + r));
+    }
+  }
+}
+
+// ---- ops through a graph on the CPU backend -------------------------------------
+
+loom::Tensor host_tensor(loom::Runtime& rt, const HostArray& a, const loom::Shape& shape) {
+  auto t = rt.tensor(a.dtype, shape);
+  std::memcpy(t.data(), a.data(), a.bytes.size());
+  return t;
+}
+
+HostArray read_back(const loom::Tensor& t) {
+  HostArray a(t.dtype(), static_cast<std::size_t>(t.numel()));
+  std::memcpy(a.data(), t.data(), a.bytes.size());
+  return a;
+}
+
+loom::OpPtr make_op(MapKind kind, const loom::Tensor& x, const loom::Tensor& y,
+                    const loom::Tensor& out, loom::kernels::MapScalars s) {
+  switch (kind) {
+    case MapKind::add: return loom::ops::add(x, y, out);
+    case MapKind::mul: return loom::ops::mul(x, y, out);
+    case MapKind::axpby: return loom::ops::axpby(s.alpha, x, s.beta, y, out);
+    case MapKind::relu: return loom::ops::relu(x, out);
+    case MapKind::gelu_tanh: return loom::ops::gelu_tanh(x, out);
+    case MapKind::cast: return loom::ops::cast(x, out);
+  }
+  return nullptr;
+}
+
+TEST(ElementwiseOps, EveryMapAndDtypeThroughAGraphOnTheCpuBackend) {
+  loom::Runtime rt(cpu(2));
+  auto rng = loom::test::seeded_engine();
+  const std::size_t n = 4097;
+  const loom::kernels::MapScalars s{1.5F, -0.75F};
+  for (MapKind kind : kKinds) {
+    for (DType in : kFloatTypes) {
+      for (DType out_dtype : kFloatTypes) {
+        if (!loom::kernels::map_supports(kind, in, out_dtype)) continue;
+        const HostArray x = loom::test::random_array(in, n, rng);
+        const HostArray y = loom::test::random_array(in, n, rng);
+        HostArray want(out_dtype, n);
+        loom::kernels::map_reference(kind, in, out_dtype, {x.data(), y.data(), want.data()}, n, s);
+        auto tx = host_tensor(rt, x, {static_cast<std::int64_t>(n)});
+        auto ty = host_tensor(rt, y, {static_cast<std::int64_t>(n)});
+        auto tout = rt.tensor(out_dtype, {static_cast<std::int64_t>(n)});
+        std::memset(tout.data(), 0xFF, tout.nbytes());
+        loom::Graph g;
+        g.add(make_op(kind, tx, ty, tout, s));
+        rt.submit(g).wait();
+        EXPECT_EQ(loom::test::compare(read_back(tout), want, true), "")
+            << to_string(kind) << " " << to_string(in) << " -> " << to_string(out_dtype);
+      }
+    }
+  }
+}
+
+TEST(ElementwiseOps, StridedViewsTakeTheStridedPath) {
+  loom::Runtime rt(cpu(2));
+  auto rng = loom::test::seeded_engine();
+  const HostArray x = loom::test::random_array(DType::bf16, 6 * 10, rng);
+  const HostArray y = loom::test::random_array(DType::bf16, 10 * 6, rng);
+  auto tx = host_tensor(rt, x, {6, 10});
+  auto ty = host_tensor(rt, y, {10, 6});
+  auto out = rt.tensor(DType::bf16, {10, 3});
+  // x transposed, y's even columns: both views; out contiguous.
+  const auto xv = tx.transpose(0, 1).slice(1, 0, 3);  // [10, 3], strides [1, 10]
+  const auto yv = ty.slice(1, 0, 6, 2);               // [10, 3], strides [6, 2]
+  loom::Graph g;
+  g.add(loom::ops::add(xv, yv, out));
+  auto out_t = rt.tensor(DType::f32, {3, 10});
+  g.add(loom::ops::cast(out.transpose(0, 1), out_t));  // a transposed input to a cast
+  rt.submit(g).wait();
+  const HostArray got = read_back(out);
+  const HostArray got_t = read_back(out_t);
+  for (std::size_t r = 0; r < 10; ++r) {
+    for (std::size_t c = 0; c < 3; ++c) {
+      HostArray want(DType::bf16, 1);
+      want.set(0, x.get(c * 10 + r) + y.get(r * 6 + 2 * c));
+      ASSERT_EQ(got.get(r * 3 + c), want.get(0)) << r << "," << c;
+      ASSERT_EQ(got_t.get(c * 10 + r), want.get(0)) << r << "," << c;
+    }
+  }
+}
+
+TEST(ElementwiseOps, InPlaceOnTheSameView) {
+  loom::Runtime rt(cpu(2));
+  auto t = rt.tensor<float>({5});
+  const float in[5] = {-1.0F, 2.0F, -3.0F, 4.0F, 0.5F};
+  std::memcpy(t.data(), in, sizeof in);
+  loom::Graph g;
+  g.add(loom::ops::relu(t, t));
+  g.add(loom::ops::axpby(2.0F, t, 1.0F, t, t));
+  rt.submit(g).wait();
+  const float* got = t.data_as<float>();
+  EXPECT_EQ(got[0], 0.0F);
+  EXPECT_EQ(got[1], 6.0F);
+  EXPECT_EQ(got[3], 12.0F);
+}
+
+void expect_rejected(loom::Runtime& rt, loom::OpPtr op, const std::string& words) {
+  loom::Graph g;
+  g.add(std::move(op), {.name = "suspect"});
+  try {
+    (void)rt.submit(g);
+    FAIL() << "accepted; expected a rejection saying '" << words << "'";
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_EQ(e.task(), "suspect") << e.what();
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+TEST(ElementwiseOps, BadInputsAreRejectedAtSubmitNamingTheTask) {
+  loom::Runtime rt(cpu(1));
+  auto a = rt.tensor<float>({8});
+  auto b = rt.tensor<float>({8});
+  auto h = rt.tensor(DType::f16, {8});
+  auto i = rt.tensor<std::int32_t>({8});
+  auto short_one = rt.tensor<float>({7});
+  auto matrix = rt.tensor<float>({4, 4});
+  expect_rejected(rt, loom::ops::add(a, i, b), "must be one of f32, f16, bf16");
+  expect_rejected(rt, loom::ops::add(a, h, b), "one dtype");
+  expect_rejected(rt, loom::ops::relu(a, h), "cast converts");
+  expect_rejected(rt, loom::ops::mul(a, short_one, b), "one shape");
+  expect_rejected(rt, loom::ops::gelu_tanh(a, loom::Tensor()), "undefined");
+  expect_rejected(rt, loom::ops::cast(i, a), "must be one of");
+  // out overlapping an input without being the same view
+  expect_rejected(rt, loom::ops::relu(matrix.slice(0, 0, 3), matrix.slice(0, 1, 4)), "overlaps");
+  expect_rejected(rt, loom::ops::relu(matrix, matrix.transpose(0, 1)), "overlaps");
+  // out whose elements share memory (a zero stride)
+  std::vector<float> one(1);
+  auto expanded = rt.provide(one.data(), DType::f32, {8}, loom::Memory::pageable, loom::Strides{0});
+  expect_rejected(rt, loom::ops::relu(a, expanded), "share memory");
+  // vector_add keeps its contract: f32, contiguous
+  expect_rejected(rt, loom::ops::vector_add(h, h, h), "must be f32");
+  expect_rejected(rt, loom::ops::vector_add(matrix.transpose(0, 1), matrix, matrix), "contiguous");
+}
+
+TEST(ElementwiseOps, AZeroStrideInputIsABroadcast) {
+  loom::Runtime rt(cpu(1));
+  float scalar = 3.0F;
+  auto s = rt.provide(&scalar, DType::f32, {4}, loom::Memory::pageable, loom::Strides{0});
+  auto x = rt.tensor<float>({4});
+  auto out = rt.tensor<float>({4});
+  for (int k = 0; k < 4; ++k) x.data_as<float>()[k] = static_cast<float>(k);
+  loom::Graph g;
+  g.add(loom::ops::mul(x, s, out));
+  rt.submit(g).wait();
+  EXPECT_EQ(out.data_as<float>()[3], 9.0F);
+}
+
+// ---- fusion -----------------------------------------------------------------------
+
+// relu(axpby(a, x, b, y)) * x, then gelu and a round to bf16: five maps, one kernel.
+MapExpr sample_chain(float alpha, float beta) {
+  const auto x = MapExpr::input(0);
+  const auto y = MapExpr::input(1);
+  using namespace loom::ops;
+  return gelu_tanh(cast(relu(axpby(alpha, x, beta, y)) * x, DType::bf16)) + 0.5F * y;
+}
+
+TEST(ElementwiseFusion, AFusedChainEqualsTheUnfusedChainOnTheCpuBackend) {
+  loom::Runtime rt(cpu(2));
+  auto rng = loom::test::seeded_engine();
+  const std::int64_t n = 4097;
+  for (DType d : kFloatTypes) {
+    const HostArray x = loom::test::random_array(d, static_cast<std::size_t>(n), rng);
+    const HostArray y = loom::test::random_array(d, static_cast<std::size_t>(n), rng);
+    auto tx = host_tensor(rt, x, {n});
+    auto ty = host_tensor(rt, y, {n});
+    auto fused = rt.tensor(d, {n});
+    std::memset(fused.data(), 0xFF, fused.nbytes());
+    // The unfused chain, f32 intermediates: the same roundings as the fused one.
+    auto xf = rt.tensor(DType::f32, {n});
+    auto yf = rt.tensor(DType::f32, {n});
+    auto t1 = rt.tensor(DType::f32, {n});
+    auto tb = rt.tensor(DType::bf16, {n});
+    auto t2 = rt.tensor(DType::f32, {n});
+    auto unfused = rt.tensor(d, {n});
+    loom::Graph g;
+    g.add(loom::ops::fused_map({tx, ty}, fused, sample_chain(1.5F, -0.5F)));
+    g.add(loom::ops::cast(tx, xf));
+    g.add(loom::ops::cast(ty, yf));
+    g.add(loom::ops::axpby(1.5F, xf, -0.5F, yf, t1));
+    g.add(loom::ops::relu(t1, t1));
+    g.add(loom::ops::mul(t1, xf, t1));
+    g.add(loom::ops::cast(t1, tb));
+    g.add(loom::ops::cast(tb, t2));
+    g.add(loom::ops::gelu_tanh(t2, t2));
+    g.add(loom::ops::axpby(1.0F, t2, 0.5F, yf, t2));  // + 0.5 y
+    g.add(loom::ops::cast(t2, unfused));
+    rt.submit(g).wait();
+    EXPECT_EQ(loom::test::compare(read_back(fused), read_back(unfused), true), "") << to_string(d);
+  }
+}
+
+TEST(ElementwiseFusion, SharedSubexpressionsAreComputedOnceAndConstantsAreArguments) {
+  {
+    loom::kernels::FusedProgram p;
+    p.inputs = {DType::f32};
+    p.output = DType::f32;
+    p.code = {{loom::kernels::FusedOpcode::input, -1, -1, 0},
+              {loom::kernels::FusedOpcode::relu, 0}};
+    const std::string source = loom::kernels::fused_source(p);
+    p.constants = {2.0F};  // an unused constant changes nothing of the source
+    EXPECT_EQ(loom::kernels::fused_source(p), source);
+  }
+  const auto x = MapExpr::input(0);
+  const auto r = loom::ops::relu(x);
+  EXPECT_EQ((r * r).to_string(), "mul(relu(in0), relu(in0))");
+  loom::Runtime rt(cpu(1));
+  auto t = rt.tensor<float>({3});
+  auto out = rt.tensor<float>({3});
+  const float in[3] = {-1.0F, 2.0F, 3.0F};
+  std::memcpy(t.data(), in, sizeof in);
+  loom::Graph g;
+  g.add(loom::ops::fused_map({t}, out, r * r + 2.0F * x));
+  rt.submit(g).wait();
+  EXPECT_EQ(out.data_as<float>()[0], -2.0F);
+  EXPECT_EQ(out.data_as<float>()[1], 8.0F);
+  EXPECT_EQ(out.data_as<float>()[2], 15.0F);
+}
+
+TEST(ElementwiseFusion, BadChainsAreRejectedAtSubmitNamingTheTask) {
+  loom::Runtime rt(cpu(1));
+  auto a = rt.tensor<float>({8});
+  auto b = rt.tensor<float>({8});
+  auto m = rt.tensor<float>({2, 4});
+  const auto x = MapExpr::input(0);
+  expect_rejected(rt, loom::ops::fused_map({a}, b, MapExpr::input(1)), "malformed");
+  expect_rejected(rt, loom::ops::fused_map({a}, b, MapExpr(nullptr)), "empty MapExpr");
+  expect_rejected(rt, loom::ops::fused_map({}, b, x), "at least one input");
+  expect_rejected(rt, loom::ops::fused_map({m.transpose(0, 1)}, b, x), "contiguous");
+  expect_rejected(rt, loom::ops::fused_map({rt.tensor<std::int32_t>({8})}, b, x), "must be one of");
+  expect_rejected(rt, loom::ops::fused_map({a}, rt.tensor<float>({9}), x), "one shape");
+  std::vector<loom::Tensor> nine(9, a);
+  expect_rejected(rt, loom::ops::fused_map(nine, b, x), "at most 8 inputs");
+  MapExpr e = x;
+  for (int k = 0; k < 40; ++k) e = 1.5F * e;
+  expect_rejected(rt, loom::ops::fused_map({a}, b, e), "scalars");
+}
+
+// The generated source compiles for the architectures loom targets, for
+// every dtype of input and output: NVRTC needs no GPU.
+TEST(ElementwiseFusion, GeneratedKernelsCompileWithNvrtc) {
+  std::string why;
+  if (!loom::kernels::nvrtc_available(&why)) GTEST_SKIP() << why;
+  for (DType in : kFloatTypes) {
+    for (DType out : kFloatTypes) {
+      loom::kernels::FusedProgram p;
+      p.inputs = {in, DType::f32};
+      p.output = out;
+      p.constants = {2.0F, -1.0F, 0.5F};
+      using Op = loom::kernels::FusedOpcode;
+      p.code = {{Op::input, -1, -1, 0},
+                {Op::input, -1, -1, 1},
+                {Op::axpby, 0, 1, 0},
+                {Op::relu, 2},
+                {Op::gelu_tanh, 3},
+                {Op::constant, -1, -1, 2},
+                {Op::mul, 4, 5},
+                {Op::round, 6, -1, 0, DType::f16},
+                {Op::round, 7, -1, 0, DType::bf16},
+                {Op::add, 8, 0}};
+      const auto cubin = loom::kernels::nvrtc_compile(loom::kernels::fused_source(p), 9, 0);
+      EXPECT_GT(cubin.size(), 0U) << to_string(in) << " -> " << to_string(out);
+    }
+  }
+}
+
+TEST(ElementwiseFusion, ACompileErrorCarriesTheLog) {
+  std::string why;
+  if (!loom::kernels::nvrtc_available(&why)) GTEST_SKIP() << why;
+  try {
+    (void)loom::kernels::nvrtc_compile("this is not CUDA", 9, 0);
+    FAIL();
+  } catch (const loom::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("could not compile"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

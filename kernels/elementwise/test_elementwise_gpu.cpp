@@ -1,0 +1,381 @@
+// The elementwise family on the GPU: every map x variant x dtype against the
+// CPU reference at awkward sizes with poisoned outputs and guard elements,
+// misaligned pointers for the vectorized path, the strided path, the fused
+// kernel against its CPU interpretation and against the unfused chain, and
+// every op through a graph on the CUDA backend.
+#include "support/gpu.hpp"
+
+#include <loom/error.hpp>
+#include <loom/graph.hpp>
+#include <loom/ops.hpp>
+#include <loom/runtime.hpp>
+
+#include "cuda/stream.hpp"
+#include "elementwise/fusion.hpp"
+#include "elementwise/maps.hpp"
+#include "elementwise/test_support.hpp"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using loom::DType;
+using loom::kernels::MapKind;
+using loom::kernels::MapVariant;
+using loom::ops::MapExpr;
+using loom::test::HostArray;
+
+constexpr DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16};
+constexpr MapKind kKinds[] = {MapKind::add,  MapKind::mul,       MapKind::axpby,
+                              MapKind::relu, MapKind::gelu_tanh, MapKind::cast};
+constexpr MapVariant kVariants[] = {MapVariant::naive, MapVariant::grid_stride,
+                                    MapVariant::vectorized, MapVariant::automatic};
+constexpr std::size_t kSizes[] = {1, 31, 4097, 1000003};
+constexpr std::size_t kGuard = 16;  // poisoned elements after the output, which must stay poisoned
+constexpr loom::kernels::MapScalars kScalars{1.25F, -0.5F};
+
+/// A device copy of a host array, `offset` elements in (to misalign it), with
+/// kGuard spare elements after it.
+class DeviceArray {
+ public:
+  DeviceArray(DType d, std::size_t n, std::size_t offset)
+      : dtype_(d), n_(n), offset_(offset), buffer_((offset + n + kGuard) * bytes_for(d, 1)) {}
+  void upload(const HostArray& a) {
+    std::vector<unsigned char> bytes(buffer_.size(), 0xFF);
+    std::memcpy(bytes.data() + offset_ * bytes_for(dtype_, 1), a.bytes.data(), a.bytes.size());
+    buffer_.upload(bytes);
+  }
+  void poison() { buffer_.poison(); }
+  void* data() { return buffer_.data() + offset_ * bytes_for(dtype_, 1); }
+  /// The n elements, after checking that nothing around them was written.
+  HostArray download(std::string* trespass) const {
+    const auto bytes = buffer_.download();
+    const std::size_t esize = bytes_for(dtype_, 1);
+    for (std::size_t i = 0; i < offset_ * esize; ++i) {
+      if (bytes[i] != 0xFF) *trespass = "wrote before the output";
+    }
+    for (std::size_t i = (offset_ + n_) * esize; i < bytes.size(); ++i) {
+      if (bytes[i] != 0xFF) *trespass = "wrote past the end of the output";
+    }
+    HostArray a(dtype_, n_);
+    std::memcpy(a.bytes.data(), bytes.data() + offset_ * esize, a.bytes.size());
+    return a;
+  }
+
+ private:
+  DType dtype_;
+  std::size_t n_;
+  std::size_t offset_;
+  loom::test::DeviceBuffer<unsigned char> buffer_;
+};
+
+struct Offsets {
+  std::size_t x = 0;
+  std::size_t y = 0;
+  std::size_t out = 0;
+};
+
+// Runs one map on the GPU and compares it with the reference; "" when equal.
+std::string check_map(MapKind kind, DType in, DType out, MapVariant variant, const HostArray& x,
+                      const HostArray& y, const HostArray& want, Offsets off = {}) {
+  const std::size_t n = x.size();
+  DeviceArray dx(in, n, off.x);
+  DeviceArray dy(in, n, off.y);
+  DeviceArray dout(out, n, off.out);
+  dx.upload(x);
+  dy.upload(y);
+  dout.poison();
+  loom::detail::Stream stream(0, 0);
+  loom::kernels::map(kind, in, out, {dx.data(), dy.data(), dout.data()}, n, stream.view(), kScalars,
+                     variant);
+  stream.synchronize();
+  std::string trespass;
+  const HostArray got = dout.download(&trespass);
+  if (!trespass.empty()) return trespass;
+  return loom::test::compare(got, want, loom::test::exact(kind));
+}
+
+std::string label(MapKind kind, DType in, DType out) {
+  return std::string(to_string(kind)) + " " + std::string(to_string(in)) + "->" +
+         std::string(to_string(out));
+}
+
+TEST(ElementwiseGpu, EveryMapVariantAndDtypeMatchesTheReference) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::seeded_engine();
+  for (MapKind kind : kKinds) {
+    for (DType in : kFloatTypes) {
+      for (DType out : kFloatTypes) {
+        if (!loom::kernels::map_supports(kind, in, out)) continue;
+        for (std::size_t n : kSizes) {
+          const HostArray x = loom::test::random_array(in, n, rng);
+          const HostArray y = loom::test::random_array(in, n, rng);
+          HostArray want(out, n);
+          loom::kernels::map_reference(kind, in, out, {x.data(), y.data(), want.data()}, n,
+                                       kScalars);
+          for (MapVariant v : kVariants) {
+            EXPECT_EQ(check_map(kind, in, out, v, x, y, want), "")
+                << label(kind, in, out) << " " << to_string(v) << " n=" << n;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Offsets that can be peeled together (the same misalignment in bytes), and
+// ones that cannot (the vectorized variant falls back to grid_stride).
+TEST(ElementwiseGpu, MisalignedPointersTakeTheVectorizedPathOrItsFallback) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::seeded_engine();
+  const Offsets offsets[] = {{1, 1, 1}, {3, 3, 3}, {1, 0, 0}, {0, 2, 1}, {5, 7, 6}};
+  for (MapKind kind : {MapKind::add, MapKind::axpby, MapKind::relu, MapKind::cast}) {
+    for (DType in : kFloatTypes) {
+      for (DType out : kFloatTypes) {
+        if (!loom::kernels::map_supports(kind, in, out)) continue;
+        for (std::size_t n : {std::size_t{31}, std::size_t{4097}, std::size_t{1000003}}) {
+          const HostArray x = loom::test::random_array(in, n, rng);
+          const HostArray y = loom::test::random_array(in, n, rng);
+          HostArray want(out, n);
+          loom::kernels::map_reference(kind, in, out, {x.data(), y.data(), want.data()}, n,
+                                       kScalars);
+          for (const Offsets& off : offsets) {
+            EXPECT_EQ(check_map(kind, in, out, MapVariant::vectorized, x, y, want, off), "")
+                << label(kind, in, out) << " n=" << n << " offsets " << off.x << "," << off.y << ","
+                << off.out;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ElementwiseGpu, InPlaceOnTheSameBuffer) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::seeded_engine();
+  const std::size_t n = 1000003;
+  for (DType d : kFloatTypes) {
+    const HostArray x = loom::test::random_array(d, n, rng);
+    HostArray want(d, n);
+    loom::kernels::map_reference(MapKind::gelu_tanh, d, d, {x.data(), nullptr, want.data()}, n);
+    DeviceArray dx(d, n, 0);
+    dx.upload(x);
+    loom::detail::Stream stream(0, 0);
+    loom::kernels::map(MapKind::gelu_tanh, d, d, {dx.data(), nullptr, dx.data()}, n, stream.view());
+    stream.synchronize();
+    std::string trespass;
+    EXPECT_EQ(loom::test::compare(dx.download(&trespass), want, false), "") << to_string(d);
+    EXPECT_EQ(trespass, "");
+  }
+}
+
+TEST(ElementwiseGpu, StridedPathMatchesTheReference) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::seeded_engine();
+  // out [r, c] contiguous; x read through a transpose; y every other column of a wider matrix.
+  for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {31, 7}, {1000, 1003}}) {
+    for (DType in : kFloatTypes) {
+      const std::size_t n = static_cast<std::size_t>(rows * cols);
+      const HostArray x = loom::test::random_array(in, n, rng);
+      const HostArray y = loom::test::random_array(in, 2 * n, rng);
+      loom::kernels::MapGeometry g;
+      g.rank = 2;
+      g.shape = {rows, cols};
+      g.out_strides = {cols, 1};
+      g.x_strides = {1, rows};
+      g.y_strides = {2 * cols, 2};
+      for (DType out : kFloatTypes) {
+        const MapKind kind = out == in ? MapKind::axpby : MapKind::cast;
+        HostArray want(out, n);
+        loom::kernels::map_strided_reference(kind, in, out, {x.data(), y.data(), want.data()}, g,
+                                             kScalars);
+        DeviceArray dx(in, n, 0);
+        DeviceArray dy(in, 2 * n, 0);
+        DeviceArray dout(out, n, 0);
+        dx.upload(x);
+        dy.upload(y);
+        dout.poison();
+        loom::detail::Stream stream(0, 0);
+        loom::kernels::map_strided(kind, in, out, {dx.data(), dy.data(), dout.data()}, g,
+                                   stream.view(), kScalars);
+        stream.synchronize();
+        std::string trespass;
+        EXPECT_EQ(loom::test::compare(dout.download(&trespass), want, loom::test::exact(kind)), "")
+            << label(kind, in, out) << " " << rows << "x" << cols;
+        EXPECT_EQ(trespass, "");
+      }
+    }
+  }
+}
+
+// ---- fusion -----------------------------------------------------------------------
+
+loom::kernels::FusedProgram sample_program(DType in, DType out) {
+  using Op = loom::kernels::FusedOpcode;
+  loom::kernels::FusedProgram p;
+  p.inputs = {in, DType::f32, in};
+  p.output = out;
+  p.constants = {1.5F, -0.5F, 0.25F};
+  // gelu(round_bf16(relu(1.5 x - 0.5 y) * x)) + 0.25 z
+  p.code = {{Op::input, -1, -1, 0}, {Op::input, -1, -1, 1}, {Op::axpby, 0, 1, 0},
+            {Op::relu, 2},          {Op::mul, 3, 0},        {Op::round, 4, -1, 0, DType::bf16},
+            {Op::gelu_tanh, 5},     {Op::input, -1, -1, 2}, {Op::constant, -1, -1, 2},
+            {Op::mul, 7, 8},        {Op::add, 6, 9}};
+  return p;
+}
+
+TEST(ElementwiseGpu, FusedKernelMatchesItsCpuInterpretation) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::seeded_engine();
+  for (DType in : kFloatTypes) {
+    for (DType out : kFloatTypes) {
+      const auto p = sample_program(in, out);
+      for (std::size_t n : kSizes) {
+        for (std::size_t misalign : {std::size_t{0}, std::size_t{1}}) {
+          const HostArray a = loom::test::random_array(in, n, rng);
+          const HostArray b = loom::test::random_array(DType::f32, n, rng);
+          const HostArray c = loom::test::random_array(in, n, rng);
+          HostArray want(out, n);
+          loom::kernels::fused_map_reference(p, {a.data(), b.data(), c.data()}, want.data(), n);
+          DeviceArray da(in, n, misalign);
+          DeviceArray db(DType::f32, n, 0);
+          DeviceArray dc(in, n, 0);
+          DeviceArray dout(out, n, 0);
+          da.upload(a);
+          db.upload(b);
+          dc.upload(c);
+          dout.poison();
+          loom::detail::Stream stream(0, 0);
+          loom::kernels::fused_map(p, {da.data(), db.data(), dc.data()}, dout.data(), n,
+                                   stream.view());
+          stream.synchronize();
+          std::string trespass;
+          // gelu (tanhf) and axpby (a fused multiply-add) differ in the last bits.
+          EXPECT_EQ(loom::test::compare(dout.download(&trespass), want, false), "")
+              << to_string(in) << "->" << to_string(out) << " n=" << n << " misalign " << misalign;
+          EXPECT_EQ(trespass, "");
+        }
+      }
+    }
+  }
+}
+
+// ---- ops through a graph on the CUDA backend ---------------------------------
+
+loom::Tensor to_device(loom::Runtime& rt, HostArray& a, const loom::Shape& shape) {
+  auto host = rt.provide(a.data(), a.dtype, shape, loom::Memory::pageable);
+  auto dev = rt.tensor(a.dtype, shape);
+  rt.copy(host, dev).wait();
+  return dev;
+}
+
+HostArray to_host(loom::Runtime& rt, const loom::Tensor& dev) {
+  HostArray a(dev.dtype(), static_cast<std::size_t>(dev.numel()));
+  auto host = rt.provide(a.data(), a.dtype, dev.shape(), loom::Memory::pageable);
+  rt.copy(dev, host).wait();
+  return a;
+}
+
+TEST(ElementwiseGpu, EveryOpThroughAGraphOnTheCudaBackend) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  ASSERT_EQ(rt.backend(), loom::Backend::cuda);
+  auto rng = loom::test::seeded_engine();
+  const std::int64_t rows = 257;
+  const std::int64_t cols = 129;
+  const auto n = static_cast<std::size_t>(rows * cols);
+  for (DType d : kFloatTypes) {
+    HostArray x = loom::test::random_array(d, n, rng);
+    HostArray y = loom::test::random_array(d, n, rng);
+    auto dx = to_device(rt, x, {rows, cols});
+    auto dy = to_device(rt, y, {rows, cols});
+    auto sum = rt.tensor(d, {rows, cols});
+    auto prod = rt.tensor(d, {rows, cols});
+    auto comb = rt.tensor(d, {rows, cols});
+    auto act = rt.tensor(d, {rows, cols});
+    auto gel = rt.tensor(d, {rows, cols});
+    auto as_f32 = rt.tensor(DType::f32, {rows, cols});
+    auto transposed = rt.tensor(d, {cols, rows});
+    auto fused = rt.tensor(d, {rows, cols});
+    loom::Graph g;
+    g.add(loom::ops::add(dx, dy, sum));
+    g.add(loom::ops::mul(dx, dy, prod));
+    g.add(loom::ops::axpby(kScalars.alpha, dx, kScalars.beta, dy, comb));
+    g.add(loom::ops::relu(dx, act));
+    g.add(loom::ops::gelu_tanh(dx, gel));
+    g.add(loom::ops::cast(dx, as_f32));
+    g.add(loom::ops::add(dx.transpose(0, 1), dy.transpose(0, 1), transposed));  // strided path
+    const auto ex = MapExpr::input(0);
+    const auto ey = MapExpr::input(1);
+    g.add(
+        loom::ops::fused_map({dx, dy}, fused, loom::ops::gelu_tanh(loom::ops::relu(ex + ey) * ex)));
+    rt.submit(g).wait();
+
+    const auto reference = [&](MapKind kind, DType out) {
+      HostArray want(out, n);
+      loom::kernels::map_reference(kind, d, out, {x.data(), y.data(), want.data()}, n, kScalars);
+      return want;
+    };
+    EXPECT_EQ(loom::test::compare(to_host(rt, sum), reference(MapKind::add, d), true), "");
+    EXPECT_EQ(loom::test::compare(to_host(rt, prod), reference(MapKind::mul, d), true), "");
+    EXPECT_EQ(loom::test::compare(to_host(rt, comb), reference(MapKind::axpby, d), false), "");
+    EXPECT_EQ(loom::test::compare(to_host(rt, act), reference(MapKind::relu, d), true), "");
+    EXPECT_EQ(loom::test::compare(to_host(rt, gel), reference(MapKind::gelu_tanh, d), false), "");
+    EXPECT_EQ(loom::test::compare(to_host(rt, as_f32), reference(MapKind::cast, DType::f32), true),
+              "");
+    const HostArray t = to_host(rt, transposed);
+    const HostArray s = reference(MapKind::add, d);
+    std::size_t bad = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < cols; ++c) {
+        if (!(t.get(static_cast<std::size_t>(c * rows + r)) ==
+              s.get(static_cast<std::size_t>(r * cols + c)))) {
+          ++bad;
+        }
+      }
+    }
+    EXPECT_EQ(bad, 0U) << "transposed add, " << to_string(d);
+    // The fused op against the unfused chain of maps on the GPU.
+    auto t1 = rt.tensor(DType::f32, {rows, cols});
+    auto t2 = rt.tensor(DType::f32, {rows, cols});
+    auto unfused = rt.tensor(d, {rows, cols});
+    loom::Graph chain;
+    chain.add(loom::ops::cast(dx, t2));
+    chain.add(loom::ops::cast(dy, t1));
+    chain.add(loom::ops::add(t2, t1, t1));
+    chain.add(loom::ops::relu(t1, t1));
+    chain.add(loom::ops::mul(t1, t2, t1));
+    chain.add(loom::ops::gelu_tanh(t1, t1));
+    chain.add(loom::ops::cast(t1, unfused));
+    rt.submit(chain).wait();
+    EXPECT_EQ(loom::test::compare(to_host(rt, fused), to_host(rt, unfused), false), "")
+        << "fused vs unfused, " << to_string(d);
+  }
+}
+
+TEST(ElementwiseGpu, BadInputsAreRejectedAtSubmitNamingTheTask) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  auto a = rt.tensor<float>({8});
+  auto host = rt.tensor<float>({8}, loom::Memory::pageable);
+  auto h = rt.tensor(DType::f16, {8});
+  const auto expect_rejected = [&](loom::OpPtr op, const std::string& words) {
+    loom::Graph g;
+    g.add(std::move(op), {.name = "suspect"});
+    try {
+      (void)rt.submit(g);
+      ADD_FAILURE() << "accepted; expected '" << words << "'";
+    } catch (const loom::InvalidArgument& e) {
+      EXPECT_EQ(e.task(), "suspect") << e.what();
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  expect_rejected(loom::ops::add(a, host, a), "memory");
+  expect_rejected(loom::ops::relu(host, host), "host");
+  expect_rejected(loom::ops::mul(a, h, a), "one dtype");
+  expect_rejected(loom::ops::fused_map({a, h}, a.slice(0, 0, 4), MapExpr::input(0)), "one shape");
+}
+
+}  // namespace
