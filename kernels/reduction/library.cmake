@@ -1,2 +1,6 @@
 # kernels/reduction: sources of libloom (src/CMakeLists.txt includes this).
-list(APPEND loom_family_sources)
+list(APPEND loom_family_sources
+  ${CMAKE_CURRENT_LIST_DIR}/reduce.cu
+  ${CMAKE_CURRENT_LIST_DIR}/reduce_segments.cu
+  ${CMAKE_CURRENT_LIST_DIR}/reduce_reference.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/reduction_ops.cpp)

@@ -1,0 +1,230 @@
+// Segmented reductions: the rows or columns of a 2-D view, any strides (see
+// reduce.hpp). Two shapes of kernel:
+//   rows     a warp per segment, or per chunk of a long segment; contiguous
+//            elements are read as 16-byte vectors once the segment reaches a
+//            16-byte boundary. Few long segments are cut into chunks so the
+//            machine fills; a second launch folds each segment's chunks.
+//   columns  a thread per segment and eight threads down each one, so a warp
+//            reads 32 neighbouring segments at once (coalesced when the
+//            segments are the contiguous direction, e.g. the column sums of a
+//            row-major matrix). Long segments are cut likewise.
+// The cut depends on the shape alone, never on the machine: deterministic.
+#include "common/check.hpp"
+#include "reduction/reduce.hpp"
+#include "reduction/reduce_device.cuh"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace loom::kernels {
+namespace {
+
+using reduce_detail::align_up;
+using reduce_detail::Fold;
+using reduce_detail::kWarp;
+using reduce_detail::to_f32;
+
+constexpr int kRowBlock = 256;
+constexpr int kRowWarps = kRowBlock / kWarp;
+constexpr int kRowUnroll = 4;
+constexpr std::int64_t kTargetWarps = 8192;  // rows: enough warps to fill any GPU
+constexpr std::int64_t kMinRowChunk = 1024;  // rows: the shortest chunk worth a warp
+constexpr std::int64_t kChunkAlignment = 8;  // keeps chunks on 16-byte boundaries
+constexpr int kColumnsX = 32;                // columns: segments a block
+constexpr int kColumnsY = 8;                 // columns: threads down each segment
+constexpr std::int64_t kTargetColumnBlocks = 1024;
+constexpr std::int64_t kMinColumnChunk = 64;
+constexpr std::int64_t kMaxGridY = 65535;
+
+// One warp folds len contiguous elements from p: a scalar head up to the
+// first 16-byte boundary, vectors with kRowUnroll loads in flight, a scalar
+// tail. Each lane's value; the caller combines the lanes.
+template <class T, ReduceOp kOp>
+__device__ float warp_fold_contiguous(const T* __restrict__ p, std::int64_t len, int lane) {
+  using F = Fold<kOp>;
+  constexpr int kPer = reduce_detail::kPerVector<T>;
+  const auto head =
+      static_cast<std::int64_t>(reduce_detail::head_elements(p, static_cast<std::size_t>(len)));
+  float acc = F::identity();
+  if (lane < head) acc = F::apply(acc, to_f32(p[lane]));
+  const std::int64_t vectors = (len - head) / kPer;
+  const auto* gV = reinterpret_cast<const uint4*>(p + head);
+  std::int64_t v = lane;
+  for (; v + (kRowUnroll - 1) * kWarp < vectors; v += kRowUnroll * kWarp) {
+    uint4 rV[kRowUnroll];
+#pragma unroll
+    for (int u = 0; u < kRowUnroll; ++u) rV[u] = reduce_detail::load_vector(gV + v + u * kWarp);
+#pragma unroll
+    for (int u = 0; u < kRowUnroll; ++u) acc = reduce_detail::fold_vector<T, kOp>(acc, rV[u]);
+  }
+  for (; v < vectors; v += kWarp) {
+    acc = reduce_detail::fold_vector<T, kOp>(acc, reduce_detail::load_vector(gV + v));
+  }
+  for (std::int64_t i = head + vectors * kPer + lane; i < len; i += kWarp) {
+    acc = F::apply(acc, to_f32(p[i]));
+  }
+  return acc;
+}
+
+template <class T, ReduceOp kOp>
+__device__ float warp_fold_strided(const T* __restrict__ p, std::int64_t len, std::int64_t stride,
+                                   int lane) {
+  using F = Fold<kOp>;
+  float acc = F::identity();
+#pragma unroll 4
+  for (std::int64_t i = lane; i < len; i += kWarp) acc = F::apply(acc, to_f32(p[i * stride]));
+  return acc;
+}
+
+// Warp w folds chunk (w % splits) of segment (w / splits). With one split it
+// stores the result; otherwise it leaves a partial at gPartials[w].
+template <class T, ReduceOp kOp>
+__global__ void __launch_bounds__(kRowBlock)
+    reduce_rows_kernel(const T* __restrict__ gX, Segments s, std::int64_t splits,
+                       std::int64_t chunk, void* out, DType out_dtype, std::int64_t out_stride,
+                       float* __restrict__ gPartials) {
+  const std::int64_t w =
+      static_cast<std::int64_t>(blockIdx.x) * kRowWarps + static_cast<int>(threadIdx.x) / kWarp;
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  if (w >= s.count * splits) return;  // whole warps leave together
+  const std::int64_t segment = w / splits;
+  const std::int64_t begin = (w - segment * splits) * chunk;
+  const std::int64_t len = std::min(chunk, s.length - begin);
+  const T* p = gX + segment * s.segment_stride + begin * s.element_stride;
+  float acc = s.element_stride == 1 ? warp_fold_contiguous<T, kOp>(p, len, lane)
+                                    : warp_fold_strided<T, kOp>(p, len, s.element_stride, lane);
+  acc = reduce_detail::warp_reduce<kOp>(acc);
+  if (lane != 0) return;
+  if (gPartials == nullptr) {
+    reduce_detail::store(out, out_dtype, segment * out_stride, acc);
+  } else {
+    gPartials[w] = acc;
+  }
+}
+
+// Thread (x, y) of block (bx, split) folds every kColumnsY-th element of its
+// chunk of segment bx * kColumnsX + x; the kColumnsY values of a segment are
+// then folded in order of y.
+template <class T, ReduceOp kOp>
+__global__ void __launch_bounds__(kColumnsX* kColumnsY)
+    reduce_columns_kernel(const T* __restrict__ gX, Segments s, std::int64_t chunk, void* out,
+                          DType out_dtype, std::int64_t out_stride, float* __restrict__ gPartials) {
+  using F = Fold<kOp>;
+  __shared__ float sAcc[kColumnsY][kColumnsX + 1];
+  const std::int64_t segment = static_cast<std::int64_t>(blockIdx.x) * kColumnsX + threadIdx.x;
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * chunk;
+  float acc = F::identity();
+  if (segment < s.count) {
+    const std::int64_t end = std::min(begin + chunk, s.length);
+    const T* p = gX + segment * s.segment_stride;
+#pragma unroll 4
+    for (std::int64_t k = begin + threadIdx.y; k < end; k += kColumnsY) {
+      acc = F::apply(acc, to_f32(p[k * s.element_stride]));
+    }
+  }
+  sAcc[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y != 0 || segment >= s.count) return;
+#pragma unroll
+  for (int y = 1; y < kColumnsY; ++y) acc = F::apply(acc, sAcc[y][threadIdx.x]);
+  if (gPartials == nullptr) {
+    reduce_detail::store(out, out_dtype, segment * out_stride, acc);
+  } else {
+    gPartials[static_cast<std::int64_t>(blockIdx.y) * s.count + segment] = acc;
+  }
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// A warp a segment where elements are at least as close as segments (rows);
+// a thread a segment otherwise (columns), and for rows too short for a warp.
+bool warp_per_segment(const Segments& s) {
+  if (s.length < kWarp / 2) return false;
+  if (s.count == 1) return true;
+  return std::llabs(s.element_stride) <= std::llabs(s.segment_stride);
+}
+
+struct Cut {
+  std::int64_t splits = 1;
+  std::int64_t chunk = 0;
+};
+
+Cut row_cut(const Segments& s) {
+  Cut c{1, s.length};
+  if (s.count >= kTargetWarps || s.length <= 2 * kMinRowChunk) return c;
+  const std::int64_t wanted =
+      std::min(ceil_div(kTargetWarps, s.count), ceil_div(s.length, kMinRowChunk));
+  c.chunk = ceil_div(ceil_div(s.length, wanted), kChunkAlignment) * kChunkAlignment;
+  c.splits = ceil_div(s.length, c.chunk);
+  return c;
+}
+
+Cut column_cut(const Segments& s) {
+  Cut c{1, s.length};
+  const std::int64_t blocks = ceil_div(s.count, kColumnsX);
+  if (blocks >= kTargetColumnBlocks || s.length <= 2 * kMinColumnChunk) return c;
+  const std::int64_t wanted = std::min(
+      {ceil_div(kTargetColumnBlocks, blocks), ceil_div(s.length, kMinColumnChunk), kMaxGridY});
+  c.chunk = ceil_div(s.length, wanted);
+  c.splits = ceil_div(s.length, c.chunk);
+  return c;
+}
+
+Cut cut_of(const Segments& s) { return warp_per_segment(s) ? row_cut(s) : column_cut(s); }
+
+template <class T, ReduceOp kOp>
+void launch_rows(const T* x, const Segments& s, Cut c, void* out, DType out_dtype,
+                 std::int64_t out_stride, float* partials, StreamView stream) {
+  const auto blocks = static_cast<unsigned>(ceil_div(s.count * c.splits, kRowWarps));
+  reduce_rows_kernel<T, kOp><<<blocks, kRowBlock, 0, stream>>>(x, s, c.splits, c.chunk, out,
+                                                               out_dtype, out_stride, partials);
+  LOOM_KERNEL_CHECK_LAUNCH("reduce_segments: rows kernel launch");
+}
+
+template <class T, ReduceOp kOp>
+void launch_columns(const T* x, const Segments& s, Cut c, void* out, DType out_dtype,
+                    std::int64_t out_stride, float* partials, StreamView stream) {
+  const dim3 grid(static_cast<unsigned>(ceil_div(s.count, kColumnsX)),
+                  static_cast<unsigned>(c.splits));
+  reduce_columns_kernel<T, kOp><<<grid, dim3(kColumnsX, kColumnsY), 0, stream>>>(
+      x, s, c.chunk, out, out_dtype, out_stride, partials);
+  LOOM_KERNEL_CHECK_LAUNCH("reduce_segments: columns kernel launch");
+}
+
+}  // namespace
+
+std::size_t reduce_segments_workspace_bytes(const Segments& segments) {
+  const Cut c = cut_of(segments);
+  if (c.splits == 1 || segments.count == 0) return 0;
+  return align_up(static_cast<std::size_t>(segments.count * c.splits) * sizeof(float));
+}
+
+void reduce_segments(ReduceOp op, const void* x, DType dtype, const Segments& segments, void* out,
+                     DType out_dtype, std::int64_t out_stride, void* workspace, StreamView stream) {
+  reduce_detail::require_output_dtype(out_dtype);
+  if (segments.count <= 0) return;
+  const Cut c = cut_of(segments);
+  auto* partials = c.splits > 1 ? static_cast<float*>(workspace) : nullptr;
+  reduce_detail::dispatch(dtype, op, [&](auto type, auto op_tag) {
+    using T = typename decltype(type)::type;
+    constexpr ReduceOp kOp = decltype(op_tag)::value;
+    const auto* gX = static_cast<const T*>(x);
+    if (warp_per_segment(segments)) {
+      launch_rows<T, kOp>(gX, segments, c, out, out_dtype, out_stride, partials, stream);
+      if (partials == nullptr) return;
+      // Each segment's chunks, contiguous: [count, splits].
+      const Segments chunks{segments.count, c.splits, c.splits, 1};
+      launch_rows<float, kOp>(partials, chunks, Cut{1, c.splits}, out, out_dtype, out_stride,
+                              nullptr, stream);
+    } else {
+      launch_columns<T, kOp>(gX, segments, c, out, out_dtype, out_stride, partials, stream);
+      if (partials == nullptr) return;
+      // The chunks' partials, [splits, count]: fold down each column.
+      const Segments chunks{segments.count, c.splits, 1, segments.count};
+      launch_columns<float, kOp>(partials, chunks, Cut{1, c.splits}, out, out_dtype, out_stride,
+                                 nullptr, stream);
+    }
+  });
+}
+
+}  // namespace loom::kernels
