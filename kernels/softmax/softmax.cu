@@ -117,11 +117,17 @@ struct MaxSum {
   float s;
 };
 
+// exp(from - to), exactly 1 when the maximum did not move: exp_shifted(m, m)
+// is 1 only to within an ulp, and a running sum rescaled by it pack after
+// pack would drift by that ulp each time.
+__device__ __forceinline__ float rescale(float from, float to) {
+  return from == to ? 1.0F : exp_shifted(from, to * kLog2e);
+}
+
 __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
   const float m = fmaxf(a.m, b.m);
   if (m == -INFINITY) return {m, 0.0F};  // both empty: exp(-inf - -inf) would be NaN
-  const float m_log2e = m * kLog2e;
-  return {m, a.s * exp_shifted(a.m, m_log2e) + b.s * exp_shifted(b.m, m_log2e)};
+  return {m, a.s * rescale(a.m, m) + b.s * rescale(b.m, m)};
 }
 
 // Folds VEC values into the pair: one rescale a pack, not one an element.
@@ -132,7 +138,7 @@ __device__ __forceinline__ MaxSum fold(MaxSum acc, const float (&v)[VEC]) {
   for (int i = 0; i < VEC; ++i) m = fmaxf(m, v[i]);
   if (m == -INFINITY) return acc;
   const float m_log2e = m * kLog2e;
-  float s = acc.s * exp_shifted(acc.m, m_log2e);
+  float s = acc.s * rescale(acc.m, m);
 #pragma unroll
   for (int i = 0; i < VEC; ++i) s += exp_shifted(v[i], m_log2e);
   return {m, s};
