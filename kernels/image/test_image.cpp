@@ -21,8 +21,8 @@
 
 namespace {
 
-using loom::test::cpu;
 using loom::kernels::RgbLayout;
+using loom::test::cpu;
 using Bytes = std::vector<std::uint8_t>;
 
 Bytes random_bytes(std::size_t n, std::mt19937_64& rng) {
@@ -37,7 +37,9 @@ TEST(GrayReference, MatchesTheFixedPointWeights) {
   const Bytes interleaved = {255, 0, 0, 0, 255, 0, 0, 0, 255, 255, 255, 255, 0, 0, 0, 10, 20, 30};
   Bytes planar(18);
   for (int p = 0; p < 6; ++p) {
-    for (int c = 0; c < 3; ++c) planar[static_cast<std::size_t>(c * 6 + p)] = interleaved[static_cast<std::size_t>(p * 3 + c)];
+    for (int c = 0; c < 3; ++c)
+      planar[static_cast<std::size_t>(c * 6 + p)] =
+          interleaved[static_cast<std::size_t>(p * 3 + c)];
   }
   // (77 R + 150 G + 29 B + 128) >> 8; 10, 20, 30: (770 + 3000 + 870 + 128) >> 8 = 18.
   const Bytes expected = {77, 149, 29, 255, 0, 18};
@@ -151,7 +153,8 @@ TEST(ImageOpsCpu, BadGrayInputsAreRejectedAtSubmitNamingTheTask) {
   expect_rejected(rt, rgb_to_gray(rt.tensor<std::uint8_t>({4, 5, 4}), gray), "3 channels");
   expect_rejected(rt, rgb_to_gray(rt.tensor<std::uint8_t>({4, 5, 3}), gray, Layout::planar),
                   "planar rgb must be [3, H, W]");
-  expect_rejected(rt, rgb_to_gray(rt.tensor<std::uint8_t>({3, 4, 3}), rt.tensor<std::uint8_t>({4, 3})),
+  expect_rejected(rt,
+                  rgb_to_gray(rt.tensor<std::uint8_t>({3, 4, 3}), rt.tensor<std::uint8_t>({4, 3})),
                   "could be interleaved or planar");
   expect_rejected(rt, rgb_to_gray(rt.tensor<std::uint8_t>({4, 6, 3}), gray), "gray must be [4, 6]");
   expect_rejected(rt, rgb_to_gray(rt.tensor<std::uint8_t>({4, 5, 3}), gray, Layout::detect, "fast"),

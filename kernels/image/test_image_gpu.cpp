@@ -79,9 +79,9 @@ void check_gray(GrayVariant variant, RgbLayout layout, std::size_t pixels, std::
 TEST_P(GrayGpu, MatchesTheReferenceBitForBit) {
   LOOM_REQUIRE_GPU();
   for (RgbLayout layout : {RgbLayout::interleaved, RgbLayout::planar}) {
-    for (std::size_t pixels : {std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{17},
-                               std::size_t{31}, std::size_t{4097}, std::size_t{1000003},
-                               std::size_t{1920 * 1080}}) {
+    for (std::size_t pixels :
+         {std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{17}, std::size_t{31},
+          std::size_t{4097}, std::size_t{1000003}, std::size_t{1920 * 1080}}) {
       check_gray(GetParam(), layout, pixels, 0);
     }
   }
@@ -97,7 +97,9 @@ TEST_P(GrayGpu, UnalignedPointersStillMatch) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, GrayGpu,
                          ::testing::Values(GrayVariant::naive, GrayVariant::vectorized),
-                         [](const auto& param_info) { return std::string(to_string(param_info.param)); });
+                         [](const auto& param_info) {
+                           return std::string(to_string(param_info.param));
+                         });
 
 class BlurGpu : public ::testing::TestWithParam<BlurVariant> {};
 
@@ -132,8 +134,8 @@ TEST_P(BlurGpu, MatchesTheReferenceBitForBitAtEveryRadius) {
   };
   // Single pixels and lines, widths a multiple of 4 (word loads) and not,
   // tiles exact and not, images narrower than the window.
-  const Size sizes[] = {{1, 1}, {1, 31}, {31, 1}, {5, 7}, {64, 128}, {65, 129}, {127, 256},
-                        {200, 4097}, {3, 1000}};
+  const Size sizes[] = {{1, 1},    {1, 31},    {31, 1},     {5, 7},   {64, 128},
+                        {65, 129}, {127, 256}, {200, 4097}, {3, 1000}};
   for (int r : {0, 1, 2, 3, 4, 5, 7, 8, 20}) {
     for (const Size& s : sizes) check_blur(GetParam(), 1, s.h, s.w, r, 0);
   }
@@ -149,7 +151,9 @@ TEST_P(BlurGpu, PlanesAndUnalignedPointers) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, BlurGpu,
                          ::testing::Values(BlurVariant::naive, BlurVariant::tiled),
-                         [](const auto& param_info) { return std::string(to_string(param_info.param)); });
+                         [](const auto& param_info) {
+                           return std::string(to_string(param_info.param));
+                         });
 
 TEST(ImageOpsGpu, GrayThenBlurThroughAGraphOnTheCudaBackend) {
   LOOM_REQUIRE_GPU();
