@@ -270,7 +270,11 @@ __device__ __forceinline__ void row_in_registers(const T* xr, T* yr, std::int64_
   float m = -INFINITY;
 #pragma unroll
   for (int j = 0; j < N; ++j) m = fmaxf(m, v[j]);
-  m = kWholeBlock ? block_reduce<Max>(m, sMax) : warp_reduce<Max>(m);
+  if constexpr (kWholeBlock) {
+    m = block_reduce<Max>(m, sMax);
+  } else {
+    m = warp_reduce<Max>(m);  // no barrier: warps of finished rows have left
+  }
   const float m_log2e = m * kLog2e;
   float s = 0.0F;
 #pragma unroll
@@ -278,7 +282,11 @@ __device__ __forceinline__ void row_in_registers(const T* xr, T* yr, std::int64_
     v[j] = exp_shifted(v[j], m_log2e);
     s += v[j];
   }
-  s = kWholeBlock ? block_reduce<Sum>(s, sSum) : warp_reduce<Sum>(s);
+  if constexpr (kWholeBlock) {
+    s = block_reduce<Sum>(s, sSum);
+  } else {
+    s = warp_reduce<Sum>(s);
+  }
   const float inv = reciprocal_or_nan(m, s);
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
