@@ -134,8 +134,10 @@ __device__ __forceinline__ void row_sums(const std::uint8_t* sIn, uint2* sH2) {
   }
 }
 
+// Pixels of the window around p inside [0, extent); at least 1, so that the
+// columns past the image's edge (computed, never stored) divide safely.
 __device__ __forceinline__ unsigned window_count(int p, int r, int extent) {
-  return static_cast<unsigned>(min(p + r, extent - 1) - max(p - r, 0) + 1);
+  return static_cast<unsigned>(max(min(p + r, extent - 1) - max(p - r, 0) + 1, 1));
 }
 
 template <int R>
