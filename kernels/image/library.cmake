@@ -1,2 +1,5 @@
 # kernels/image: sources of libloom (src/CMakeLists.txt includes this).
-list(APPEND loom_family_sources)
+list(APPEND loom_family_sources
+  ${CMAKE_CURRENT_LIST_DIR}/gray.cu
+  ${CMAKE_CURRENT_LIST_DIR}/blur.cu
+  ${CMAKE_CURRENT_LIST_DIR}/op.cpp)

@@ -1,8 +1,43 @@
 #pragma once
 /// @file ops/image.hpp
-/// Image ops: RGB to gray, box blur (Lectures 2, 3).
+/// Image ops: RGB to gray, box blur (Lectures 2, 3). uint8 images
+/// (DType::u8), contiguous tensors only: a strided view is rejected at
+/// submit ("must be contiguous"); call contiguous() first.
 
 #include <loom/export.hpp>
 #include <loom/op.hpp>
 
-namespace loom::ops {}  // namespace loom::ops
+#include <string_view>
+
+namespace loom::ops {
+
+/// How an RGB image's channels lie in memory.
+enum class RgbLayout {
+  detect,  ///< from the shape: [H, W, 3] interleaved, [3, H, W] planar ([3, H, 3] is ambiguous and
+           ///< rejected)
+  interleaved,  ///< [H, W, 3]: R, G, B of a pixel side by side
+  planar,       ///< [3, H, W]: the R plane, then G, then B
+};
+
+/// gray = luma of rgb, BT.601 weights in 8-bit fixed point:
+/// (77 R + 150 G + 29 B + 128) >> 8, the same on both backends bit for bit.
+/// rgb is u8 [H, W, 3] or [3, H, W] (see RgbLayout), gray is u8 [H, W].
+/// `variant`: "auto" (the fastest for the shape), "naive" or "vectorized".
+/// Bad inputs are rejected at submit, naming the task. Thread-safe (a value).
+/// @code
+///   g.add(loom::ops::rgb_to_gray(frame, gray));   // frame: u8 {3, h, w}
+/// @endcode
+LOOM_API OpPtr rgb_to_gray(const Tensor& rgb, const Tensor& gray,
+                           RgbLayout layout = RgbLayout::detect, std::string_view variant = "auto");
+
+/// dst = box blur of src with radius r (a (2r+1) x (2r+1) window), over u8
+/// images [H, W], or [C, H, W] with every plane blurred on its own. Borders:
+/// each output averages only the window's pixels that lie inside the image,
+/// rounded half up ((sum + count / 2) / count); the same on both backends
+/// bit for bit. 0 <= radius <= 127; dst must not overlap src.
+/// `variant`: "auto", "naive" or "tiled" (shared memory; radius 1..7, others
+/// run naive). Bad inputs are rejected at submit, naming the task.
+LOOM_API OpPtr box_blur(const Tensor& src, const Tensor& dst, int radius,
+                        std::string_view variant = "auto");
+
+}  // namespace loom::ops

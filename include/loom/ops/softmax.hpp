@@ -5,4 +5,31 @@
 #include <loom/export.hpp>
 #include <loom/op.hpp>
 
-namespace loom::ops {}  // namespace loom::ops
+#include <string_view>
+
+namespace loom::ops {
+
+/// y = softmax of each row of x: exp(x - max) / sum(exp(x - max)), over a
+/// 2-D tensor [rows, cols] of f32, or bf16 (bf16 in and out, f32 math).
+/// x and y have one shape and dtype. Rows may be strided (a column slice of
+/// a wider tensor, say) as long as each row's elements are contiguous
+/// (column stride 1); other views are rejected at submit. y may be x itself
+/// (in place); otherwise it must not share storage with x.
+///
+/// Special rows: a row whose entries are all -inf gives NaN everywhere (it
+/// has no distribution); a row holding a NaN or +inf gives NaN everywhere;
+/// -inf entries otherwise give 0. Large magnitudes (|x| of 80 and more) are
+/// fine: the row's maximum is subtracted first.
+///
+/// `variant`: "auto" (the fastest for the shape: "fused"), "naive" (three
+/// passes), "online" (max and sum in one pass, then the output) or "fused"
+/// (the row read once where it fits in registers). Bad inputs (dtype, rank,
+/// shape, layout, memory space, an unknown variant) are rejected at submit,
+/// naming the task. Thread-safe (a value).
+/// @code
+///   g.add(loom::ops::softmax(logits, probs));
+///   g.add(loom::ops::softmax(t.slice(1, 0, 1000), out));   // rows with a stride
+/// @endcode
+LOOM_API OpPtr softmax(const Tensor& x, const Tensor& y, std::string_view variant = "auto");
+
+}  // namespace loom::ops

@@ -1,0 +1,316 @@
+#include "image/blur.hpp"
+
+#include "common/check.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace loom::kernels {
+namespace {
+
+constexpr unsigned kMaxGridYZ = 65535;
+
+// --- naive -------------------------------------------------------------------
+
+constexpr int kNaiveBlockX = 32;
+constexpr int kNaiveBlockY = 8;
+
+__device__ __host__ inline unsigned rounded_average(unsigned sum, unsigned count) {
+  return (sum + count / 2) / count;
+}
+
+__global__ void blur_naive(const std::uint8_t* __restrict__ gSrc, std::uint8_t* __restrict__ gDst,
+                           int planes, int height, int width, int r) {
+  const int x = static_cast<int>(blockIdx.x) * kNaiveBlockX + static_cast<int>(threadIdx.x);
+  if (x >= width) return;
+  const std::size_t plane_size = static_cast<std::size_t>(height) * width;
+  for (int plane = static_cast<int>(blockIdx.z); plane < planes;
+       plane += static_cast<int>(gridDim.z)) {
+    const std::uint8_t* gIn = gSrc + plane * plane_size;
+    std::uint8_t* gOut = gDst + plane * plane_size;
+    for (int y = static_cast<int>(blockIdx.y) * kNaiveBlockY + static_cast<int>(threadIdx.y);
+         y < height; y += static_cast<int>(gridDim.y) * kNaiveBlockY) {
+      const int ya = max(y - r, 0);
+      const int yb = min(y + r, height - 1);
+      const int xa = max(x - r, 0);
+      const int xb = min(x + r, width - 1);
+      unsigned sum = 0;
+      for (int yy = ya; yy <= yb; ++yy) {
+        const std::uint8_t* gRow = gIn + static_cast<std::size_t>(yy) * width;
+        for (int xx = xa; xx <= xb; ++xx) sum += gRow[xx];
+      }
+      const auto count = static_cast<unsigned>((xb - xa + 1) * (yb - ya + 1));
+      gOut[static_cast<std::size_t>(y) * width + x] =
+          static_cast<std::uint8_t>(rounded_average(sum, count));
+    }
+  }
+}
+
+// --- tiled -------------------------------------------------------------------
+
+constexpr int kTileW = 128;  // output columns a block: 32 threads x 4 columns
+constexpr int kTileH = 64;   // output rows a block: 8 threads x 8 rows
+constexpr int kThreadsX = kTileW / 4;
+constexpr int kThreadsY = 8;
+constexpr int kRowsPerThread = kTileH / kThreadsY;
+constexpr int kThreads = kThreadsX * kThreadsY;
+
+template <int R>
+struct TileShape {
+  static_assert(R >= 1 && R <= kBlurTiledMaxRadius, "16-bit packed column sums need R <= 7");
+  static constexpr int kHalo = (R + 3) / 4 * 4;  // the halo rounded up to whole words
+  static constexpr int kInRows = kTileH + 2 * R;
+  static constexpr int kInPitch = kTileW + 2 * kHalo;  // bytes a shared input row
+  static constexpr int kInWords = kInPitch / 4;
+  static constexpr int kWindow = 2 * R + 1;
+  static constexpr unsigned kArea = kWindow * kWindow;
+  // Bytes of a shared input row that thread tx's four row sums read, relative
+  // to byte 4 * tx: [kFirst, kFirst + kWindow + 3).
+  static constexpr int kFirst = kHalo - R;
+  static constexpr int kRowWords = (kFirst + kWindow + 2) / 4 + 1;
+  static_assert(4 * (kThreadsX - 1 + kRowWords) <= kInPitch, "row sums read inside the row");
+};
+
+template <int N>
+__device__ __forceinline__ unsigned byte_at(const unsigned (&w)[N], int j) {
+  return (w[j / 4] >> (8 * (j % 4))) & 0xFFU;
+}
+
+template <int R>
+__device__ __forceinline__ void load_tile(const std::uint8_t* __restrict__ gIn, std::uint8_t* sIn,
+                                          int height, int width, int x0, int y0, bool words) {
+  using T = TileShape<R>;
+  const int tid = static_cast<int>(threadIdx.y) * kThreadsX + static_cast<int>(threadIdx.x);
+  if (words) {
+    // Width % 4 == 0 and words aligned: each word is wholly inside or outside.
+    for (int i = tid; i < T::kInRows * T::kInWords; i += kThreads) {
+      const int yy = i / T::kInWords;
+      const int gy = y0 - R + yy;
+      const int gx = x0 - T::kHalo + 4 * (i - yy * T::kInWords);
+      unsigned v = 0;
+      if (gy >= 0 && gy < height && gx >= 0 && gx < width) {
+        v = *reinterpret_cast<const unsigned*>(gIn + static_cast<std::size_t>(gy) * width + gx);
+      }
+      reinterpret_cast<unsigned*>(sIn)[i] = v;  // (kInRows, kInPitch) bytes
+    }
+  } else {
+    for (int i = tid; i < T::kInRows * T::kInPitch; i += kThreads) {
+      const int yy = i / T::kInPitch;
+      const int gy = y0 - R + yy;
+      const int gx = x0 - T::kHalo + (i - yy * T::kInPitch);
+      std::uint8_t v = 0;
+      if (gy >= 0 && gy < height && gx >= 0 && gx < width) {
+        v = gIn[static_cast<std::size_t>(gy) * width + gx];
+      }
+      sIn[i] = v;
+    }
+  }
+}
+
+// Row sums of the window for the tile's 128 columns, every input row; out-of-
+// image bytes are 0 in sIn, so they add nothing (the count excludes them).
+template <int R>
+__device__ __forceinline__ void row_sums(const std::uint8_t* sIn, uint2* sH2) {
+  using T = TileShape<R>;
+  const int tx = static_cast<int>(threadIdx.x);
+  for (int yy = static_cast<int>(threadIdx.y); yy < T::kInRows; yy += kThreadsY) {
+    const auto* sRow = reinterpret_cast<const unsigned*>(sIn + yy * T::kInPitch) + tx;
+    unsigned w[T::kRowWords];
+#pragma unroll
+    for (int k = 0; k < T::kRowWords; ++k) w[k] = sRow[k];
+    unsigned s = 0;
+#pragma unroll
+    for (int k = 0; k < T::kWindow; ++k) s += byte_at(w, T::kFirst + k);
+    unsigned h[4];
+    h[0] = s;
+#pragma unroll
+    for (int j = 1; j < 4; ++j) {
+      s += byte_at(w, T::kFirst + T::kWindow + j - 1);
+      s -= byte_at(w, T::kFirst + j - 1);
+      h[j] = s;
+    }
+    sH2[yy * kThreadsX + tx] = make_uint2(h[0] | (h[1] << 16), h[2] | (h[3] << 16));
+  }
+}
+
+// Pixels of the window around p inside [0, extent); at least 1, so that the
+// columns past the image's edge (computed, never stored) divide safely.
+__device__ __forceinline__ unsigned window_count(int p, int r, int extent) {
+  return static_cast<unsigned>(max(min(p + r, extent - 1) - max(p - r, 0) + 1, 1));
+}
+
+template <int R>
+__global__ void __launch_bounds__(kThreads)
+    blur_tiled(const std::uint8_t* __restrict__ gSrc, std::uint8_t* __restrict__ gDst, int planes,
+               int height, int width, bool words) {
+  using T = TileShape<R>;
+  __shared__ __align__(16) std::uint8_t sIn[T::kInRows * T::kInPitch];  // (kInRows, kInPitch)
+  __shared__ uint2 sH2[T::kInRows * kThreadsX];  // (kInRows, kTileW) 16-bit row sums
+  const int tx = static_cast<int>(threadIdx.x);
+  const int ty = static_cast<int>(threadIdx.y);
+  const int x0 = static_cast<int>(blockIdx.x) * kTileW;
+  const int tiles_y = (height + kTileH - 1) / kTileH;
+  const std::size_t plane_size = static_cast<std::size_t>(height) * width;
+  for (int plane = static_cast<int>(blockIdx.z); plane < planes;
+       plane += static_cast<int>(gridDim.z)) {
+    const std::uint8_t* gIn = gSrc + plane * plane_size;
+    std::uint8_t* gOut = gDst + plane * plane_size;
+    for (int tile_y = static_cast<int>(blockIdx.y); tile_y < tiles_y;
+         tile_y += static_cast<int>(gridDim.y)) {
+      const int y0 = tile_y * kTileH;
+      __syncthreads();  // the previous tile's readers are done with sIn and sH2
+      load_tile<R>(gIn, sIn, height, width, x0, y0, words);
+      __syncthreads();
+      row_sums<R>(sIn, sH2);
+      __syncthreads();
+
+      const bool interior =
+          x0 - R >= 0 && x0 + kTileW + R <= width && y0 - R >= 0 && y0 + kTileH + R <= height;
+      const int gx0 = x0 + 4 * tx;
+      unsigned count_x[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) count_x[j] = window_count(gx0 + j, R, width);
+      const int oy0 = ty * kRowsPerThread;
+      uint2 acc = make_uint2(0, 0);
+#pragma unroll
+      for (int k = 0; k < T::kWindow; ++k) {
+        const uint2 v = sH2[(oy0 + k) * kThreadsX + tx];
+        acc.x += v.x;
+        acc.y += v.y;
+      }
+#pragma unroll
+      for (int i = 0; i < kRowsPerThread; ++i) {
+        if (i > 0) {
+          // Add first, then subtract what the sum holds: no 16-bit lane borrows.
+          const uint2 in = sH2[(oy0 + i + 2 * R) * kThreadsX + tx];
+          const uint2 out = sH2[(oy0 + i - 1) * kThreadsX + tx];
+          acc.x = acc.x + in.x - out.x;
+          acc.y = acc.y + in.y - out.y;
+        }
+        const int gy = y0 + oy0 + i;
+        if (gy >= height || gx0 >= width) continue;
+        const unsigned sums[4] = {acc.x & 0xFFFFU, acc.x >> 16, acc.y & 0xFFFFU, acc.y >> 16};
+        unsigned q[4];
+        if (interior) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) q[j] = (sums[j] + T::kArea / 2) / T::kArea;
+        } else {
+          const unsigned count_y = window_count(gy, R, height);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) q[j] = rounded_average(sums[j], count_x[j] * count_y);
+        }
+        std::uint8_t* gRow = gOut + static_cast<std::size_t>(gy) * width;
+        if (words) {
+          *reinterpret_cast<unsigned*>(gRow + gx0) =
+              q[0] | (q[1] << 8) | (q[2] << 16) | (q[3] << 24);
+        } else {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            if (gx0 + j < width) gRow[gx0 + j] = static_cast<std::uint8_t>(q[j]);
+          }
+        }
+      }
+    }
+  }
+}
+
+template <int R>
+void launch_tiled(const std::uint8_t* src, std::uint8_t* dst, int planes, int height, int width,
+                  bool words, StreamView stream) {
+  const dim3 grid(
+      static_cast<unsigned>((width + kTileW - 1) / kTileW),
+      std::min<unsigned>(static_cast<unsigned>((height + kTileH - 1) / kTileH), kMaxGridYZ),
+      std::min<unsigned>(static_cast<unsigned>(planes), kMaxGridYZ));
+  blur_tiled<R>
+      <<<grid, dim3(kThreadsX, kThreadsY), 0, stream>>>(src, dst, planes, height, width, words);
+}
+
+void launch_naive(const std::uint8_t* src, std::uint8_t* dst, int planes, int height, int width,
+                  int radius, StreamView stream) {
+  const dim3 grid(
+      static_cast<unsigned>((width + kNaiveBlockX - 1) / kNaiveBlockX),
+      std::min<unsigned>(static_cast<unsigned>((height + kNaiveBlockY - 1) / kNaiveBlockY),
+                         kMaxGridYZ),
+      std::min<unsigned>(static_cast<unsigned>(planes), kMaxGridYZ));
+  blur_naive<<<grid, dim3(kNaiveBlockX, kNaiveBlockY), 0, stream>>>(src, dst, planes, height, width,
+                                                                    radius);
+}
+
+bool aligned4(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 4 == 0; }
+
+}  // namespace
+
+std::string_view to_string(BlurVariant variant) noexcept {
+  switch (variant) {
+    case BlurVariant::naive: return "naive";
+    case BlurVariant::tiled: return "tiled";
+  }
+  return "unknown";
+}
+
+std::optional<BlurVariant> parse_blur_variant(std::string_view name) noexcept {
+  for (BlurVariant v : {BlurVariant::naive, BlurVariant::tiled}) {
+    if (name == to_string(v)) return v;
+  }
+  return std::nullopt;
+}
+
+void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, std::int64_t height,
+              std::int64_t width, int radius, StreamView stream, BlurVariant variant) {
+  if (planes == 0 || height == 0 || width == 0) return;
+  const auto p = static_cast<int>(planes);
+  const auto h = static_cast<int>(height);
+  const auto w = static_cast<int>(width);
+  const bool words = width % 4 == 0 && aligned4(src) && aligned4(dst);
+  if (variant == BlurVariant::tiled) {
+    switch (radius) {
+      case 1: launch_tiled<1>(src, dst, p, h, w, words, stream); break;
+      case 2: launch_tiled<2>(src, dst, p, h, w, words, stream); break;
+      case 3: launch_tiled<3>(src, dst, p, h, w, words, stream); break;
+      case 4: launch_tiled<4>(src, dst, p, h, w, words, stream); break;
+      case 5: launch_tiled<5>(src, dst, p, h, w, words, stream); break;
+      case 6: launch_tiled<6>(src, dst, p, h, w, words, stream); break;
+      case 7: launch_tiled<7>(src, dst, p, h, w, words, stream); break;
+      default: launch_naive(src, dst, p, h, w, radius, stream); break;
+    }
+  } else {
+    launch_naive(src, dst, p, h, w, radius, stream);
+  }
+  LOOM_KERNEL_CHECK_LAUNCH("box_blur kernel launch");
+}
+
+void box_blur_reference(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes,
+                        std::int64_t height, std::int64_t width, int radius) {
+  const std::int64_t r = radius;
+  std::vector<unsigned> row_sum(static_cast<std::size_t>(height * width));
+  for (std::int64_t plane = 0; plane < planes; ++plane) {
+    const std::uint8_t* in = src + plane * height * width;
+    std::uint8_t* out = dst + plane * height * width;
+    for (std::int64_t y = 0; y < height; ++y) {
+      for (std::int64_t x = 0; x < width; ++x) {
+        unsigned s = 0;
+        for (std::int64_t xx = std::max<std::int64_t>(x - r, 0);
+             xx <= std::min<std::int64_t>(x + r, width - 1); ++xx) {
+          s += in[y * width + xx];
+        }
+        row_sum[static_cast<std::size_t>(y * width + x)] = s;
+      }
+    }
+    for (std::int64_t y = 0; y < height; ++y) {
+      const std::int64_t ya = std::max<std::int64_t>(y - r, 0);
+      const std::int64_t yb = std::min<std::int64_t>(y + r, height - 1);
+      for (std::int64_t x = 0; x < width; ++x) {
+        unsigned s = 0;
+        for (std::int64_t yy = ya; yy <= yb; ++yy)
+          s += row_sum[static_cast<std::size_t>(yy * width + x)];
+        const std::int64_t xa = std::max<std::int64_t>(x - r, 0);
+        const std::int64_t xb = std::min<std::int64_t>(x + r, width - 1);
+        const auto count = static_cast<unsigned>((xb - xa + 1) * (yb - ya + 1));
+        out[y * width + x] = static_cast<std::uint8_t>(rounded_average(s, count));
+      }
+    }
+  }
+}
+
+}  // namespace loom::kernels

@@ -1,0 +1,57 @@
+#pragma once
+// Box blur of radius r over uint8 images (one plane H x W, or `planes`
+// planes one after another, each blurred on its own), with the CPU reference.
+//
+// Border rule: each output is the average over the in-image pixels of its
+// (2r+1) x (2r+1) window only (no padding, no clamping), rounded half up:
+//   out = (sum + count / 2) / count   (integer division)
+// where count = (pixels of the window inside the image). Integer arithmetic
+// on both sides makes the kernels and the reference agree bit for bit.
+//
+// Variants, in the order the lecture teaches them:
+//   naive  one thread per output pixel, summing its whole window from global
+//          memory (every input byte read (2r+1)^2 times, mostly from L1/L2).
+//   tiled  a 128 x 64 output tile per block: the tile and its halo are
+//          loaded once into shared memory (4-byte words when the width is a
+//          multiple of 4 and the pointers are aligned), then summed
+//          separably: row sums of the window by sliding, packed two 16-bit
+//          sums to a word, then column sums by sliding down each thread's 8
+//          rows. Interior tiles divide by a compile-time constant; tiles that
+//          touch a border divide by their pixels' own counts. The radius is
+//          a template parameter, 1..kBlurTiledMaxRadius (the 16-bit column
+//          sums must not overflow); other radii run naive. The default.
+
+#include <loom/cuda_interop.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace loom::kernels {
+
+enum class BlurVariant { naive, tiled };
+
+inline constexpr BlurVariant kBlurDefault = BlurVariant::tiled;
+/// The largest radius any variant takes: sums stay well inside 32 bits.
+inline constexpr int kBlurMaxRadius = 127;
+/// The largest radius the tiled variant takes; larger ones run naive.
+inline constexpr int kBlurTiledMaxRadius = 7;
+
+std::string_view to_string(BlurVariant variant) noexcept;
+/// "naive" or "tiled"; nullopt for any other name.
+std::optional<BlurVariant> parse_blur_variant(std::string_view name) noexcept;
+
+/// Enqueues the blur of `planes` planes of height x width bytes each (one
+/// after another in memory, rows contiguous) on `stream`. Device pointers;
+/// src and dst must not overlap. 0 <= radius <= kBlurMaxRadius. An empty
+/// image launches nothing. @throws CudaError if the launch fails.
+void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, std::int64_t height,
+              std::int64_t width, int radius, StreamView stream,
+              BlurVariant variant = kBlurDefault);
+
+/// The CPU reference (separable integer sums, the same rounding). Host pointers.
+void box_blur_reference(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes,
+                        std::int64_t height, std::int64_t width, int radius);
+
+}  // namespace loom::kernels

@@ -1,0 +1,217 @@
+// Every image kernel variant against its CPU reference, bit for bit: fresh
+// random pixels, outputs poisoned with two different byte patterns (an
+// unwritten pixel cannot match both), awkward sizes, unaligned pointers and
+// widths; then both ops through a graph on the CUDA backend, and tensors in
+// the wrong memory space rejected at submit naming the task.
+#include "support/gpu.hpp"
+
+#include "cuda/stream.hpp"
+#include "image/blur.hpp"
+#include "image/gray.hpp"
+
+#include <loom/error.hpp>
+#include <loom/graph.hpp>
+#include <loom/ops.hpp>
+#include <loom/runtime.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace loom::kernels {
+void PrintTo(GrayVariant v, std::ostream* os) { *os << to_string(v); }
+void PrintTo(BlurVariant v, std::ostream* os) { *os << to_string(v); }
+}  // namespace loom::kernels
+
+namespace {
+
+using loom::kernels::BlurVariant;
+using loom::kernels::GrayVariant;
+using loom::kernels::RgbLayout;
+using Bytes = std::vector<std::uint8_t>;
+
+constexpr std::uint8_t kPoisons[] = {0x5A, 0xA5};
+
+Bytes random_bytes(std::size_t n, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> dist(0, 255);
+  Bytes v(n);
+  for (auto& b : v) b = static_cast<std::uint8_t>(dist(rng));
+  return v;
+}
+
+// Counts the bytes of `got` (offset by `offset`) that differ from `want`,
+// and the bytes before and after the output that were touched.
+std::size_t mismatches(const Bytes& got, const Bytes& want, std::size_t offset,
+                       std::uint8_t poison) {
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) bad += got[offset + i] != want[i] ? 1 : 0;
+  for (std::size_t i = 0; i < offset; ++i) bad += got[i] != poison ? 1 : 0;
+  for (std::size_t i = offset + want.size(); i < got.size(); ++i) bad += got[i] != poison ? 1 : 0;
+  return bad;
+}
+
+class GrayGpu : public ::testing::TestWithParam<GrayVariant> {};
+
+void check_gray(GrayVariant variant, RgbLayout layout, std::size_t pixels, std::size_t offset) {
+  auto rng = loom::test::random_engine();
+  const Bytes rgb = random_bytes(3 * pixels, rng);
+  Bytes want(pixels);
+  loom::kernels::rgb_to_gray_reference(rgb.data(), want.data(), pixels, layout);
+  loom::test::DeviceBuffer<std::uint8_t> d_rgb(3 * pixels + offset);
+  loom::test::DeviceBuffer<std::uint8_t> d_gray(pixels + offset + 16);
+  Bytes staged(3 * pixels + offset);
+  std::memcpy(staged.data() + offset, rgb.data(), rgb.size());
+  d_rgb.upload(staged);
+  loom::detail::Stream stream(0, 0);
+  for (std::uint8_t poison : kPoisons) {
+    LOOM_CUDA_CHECK(cudaMemset(d_gray.data(), poison, d_gray.size()));
+    loom::kernels::rgb_to_gray(d_rgb.data() + offset, d_gray.data() + offset, pixels, layout,
+                               stream.view(), variant);
+    stream.synchronize();
+    EXPECT_EQ(mismatches(d_gray.download(), want, offset, poison), 0U)
+        << to_string(variant) << " " << to_string(layout) << " pixels=" << pixels
+        << " offset=" << offset << " poison=" << int{poison};
+  }
+}
+
+TEST_P(GrayGpu, MatchesTheReferenceBitForBit) {
+  LOOM_REQUIRE_GPU();
+  for (RgbLayout layout : {RgbLayout::interleaved, RgbLayout::planar}) {
+    for (std::size_t pixels :
+         {std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{17}, std::size_t{31},
+          std::size_t{4097}, std::size_t{1000003}, std::size_t{1920 * 1080}}) {
+      check_gray(GetParam(), layout, pixels, 0);
+    }
+  }
+}
+
+TEST_P(GrayGpu, UnalignedPointersStillMatch) {
+  LOOM_REQUIRE_GPU();
+  for (RgbLayout layout : {RgbLayout::interleaved, RgbLayout::planar}) {
+    check_gray(GetParam(), layout, 100003, 1);
+    check_gray(GetParam(), layout, 4096, 3);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, GrayGpu,
+                         ::testing::Values(GrayVariant::naive, GrayVariant::vectorized),
+                         [](const auto& param_info) {
+                           return std::string(to_string(param_info.param));
+                         });
+
+class BlurGpu : public ::testing::TestWithParam<BlurVariant> {};
+
+void check_blur(BlurVariant variant, std::int64_t planes, std::int64_t h, std::int64_t w, int r,
+                std::size_t offset) {
+  auto rng = loom::test::random_engine();
+  const auto n = static_cast<std::size_t>(planes * h * w);
+  const Bytes src = random_bytes(n, rng);
+  Bytes want(n);
+  loom::kernels::box_blur_reference(src.data(), want.data(), planes, h, w, r);
+  loom::test::DeviceBuffer<std::uint8_t> d_src(n + offset);
+  loom::test::DeviceBuffer<std::uint8_t> d_dst(n + offset + 16);
+  Bytes staged(n + offset);
+  std::memcpy(staged.data() + offset, src.data(), n);
+  d_src.upload(staged);
+  loom::detail::Stream stream(0, 0);
+  for (std::uint8_t poison : kPoisons) {
+    LOOM_CUDA_CHECK(cudaMemset(d_dst.data(), poison, d_dst.size()));
+    loom::kernels::box_blur(d_src.data() + offset, d_dst.data() + offset, planes, h, w, r,
+                            stream.view(), variant);
+    stream.synchronize();
+    EXPECT_EQ(mismatches(d_dst.download(), want, offset, poison), 0U)
+        << to_string(variant) << " planes=" << planes << " " << h << "x" << w << " r=" << r
+        << " offset=" << offset << " poison=" << int{poison};
+  }
+}
+
+TEST_P(BlurGpu, MatchesTheReferenceBitForBitAtEveryRadius) {
+  LOOM_REQUIRE_GPU();
+  struct Size {
+    std::int64_t h, w;
+  };
+  // Single pixels and lines, widths a multiple of 4 (word loads) and not,
+  // tiles exact and not, images narrower than the window.
+  const Size sizes[] = {{1, 1},    {1, 31},    {31, 1},     {5, 7},   {64, 128},
+                        {65, 129}, {127, 256}, {200, 4097}, {3, 1000}};
+  for (int r : {0, 1, 2, 3, 4, 5, 7, 8, 20}) {
+    for (const Size& s : sizes) check_blur(GetParam(), 1, s.h, s.w, r, 0);
+  }
+}
+
+TEST_P(BlurGpu, PlanesAndUnalignedPointers) {
+  LOOM_REQUIRE_GPU();
+  check_blur(GetParam(), 3, 67, 132, 3, 0);
+  check_blur(GetParam(), 3, 67, 131, 3, 0);
+  check_blur(GetParam(), 2, 70, 128, 3, 1);  // word-aligned width, unaligned pointer
+  check_blur(GetParam(), 1, 1080, 1920, 3, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, BlurGpu,
+                         ::testing::Values(BlurVariant::naive, BlurVariant::tiled),
+                         [](const auto& param_info) {
+                           return std::string(to_string(param_info.param));
+                         });
+
+TEST(ImageOpsGpu, GrayThenBlurThroughAGraphOnTheCudaBackend) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::random_engine();
+  loom::Runtime rt;
+  ASSERT_EQ(rt.backend(), loom::Backend::cuda);
+  const std::int64_t h = 481;
+  const std::int64_t w = 643;
+  for (bool planar : {false, true}) {
+    Bytes pixels = random_bytes(static_cast<std::size_t>(3 * h * w), rng);
+    Bytes gray_out(static_cast<std::size_t>(h * w), 0xA5);
+    Bytes blur_out(static_cast<std::size_t>(h * w), 0xA5);
+    const loom::Shape rgb_shape = planar ? loom::Shape{3, h, w} : loom::Shape{h, w, 3};
+    auto h_rgb = rt.provide(pixels.data(), loom::DType::u8, rgb_shape, loom::Memory::pageable);
+    auto h_gray = rt.provide(gray_out.data(), loom::DType::u8, {h, w}, loom::Memory::pageable);
+    auto h_blur = rt.provide(blur_out.data(), loom::DType::u8, {h, w}, loom::Memory::pageable);
+    auto rgb = rt.tensor(loom::DType::u8, rgb_shape);
+    auto gray = rt.tensor<std::uint8_t>({h, w});
+    auto blurred = rt.tensor<std::uint8_t>({h, w});
+    loom::Graph g;
+    g.copy(h_rgb, rgb);
+    g.add(loom::ops::rgb_to_gray(rgb, gray));
+    g.add(loom::ops::box_blur(gray, blurred, 3));
+    g.copy(gray, h_gray);
+    g.copy(blurred, h_blur);
+    rt.submit(g).wait();
+
+    Bytes want_gray(gray_out.size());
+    loom::kernels::rgb_to_gray_reference(pixels.data(), want_gray.data(), want_gray.size(),
+                                         planar ? RgbLayout::planar : RgbLayout::interleaved);
+    Bytes want_blur(want_gray.size());
+    loom::kernels::box_blur_reference(want_gray.data(), want_blur.data(), 1, h, w, 3);
+    EXPECT_EQ(gray_out, want_gray) << (planar ? "planar" : "interleaved");
+    EXPECT_EQ(blur_out, want_blur) << (planar ? "planar" : "interleaved");
+  }
+}
+
+TEST(ImageOpsGpu, HostTensorsAreRejectedByTheCudaBackendNamingTheTask) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  auto host_rgb = rt.tensor<std::uint8_t>({8, 8, 3}, loom::Memory::pageable);
+  auto dev_gray = rt.tensor<std::uint8_t>({8, 8});
+  auto host_gray = rt.tensor<std::uint8_t>({8, 8}, loom::Memory::pageable);
+  const auto expect_rejected = [&](const loom::OpPtr& op, const std::string& words) {
+    loom::Graph g;
+    g.add(op, {.name = "frame"});
+    try {
+      (void)rt.submit(g);
+      FAIL() << "accepted";
+    } catch (const loom::InvalidArgument& e) {
+      EXPECT_EQ(e.task(), "frame");
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  // Mixed spaces: the op's own check; all on the host: the backend's.
+  expect_rejected(loom::ops::rgb_to_gray(host_rgb, dev_gray), "one memory space");
+  expect_rejected(loom::ops::box_blur(host_gray, dev_gray, 1), "one memory space");
+  expect_rejected(loom::ops::rgb_to_gray(host_rgb, host_gray), "is not on device 0");
+}
+
+}  // namespace

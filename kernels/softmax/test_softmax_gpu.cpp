@@ -1,0 +1,287 @@
+// Every softmax variant, fp32 and bf16, against the CPU reference: fresh
+// random rows of awkward lengths (1 to 1000003: warp rows, block rows, long
+// rows, split rows), contiguous, strided (aligned and not) and in place;
+// outputs poisoned with NaN first and the gaps between strided rows checked
+// untouched; special rows (magnitudes of 80, -inf entries, a row of -inf
+// only); then the op through a graph on the CUDA backend.
+#include "support/gpu.hpp"
+
+#include "cuda/stream.hpp"
+#include "softmax/softmax.hpp"
+
+#include <loom/error.hpp>
+#include <loom/graph.hpp>
+#include <loom/ops.hpp>
+#include <loom/runtime.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+using loom::DType;
+using loom::kernels::SoftmaxShape;
+using loom::kernels::SoftmaxVariant;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+enum class Rows { random, extreme };
+
+// Host rows as floats; for bf16 the values are first rounded to bf16 so
+// both sides see the same inputs.
+struct Case {
+  DType dtype;
+  std::int64_t rows, cols, x_stride, y_stride;
+  bool in_place;
+  Rows kind;
+};
+
+std::size_t element_bytes(DType d) { return d == DType::f32 ? 4 : 2; }
+
+std::vector<float> make_rows(const Case& c, std::mt19937_64& rng) {
+  std::vector<float> x(static_cast<std::size_t>(c.rows * c.x_stride), 0.0F);
+  const float scale = c.kind == Rows::extreme ? 80.0F : 6.0F;
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::uniform_int_distribution<int> pick(0, 9);
+  for (std::int64_t r = 0; r < c.rows; ++r) {
+    for (std::int64_t j = 0; j < c.cols; ++j) {
+      float v = dist(rng);
+      if (c.kind == Rows::extreme) {
+        if (pick(rng) == 0) v = -kInf;                 // -inf entries contribute 0
+        if (r == c.rows - 1 && c.rows > 1) v = -kInf;  // a row of -inf only: NaN
+      }
+      if (c.dtype == DType::bf16) v = loom::kernels::bf16_to_float(loom::kernels::float_to_bf16(v));
+      x[static_cast<std::size_t>(r * c.x_stride + j)] = v;
+    }
+  }
+  return x;
+}
+
+// Host floats to the dtype's bytes, and back.
+std::vector<std::uint8_t> to_bytes(const std::vector<float>& v, DType d) {
+  std::vector<std::uint8_t> out(v.size() * element_bytes(d));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (d == DType::f32) {
+      std::memcpy(out.data() + 4 * i, &v[i], 4);
+    } else {
+      const std::uint16_t b = loom::kernels::float_to_bf16(v[i]);
+      std::memcpy(out.data() + 2 * i, &b, 2);
+    }
+  }
+  return out;
+}
+
+float element(const std::vector<std::uint8_t>& bytes, DType d, std::size_t i) {
+  if (d == DType::f32) {
+    float f;
+    std::memcpy(&f, bytes.data() + 4 * i, 4);
+    return f;
+  }
+  std::uint16_t b;
+  std::memcpy(&b, bytes.data() + 2 * i, 2);
+  return loom::kernels::bf16_to_float(b);
+}
+
+bool close(float got, float want, DType d) {
+  if (std::isnan(want)) return std::isnan(got);
+  if (std::isnan(got)) return false;
+  const float tol =
+      d == DType::f32 ? 1e-6F + 1e-5F * std::fabs(want) : 1e-6F + 1e-2F * std::fabs(want);
+  return std::fabs(got - want) <= tol;
+}
+
+std::string describe(const Case& c, SoftmaxVariant v) {
+  return std::string(to_string(v)) + " " + std::string(loom::to_string(c.dtype)) + " " +
+         std::to_string(c.rows) + "x" + std::to_string(c.cols) + " strides " +
+         std::to_string(c.x_stride) + "/" + std::to_string(c.y_stride) +
+         (c.in_place ? " in place" : "") + (c.kind == Rows::extreme ? " extreme" : "");
+}
+
+void check(const Case& c, SoftmaxVariant variant) {
+  auto rng = loom::test::random_engine();
+  const auto x = make_rows(c, rng);
+  const SoftmaxShape shape{c.rows, c.cols, c.x_stride, c.in_place ? c.x_stride : c.y_stride};
+  const std::size_t eb = element_bytes(c.dtype);
+  const auto x_bytes = to_bytes(x, c.dtype);
+  // The reference over the same bytes, into a NaN-poisoned buffer of y's layout.
+  const std::size_t y_elems = static_cast<std::size_t>(c.rows * shape.y_row_stride);
+  std::vector<std::uint8_t> want(y_elems * eb, 0xFF);
+  loom::kernels::softmax_reference(x_bytes.data(), want.data(), c.dtype, shape);
+
+  loom::test::DeviceBuffer<std::uint8_t> d_x(x_bytes.size());
+  loom::test::DeviceBuffer<std::uint8_t> d_y(want.size());
+  d_x.upload(x_bytes);
+  d_y.poison();
+  const std::size_t ws_bytes = loom::kernels::softmax_workspace_bytes(shape, variant);
+  loom::test::DeviceBuffer<std::uint8_t> d_ws(ws_bytes);
+  loom::detail::Stream stream(0, 0);
+  std::uint8_t* y = c.in_place ? d_x.data() : d_y.data();
+  loom::kernels::softmax(d_x.data(), y, c.dtype, shape, ws_bytes > 0 ? d_ws.data() : nullptr,
+                         stream.view(), variant);
+  stream.synchronize();
+  const auto got = c.in_place ? d_x.download() : d_y.download();
+
+  std::size_t bad = 0;
+  std::size_t first_bad = 0;
+  for (std::int64_t r = 0; r < c.rows; ++r) {
+    for (std::int64_t j = 0; j < shape.y_row_stride; ++j) {
+      const auto i = static_cast<std::size_t>(r * shape.y_row_stride + j);
+      bool ok = true;
+      if (j < c.cols) {
+        ok = close(element(got, c.dtype, i), element(want, c.dtype, i), c.dtype);
+      } else if (c.in_place) {
+        ok = std::memcmp(got.data() + i * eb, x_bytes.data() + i * eb, eb) == 0;
+      } else {
+        ok = std::memcmp(got.data() + i * eb, want.data() + i * eb, eb) == 0;  // still 0xFF
+      }
+      if (!ok && bad++ == 0) first_bad = i;
+    }
+  }
+  EXPECT_EQ(bad, 0U) << describe(c, variant) << ": first at element " << first_bad << " got "
+                     << element(got, c.dtype, first_bad) << " want "
+                     << element(want, c.dtype, first_bad);
+}
+
+class SoftmaxGpu : public ::testing::TestWithParam<std::tuple<SoftmaxVariant, DType>> {
+ protected:
+  SoftmaxVariant variant() const { return std::get<0>(GetParam()); }
+  DType dtype() const { return std::get<1>(GetParam()); }
+};
+
+TEST_P(SoftmaxGpu, EveryRowLengthMatchesTheReference) {
+  LOOM_REQUIRE_GPU();
+  const std::int64_t shapes[][2] = {{1, 1},       {3, 31},     {4, 32},    {5, 33},    {7, 1000},
+                                    {9, 1024},    {6, 1025},   {3, 4097},  {2, 8192},  {2, 16384},
+                                    {3, 16385},   {2, 32768},  {2, 32769}, {1, 65536}, {3, 100003},
+                                    {1, 1000003}, {260, 33000}};
+  for (const auto& s : shapes) {
+    check({dtype(), s[0], s[1], s[1], s[1], false, Rows::random}, variant());
+  }
+}
+
+TEST_P(SoftmaxGpu, StridedRowsAndInPlace) {
+  LOOM_REQUIRE_GPU();
+  for (std::int64_t cols : {std::int64_t{31}, std::int64_t{64}, std::int64_t{1000},
+                            std::int64_t{4096}, std::int64_t{20000}, std::int64_t{40000}}) {
+    check({dtype(), 5, cols, cols + 8, cols + 16, false, Rows::random}, variant());  // aligned
+    check({dtype(), 5, cols, cols + 3, cols + 1, false, Rows::random}, variant());   // not
+    check({dtype(), 5, cols, cols + 8, cols + 8, true, Rows::random}, variant());
+  }
+}
+
+TEST_P(SoftmaxGpu, LargeMagnitudesMinusInfinityAndARowOfMinusInfinity) {
+  LOOM_REQUIRE_GPU();
+  for (std::int64_t cols : {std::int64_t{1}, std::int64_t{17}, std::int64_t{1024},
+                            std::int64_t{4097}, std::int64_t{32769}, std::int64_t{100000}}) {
+    check({dtype(), 6, cols, cols, cols, false, Rows::extreme}, variant());
+  }
+  check({dtype(), 300, 40000, 40000, 40000, false, Rows::extreme}, variant());
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, SoftmaxGpu,
+                         ::testing::Combine(::testing::Values(SoftmaxVariant::naive,
+                                                              SoftmaxVariant::online,
+                                                              SoftmaxVariant::fused),
+                                            ::testing::Values(DType::f32, DType::bf16)),
+                         [](const auto& param_info) {
+                           return std::string(to_string(std::get<0>(param_info.param))) + "_" +
+                                  std::string(loom::to_string(std::get<1>(param_info.param)));
+                         });
+
+TEST(SoftmaxOpGpu, ThroughAGraphOnTheCudaBackend) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::random_engine();
+  loom::Runtime rt;
+  ASSERT_EQ(rt.backend(), loom::Backend::cuda);
+  // A column slice (strided rows), a few long rows in bf16 (the split path
+  // and its workspace), and an in-place softmax by name.
+  const std::int64_t rows = 65;
+  const std::int64_t cols = 1000;
+  std::vector<float> wide_host =
+      loom::test::random_floats(static_cast<std::size_t>(rows * 1200), rng, -5, 5);
+  std::vector<float> out_host(static_cast<std::size_t>(rows * cols), -1.0F);
+  auto h_wide = rt.provide(wide_host.data(), DType::f32, {rows, 1200}, loom::Memory::pageable);
+  auto h_out = rt.provide(out_host.data(), DType::f32, {rows, cols}, loom::Memory::pageable);
+  auto wide = rt.tensor<float>({rows, 1200});
+  auto y = rt.tensor<float>({rows, cols});
+  auto again = rt.tensor<float>({rows, cols});
+
+  const std::int64_t long_rows = 3;
+  const std::int64_t long_cols = 200003;
+  const Case long_case{DType::bf16, long_rows, long_cols,   long_cols,
+                       long_cols,   false,     Rows::random};
+  const auto long_x = to_bytes(make_rows(long_case, rng), DType::bf16);
+  std::vector<std::uint8_t> long_y(long_x.size(), 0xFF);
+  auto h_lx = rt.provide(const_cast<std::uint8_t*>(long_x.data()), DType::bf16,
+                         {long_rows, long_cols}, loom::Memory::pageable);
+  auto h_ly =
+      rt.provide(long_y.data(), DType::bf16, {long_rows, long_cols}, loom::Memory::pageable);
+  auto lx = rt.tensor<loom::bfloat16>({long_rows, long_cols});
+  auto ly = rt.tensor<loom::bfloat16>({long_rows, long_cols});
+
+  loom::Graph g;
+  g.copy(h_wide, wide);
+  g.copy(h_lx, lx);
+  g.add(loom::ops::softmax(wide.slice(1, 100, 100 + cols), y));
+  g.copy(wide.slice(1, 100, 100 + cols), again);
+  g.add(loom::ops::softmax(again, again, "online"));
+  g.add(loom::ops::softmax(lx, ly));
+  g.copy(y, h_out);
+  g.copy(ly, h_ly);
+  rt.submit(g).wait();
+
+  std::vector<float> want(out_host.size());
+  loom::kernels::softmax_reference(wide_host.data() + 100, want.data(), DType::f32,
+                                   SoftmaxShape{rows, cols, 1200, cols});
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < want.size(); ++i)
+    bad += close(out_host[i], want[i], DType::f32) ? 0 : 1;
+  EXPECT_EQ(bad, 0U) << "strided rows through the graph";
+
+  std::vector<float> again_host(want.size());
+  auto h_again = rt.provide(again_host.data(), DType::f32, {rows, cols}, loom::Memory::pageable);
+  rt.copy(again, h_again).wait();
+  bad = 0;
+  for (std::size_t i = 0; i < want.size(); ++i)
+    bad += close(again_host[i], want[i], DType::f32) ? 0 : 1;
+  EXPECT_EQ(bad, 0U) << "in place through the graph";
+
+  std::vector<std::uint8_t> long_want(long_x.size());
+  loom::kernels::softmax_reference(long_x.data(), long_want.data(), DType::bf16,
+                                   SoftmaxShape{long_rows, long_cols, long_cols, long_cols});
+  bad = 0;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(long_rows * long_cols); ++i) {
+    bad += close(element(long_y, DType::bf16, i), element(long_want, DType::bf16, i), DType::bf16)
+               ? 0
+               : 1;
+  }
+  EXPECT_EQ(bad, 0U) << "long bf16 rows through the graph";
+}
+
+TEST(SoftmaxOpGpu, HostTensorsAreRejectedByTheCudaBackendNamingTheTask) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  auto host = rt.tensor<float>({4, 8}, loom::Memory::pageable);
+  auto dev = rt.tensor<float>({4, 8});
+  for (const auto& [x, y, words] :
+       {std::tuple{host, dev, "one memory space"},
+        std::tuple{host, rt.tensor<float>({4, 8}, loom::Memory::pageable), "is not on device 0"}}) {
+    loom::Graph g;
+    g.add(loom::ops::softmax(x, y), {.name = "logits"});
+    try {
+      (void)rt.submit(g);
+      ADD_FAILURE() << "accepted";
+    } catch (const loom::InvalidArgument& e) {
+      EXPECT_EQ(e.task(), "logits");
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
