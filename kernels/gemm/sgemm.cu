@@ -270,6 +270,8 @@ SgemmWarpTile default_warp_tile(std::int64_t m, std::int64_t n, int sm_count) no
 void sgemm(const SgemmArgs& args, StreamView stream, SgemmVariant variant, SgemmWarpTile tile) {
   check_extents(args);
   if (args.m == 0 || args.n == 0) return;
+  // C = beta C: no tiles to walk, whatever the variant.
+  if (args.k == 0) variant = SgemmVariant::naive;
   if (variant == SgemmVariant::warp_tiled && !unit_stride_operands(args)) {
     variant = SgemmVariant::register_tiled;
   }

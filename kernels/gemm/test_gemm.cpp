@@ -96,7 +96,6 @@ TEST(SgemmReference, MatchesTheTripleLoopInEveryLayout) {
         const HostMatrix expected = triple_loop(a, b, c, 0.75F, -1.5F);
         loom::kernels::sgemm_reference(host_args(a, b, c, 0.75F, -1.5F));
         std::string first;
-        const HostMatrix zero(37, 261, oc, 2);
         // Both accumulate in double: only the final rounding may differ.
         HostMatrix mag = loom::test::gemm::magnitudes(a, b, expected, 0.75F, 1.5F);
         EXPECT_EQ(loom::test::gemm::count_mismatches(c, expected, mag, 1, &first), 0)

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -61,8 +62,10 @@ inline std::int64_t count_mismatches(const HostMatrix& got, const HostMatrix& ex
       const double diff = std::fabs(static_cast<double>(got.at(i, j)) - expected.at(i, j));
       if (!(diff <= tol * magnitude.at(i, j) + 1e-6)) {
         if (bad == 0 && first != nullptr) {
-          *first = "(" + std::to_string(i) + ", " + std::to_string(j) + "): got " +
-                   std::to_string(got.at(i, j)) + ", expected " + std::to_string(expected.at(i, j));
+          std::ostringstream where;  // (GCC 12 warns falsely on chained string +)
+          where << "(" << i << ", " << j << "): got " << got.at(i, j) << ", expected "
+                << expected.at(i, j);
+          *first = where.str();
         }
         ++bad;
       }
