@@ -1,2 +1,6 @@
 # kernels/gemm: sources of libloom (src/CMakeLists.txt includes this).
-list(APPEND loom_family_sources)
+list(APPEND loom_family_sources
+  ${CMAKE_CURRENT_LIST_DIR}/sgemm.cu
+  ${CMAKE_CURRENT_LIST_DIR}/sgemm_warp_tiled.cu
+  ${CMAKE_CURRENT_LIST_DIR}/sgemm_reference.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/op.cpp)

@@ -4,5 +4,28 @@
 
 #include <loom/export.hpp>
 #include <loom/op.hpp>
+#include <loom/tensor.hpp>
 
-namespace loom::ops {}  // namespace loom::ops
+namespace loom::ops {
+
+/// c = alpha * a * b + beta * c over 2-D f32 tensors: a is M x K, b is K x N,
+/// c is M x N, all in one memory space. FP32 math (no TF32). Each operand is
+/// row-major or column-major: a transposed view (Tensor::transpose) is how a
+/// column-major operand is passed, and leading dimensions come from the
+/// strides (a slice of a wider matrix is fine). beta == 0 ignores c's
+/// contents, NaN included. On a GPU the fastest kernel for the shape runs;
+/// the CPU backend runs the reference.
+///
+/// Validated at submit (InvalidArgument naming the task): dtypes, ranks,
+/// inner dimensions, other strided layouts (call contiguous() first), and c
+/// sharing storage with a or b.
+///
+/// @code
+/// g.add(loom::ops::matmul(a, b, c));                      // c = a b
+/// g.add(loom::ops::matmul(x.transpose(0, 1), w, y, 2.0f, 1.0f));  // y = 2 x^T w + y
+/// @endcode
+/// Thread-safe: builds an op and touches no data.
+LOOM_API OpPtr matmul(const Tensor& a, const Tensor& b, const Tensor& c, float alpha = 1.0F,
+                      float beta = 0.0F);
+
+}  // namespace loom::ops

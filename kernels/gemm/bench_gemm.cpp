@@ -1,0 +1,203 @@
+// SGEMM: every variant against cuBLAS's SGEMM measured in the same run, with
+// cuBLAS in its default math mode, which keeps FP32 math (TF32 is only used
+// when asked for by CUBLAS_TF32_TENSOR_OP_MATH), as loom's kernels do.
+//
+// Arguments: variant, warp tile (warp_tiled only), m, n, k, layout (bit 0: A
+// column-major, bit 1: B column-major). Counters: loom and cuBLAS TFLOP/s,
+// their ratio (> 1: loom faster), and the largest difference from cuBLAS's
+// result relative to the largest |C| (a check that the timed kernel is right).
+#include "cuda/check.hpp"
+#include "cuda/event.hpp"
+#include "cuda/stream.hpp"
+#include "gemm/sgemm.hpp"
+
+#include <loom/device.hpp>
+
+#include <benchmark/benchmark.h>
+#include <cublas_v2.h>
+
+#include "bench_support.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using loom::kernels::SgemmArgs;
+using loom::kernels::SgemmVariant;
+using loom::kernels::SgemmWarpTile;
+
+void check_cublas(cublasStatus_t status, const char* call) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw std::runtime_error(std::string(call) + " failed with cuBLAS status " +
+                             std::to_string(static_cast<int>(status)));
+  }
+}
+
+class Cublas {
+ public:
+  explicit Cublas(cudaStream_t stream) {
+    check_cublas(cublasCreate(&handle_), "cublasCreate");
+    check_cublas(cublasSetStream(handle_, stream), "cublasSetStream");
+    // FP32 math, no TF32: the default mode's SGEMM (checked: the mode reads back).
+    check_cublas(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    cublasMath_t mode{};
+    check_cublas(cublasGetMathMode(handle_, &mode), "cublasGetMathMode");
+    if (mode != CUBLAS_DEFAULT_MATH) throw std::runtime_error("cuBLAS math mode not default");
+  }
+  ~Cublas() { cublasDestroy(handle_); }
+  Cublas(const Cublas&) = delete;
+  Cublas& operator=(const Cublas&) = delete;
+
+  // Row-major C = alpha A B + beta C as cuBLAS's column-major C^T = B^T A^T.
+  void sgemm(const SgemmArgs& p) {
+    const bool a_col = p.a.row_stride == 1 && p.a.col_stride != 1;
+    const bool b_col = p.b.row_stride == 1 && p.b.col_stride != 1;
+    const auto lda = static_cast<int>(a_col ? p.a.col_stride : p.a.row_stride);
+    const auto ldb = static_cast<int>(b_col ? p.b.col_stride : p.b.row_stride);
+    check_cublas(cublasSgemm(handle_, b_col ? CUBLAS_OP_T : CUBLAS_OP_N,
+                             a_col ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(p.n),
+                             static_cast<int>(p.m), static_cast<int>(p.k), &p.alpha, p.b.data, ldb,
+                             p.a.data, lda, &p.beta, p.c.data, static_cast<int>(p.c.row_stride)),
+                 "cublasSgemm");
+  }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+
+class DeviceMatrix {
+ public:
+  explicit DeviceMatrix(std::size_t count) : count_(count) {
+    LOOM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(float)));
+  }
+  ~DeviceMatrix() { LOOM_CUDA_ASSERT(cudaFree(data_)); }
+  DeviceMatrix(const DeviceMatrix&) = delete;
+  DeviceMatrix& operator=(const DeviceMatrix&) = delete;
+  float* data() const { return data_; }
+  void randomize(std::mt19937& rng) {
+    std::uniform_real_distribution<float> dist(-1.0F, 1.0F);
+    std::vector<float> host(count_);
+    for (auto& x : host) x = dist(rng);
+    LOOM_CUDA_CHECK(cudaMemcpy(data_, host.data(), count_ * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  std::vector<float> download() const {
+    std::vector<float> host(count_);
+    LOOM_CUDA_CHECK(cudaMemcpy(host.data(), data_, count_ * sizeof(float), cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+ private:
+  float* data_ = nullptr;
+  std::size_t count_;
+};
+
+double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0;
+  double scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(double(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(double(b[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+void BM_Sgemm(benchmark::State& state) {
+  if (loom::bench::skip_without_gpu(state)) return;
+  const auto variant = static_cast<SgemmVariant>(state.range(0));
+  const auto tile = static_cast<SgemmWarpTile>(state.range(1));
+  const std::int64_t m = state.range(2), n = state.range(3), k = state.range(4);
+  const bool a_col = (state.range(5) & 1) != 0;
+  const bool b_col = (state.range(5) & 2) != 0;
+
+  std::mt19937 rng(42);
+  DeviceMatrix a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n));
+  DeviceMatrix c(static_cast<std::size_t>(m * n)), c_ref(static_cast<std::size_t>(m * n));
+  a.randomize(rng);
+  b.randomize(rng);
+  SgemmArgs p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = {a.data(), a_col ? 1 : k, a_col ? m : 1};
+  p.b = {b.data(), b_col ? 1 : n, b_col ? k : 1};
+  p.c = {c.data(), n, 1};
+  SgemmArgs ref = p;
+  ref.c = {c_ref.data(), n, 1};
+
+  loom::detail::Stream stream(0, 0);
+  loom::detail::Event start(0, loom::detail::EventTiming::enabled);
+  loom::detail::Event stop(0, loom::detail::EventTiming::enabled);
+  Cublas cublas(stream.view());
+  const auto time_ms = [&](auto&& launch) {
+    launch();  // warm-up, and a first timing to choose the repetitions
+    start.record(stream.view());
+    launch();
+    stop.record(stream.view());
+    stop.synchronize();
+    const double once = stop.elapsed_ms_since(start);
+    const int reps = std::clamp(static_cast<int>(200.0 / std::max(once, 1e-3)), 3, 50);
+    start.record(stream.view());
+    for (int i = 0; i < reps; ++i) launch();
+    stop.record(stream.view());
+    stop.synchronize();
+    return stop.elapsed_ms_since(start) / reps;
+  };
+  const auto run_loom = [&] { loom::kernels::sgemm(p, stream.view(), variant, tile); };
+  const auto run_cublas = [&] { cublas.sgemm(ref); };
+
+  double loom_ms = 0;
+  for (auto _ : state) {
+    loom_ms = time_ms(run_loom);
+    state.SetIterationTime(loom_ms * 1e-3);
+  }
+  const double cublas_ms = time_ms(run_cublas);
+  stream.synchronize();
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const double loom_tflops = flops / (loom_ms * 1e-3) / 1e12;
+  const double cublas_tflops = flops / (cublas_ms * 1e-3) / 1e12;
+  state.counters["loom_TFLOPs"] = loom_tflops;
+  state.counters["cublas_TFLOPs"] = cublas_tflops;
+  state.counters["ratio"] = loom_tflops / cublas_tflops;
+  state.counters["max_rel_diff"] = max_relative_difference(c.download(), c_ref.download());
+  std::string label = std::string(to_string(variant));
+  if (variant == SgemmVariant::warp_tiled) label += " " + std::string(to_string(tile));
+  label += std::string(" A ") + (a_col ? "col" : "row") + " B " + (b_col ? "col" : "row");
+  state.SetLabel(label);
+}
+
+constexpr int kVariantCount = 5;
+constexpr int kTileCount = 3;
+
+void sgemm_arguments(benchmark::internal::Benchmark* b) {
+  const std::vector<std::vector<std::int64_t>> shapes = {
+      {1024, 1024, 1024}, {4096, 4096, 4096}, {4000, 4000, 4000}, {3000, 5000, 1000}};
+  for (const auto& s : shapes) {
+    for (int v = 0; v < kVariantCount; ++v) {
+      const auto variant = static_cast<SgemmVariant>(v);
+      // The naive kernel at 4096^3 takes seconds a call: only the small shape.
+      if (variant == SgemmVariant::naive && s[0] > 1024) continue;
+      const int tiles = variant == SgemmVariant::warp_tiled ? kTileCount : 1;
+      for (int t = 0; t < tiles; ++t) b->Args({v, t, s[0], s[1], s[2], 0});
+    }
+  }
+  // The default variant's other operand layouts at 4096^3.
+  const auto warp = static_cast<std::int64_t>(SgemmVariant::warp_tiled);
+  for (int layout = 1; layout < 4; ++layout) b->Args({warp, 0, 4096, 4096, 4096, layout});
+}
+
+BENCHMARK(BM_Sgemm)
+    ->ArgNames({"variant", "tile", "m", "n", "k", "layout"})
+    ->Apply(sgemm_arguments)
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

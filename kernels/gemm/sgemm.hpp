@@ -1,0 +1,81 @@
+#pragma once
+// SGEMM over fp32: C = alpha * A * B + beta * C, with FP32 FMA math only (no
+// TF32). A is M x K, B is K x N, C is M x N; each is described by two strides
+// (in elements), so row-major, column-major (a transposed view) and padded
+// leading dimensions all reach the kernels unchanged.
+//
+// Variants, in the order the lectures teach them:
+//   naive           one thread per element of C; every operand read from
+//                   global memory K times.
+//   tiled_manual    32 x 32 tiles of A and B staged in shared memory, indexed
+//                   by hand; each thread still computes one element of C.
+//   tiled_cute      the same algorithm over CuTe: local_tile carves the
+//                   block's tiles, local_partition hands elements to threads.
+//                   Read it beside tiled_manual.
+//   register_tiled  thread coarsening: a 128 x 128 block tile, each thread
+//                   accumulating an 8 x 8 micro-tile in registers, so each
+//                   value read from shared memory feeds 8 FMAs.
+//   warp_tiled      block tile -> warp tile -> thread tile: each warp owns a
+//                   region of C and walks it in 16 x 32 steps, each thread
+//                   holding 4 x 4 sub-tiles whose shared-memory reads are
+//                   128-bit; 128-bit global loads through a TiledCopy where
+//                   the operand's layout and alignment allow; two shared
+//                   buffers so the next tile's loads overlap this tile's math.
+//                   The default.
+//
+// Any M, N, K: blocks at the edges take a predicated path (elements outside
+// the matrix read as zero, stores masked). beta == 0 never reads C, so a NaN
+// in C does not leak into the result.
+
+#include <loom/cuda_interop.hpp>
+
+#include <cstdint>
+#include <string_view>
+
+namespace loom::kernels {
+
+enum class SgemmVariant { naive, tiled_manual, tiled_cute, register_tiled, warp_tiled };
+
+/// Block tiles of warp_tiled (BM x BN x BK), swept by the benchmark.
+enum class SgemmWarpTile { t128x128x8, t128x128x16, t64x64x8 };
+
+inline constexpr SgemmVariant kSgemmDefault = SgemmVariant::warp_tiled;
+
+std::string_view to_string(SgemmVariant variant) noexcept;
+std::string_view to_string(SgemmWarpTile tile) noexcept;
+
+/// One matrix operand: element (i, j) is data[i * row_stride + j * col_stride].
+template <class T>
+struct MatrixRef {
+  T* data = nullptr;
+  std::int64_t row_stride = 0;
+  std::int64_t col_stride = 0;
+};
+
+/// The problem: C (m x n) = alpha * A (m x k) * B (k x n) + beta * C.
+struct SgemmArgs {
+  std::int64_t m = 0, n = 0, k = 0;
+  float alpha = 1.0F;
+  float beta = 0.0F;
+  MatrixRef<const float> a;
+  MatrixRef<const float> b;
+  MatrixRef<float> c;
+};
+
+/// The warp-tiled tile the default picks for a shape: 64 x 64 when 128 x 128
+/// blocks would leave most of the GPU's SMs idle.
+SgemmWarpTile default_warp_tile(std::int64_t m, std::int64_t n, int sm_count) noexcept;
+
+/// Enqueues C = alpha * A * B + beta * C on `stream`; device pointers. m or n
+/// of 0 launches nothing; k of 0 scales C by beta. Extents must fit in int
+/// (2^31 - 1). warp_tiled needs each of A and B to have a unit stride (row-
+/// or column-major); other layouts fall back to register_tiled.
+/// @throws CudaError if a launch fails; InvalidArgument for extents too large.
+void sgemm(const SgemmArgs& args, StreamView stream, SgemmVariant variant = kSgemmDefault,
+           SgemmWarpTile tile = SgemmWarpTile::t128x128x8);
+
+/// The CPU reference, on host pointers: blocked, accumulating in double, so
+/// its error is far below the GPU's and tests can compare against it.
+void sgemm_reference(const SgemmArgs& args);
+
+}  // namespace loom::kernels

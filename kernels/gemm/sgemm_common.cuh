@@ -1,0 +1,59 @@
+#pragma once
+// Device helpers shared by the SGEMM variants: the operands as CuTe tensors,
+// predicated tile loads, and the epilogue that honours beta == 0.
+
+#include "gemm/sgemm.hpp"
+
+#include <cute/tensor.hpp>
+
+namespace loom::kernels::sgemm_detail {
+
+/// A (M,K): element (m, k) at a[m * row_stride + k * col_stride].
+__device__ inline auto tensor_a(const SgemmArgs& p) {
+  using namespace cute;
+  return make_tensor(make_gmem_ptr(p.a.data), make_shape(int(p.m), int(p.k)),
+                     make_stride(p.a.row_stride, p.a.col_stride));
+}
+
+/// B as CuTe's (N,K): element (n, k) is B's (k, n).
+__device__ inline auto tensor_b(const SgemmArgs& p) {
+  using namespace cute;
+  return make_tensor(make_gmem_ptr(p.b.data), make_shape(int(p.n), int(p.k)),
+                     make_stride(p.b.col_stride, p.b.row_stride));
+}
+
+/// C (M,N).
+__device__ inline auto tensor_c(const SgemmArgs& p) {
+  using namespace cute;
+  return make_tensor(make_gmem_ptr(p.c.data), make_shape(int(p.m), int(p.n)),
+                     make_stride(p.c.row_stride, p.c.col_stride));
+}
+
+/// alpha * acc + beta * c, where beta == 0 leaves c unread (it may be NaN).
+__device__ __forceinline__ void store_scaled(float& c, float acc, float alpha, float beta) {
+  c = beta == 0.0F ? alpha * acc : fmaf(beta, c, alpha * acc);
+}
+
+/// s(i) = g(i) where the coordinate cg(i) lies inside `bounds`, else 0: the
+/// residue path of every tile load. g, cg and s are one thread's partitions
+/// of a global tile, its identity tile and the shared (or register) tile.
+template <class TG, class TC, class TS, class Bounds>
+__device__ __forceinline__ void load_predicated(const TG& g, const TC& cg, TS&& s,
+                                                const Bounds& bounds) {
+  using namespace cute;
+  CUTE_UNROLL
+  for (int i = 0; i < size(s); ++i) s(i) = elem_less(cg(i), bounds) ? g(i) : 0.0F;
+}
+
+/// Stores one thread's accumulators to its partition of C, masked to `bounds`.
+template <class TR, class TG, class TC, class Bounds>
+__device__ __forceinline__ void store_predicated(const TR& r, TG&& g, const TC& cg,
+                                                 const Bounds& bounds, float alpha, float beta) {
+  using namespace cute;
+  CUTE_UNROLL
+  for (int i = 0; i < size(r); ++i) {
+    if (elem_less(cg(i), bounds)) store_scaled(g(i), r(i), alpha, beta);
+  }
+}
+
+}  // namespace loom::kernels::sgemm_detail

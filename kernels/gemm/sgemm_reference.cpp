@@ -1,0 +1,60 @@
+// The CPU reference for SGEMM: blocked over N and K so that a panel of B and
+// the accumulators stay in cache, accumulating in double so that its own
+// rounding is negligible beside the GPU kernels'.
+#include "gemm/sgemm.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace loom::kernels {
+namespace {
+
+constexpr std::int64_t kBlockN = 256;
+constexpr std::int64_t kBlockK = 128;
+
+// B(k0 .. k0+kb, n0 .. n0+nb), row-major and contiguous, in double.
+void pack_b(const SgemmArgs& p, std::int64_t k0, std::int64_t kb, std::int64_t n0, std::int64_t nb,
+            std::vector<double>& panel) {
+  for (std::int64_t kk = 0; kk < kb; ++kk) {
+    const float* row = p.b.data + (k0 + kk) * p.b.row_stride;
+    for (std::int64_t j = 0; j < nb; ++j) {
+      panel[static_cast<std::size_t>(kk * nb + j)] = row[(n0 + j) * p.b.col_stride];
+    }
+  }
+}
+
+}  // namespace
+
+void sgemm_reference(const SgemmArgs& p) {
+  if (p.m <= 0 || p.n <= 0) return;
+  std::vector<double> panel(static_cast<std::size_t>(kBlockK * kBlockN));
+  std::vector<double> acc(static_cast<std::size_t>(p.m * std::min(p.n, kBlockN)));
+  for (std::int64_t n0 = 0; n0 < p.n; n0 += kBlockN) {
+    const std::int64_t nb = std::min(kBlockN, p.n - n0);
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (std::int64_t k0 = 0; k0 < p.k; k0 += kBlockK) {
+      const std::int64_t kb = std::min(kBlockK, p.k - k0);
+      pack_b(p, k0, kb, n0, nb, panel);
+      for (std::int64_t i = 0; i < p.m; ++i) {
+        double* out = acc.data() + i * nb;
+        const float* a = p.a.data + i * p.a.row_stride + k0 * p.a.col_stride;
+        for (std::int64_t kk = 0; kk < kb; ++kk) {
+          const double aik = a[kk * p.a.col_stride];
+          const double* b = panel.data() + kk * nb;
+          for (std::int64_t j = 0; j < nb; ++j) out[j] += aik * b[j];
+        }
+      }
+    }
+    for (std::int64_t i = 0; i < p.m; ++i) {
+      for (std::int64_t j = 0; j < nb; ++j) {
+        float& c = p.c.data[i * p.c.row_stride + (n0 + j) * p.c.col_stride];
+        const double scaled = static_cast<double>(p.alpha) * acc[static_cast<std::size_t>(i * nb + j)];
+        // beta == 0 ignores C, NaN included, as the kernels do.
+        c = static_cast<float>(p.beta == 0.0F ? scaled : scaled + static_cast<double>(p.beta) * c);
+      }
+    }
+  }
+}
+
+}  // namespace loom::kernels

@@ -1,0 +1,252 @@
+// SGEMM on the CPU: the reference against hand-checked products and a plain
+// triple loop in every layout, and loom::ops::matmul through graphs on the CPU
+// backend (row- and column-major operands as transposed views, alpha and
+// beta, a NaN-poisoned C with beta = 0) and its rejections at submit.
+#include <loom/error.hpp>
+#include <loom/graph.hpp>
+#include <loom/ops/gemm.hpp>
+#include <loom/runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include "gemm/sgemm.hpp"
+#include "gemm/test_support.hpp"
+#include "support/cpu.hpp"
+#include "support/seed.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+
+namespace {
+
+using loom::kernels::SgemmArgs;
+using loom::test::cpu;
+using loom::test::gemm::HostMatrix;
+using loom::test::gemm::Order;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+SgemmArgs host_args(HostMatrix& a, HostMatrix& b, HostMatrix& c, float alpha, float beta) {
+  SgemmArgs p;
+  p.m = a.rows;
+  p.n = b.cols;
+  p.k = a.cols;
+  p.alpha = alpha;
+  p.beta = beta;
+  p.a = a.ref<const float>(a.data.data());
+  p.b = b.ref<const float>(b.data.data());
+  p.c = c.ref<float>(c.data.data());
+  return p;
+}
+
+// The definition, one element at a time, in double.
+HostMatrix triple_loop(const HostMatrix& a, const HostMatrix& b, const HostMatrix& c0, float alpha,
+                       float beta) {
+  HostMatrix c = c0;
+  for (std::int64_t i = 0; i < a.rows; ++i) {
+    for (std::int64_t j = 0; j < b.cols; ++j) {
+      double sum = 0;
+      for (std::int64_t k = 0; k < a.cols; ++k) sum += double(a.at(i, k)) * b.at(k, j);
+      c.at(i, j) = static_cast<float>(beta == 0.0F ? alpha * sum : alpha * sum + beta * c0.at(i, j));
+    }
+  }
+  return c;
+}
+
+TEST(SgemmReference, HandCheckedProduct) {
+  // [1 2 3; 4 5 6] * [7 8; 9 10; 11 12] = [58 64; 139 154]
+  HostMatrix a(2, 3, Order::row_major), b(3, 2, Order::col_major), c(2, 2, Order::row_major);
+  a.data = {1, 2, 3, 4, 5, 6};
+  b.data = {7, 9, 11, 8, 10, 12};  // column-major
+  c.data = {1, 1, 1, 1};
+  loom::kernels::sgemm_reference(host_args(a, b, c, 2.0F, -1.0F));
+  EXPECT_EQ(c.data, (std::vector<float>{115, 127, 277, 307}));
+}
+
+TEST(SgemmReference, BetaZeroIgnoresNaNInC) {
+  HostMatrix a(3, 4, Order::row_major), b(4, 5, Order::row_major), c(3, 5, Order::row_major);
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  a.randomize(rng);
+  b.randomize(rng);
+  for (auto& x : c.data) x = kNaN;
+  loom::kernels::sgemm_reference(host_args(a, b, c, 1.0F, 0.0F));
+  for (float x : c.data) EXPECT_FALSE(std::isnan(x));
+}
+
+TEST(SgemmReference, EmptyKScalesCByBeta) {
+  HostMatrix a(3, 0, Order::row_major), b(0, 2, Order::row_major), c(3, 2, Order::row_major);
+  c.data = {1, 2, 3, 4, 5, 6};
+  loom::kernels::sgemm_reference(host_args(a, b, c, 1.0F, 0.5F));
+  EXPECT_EQ(c.data, (std::vector<float>{0.5F, 1, 1.5F, 2, 2.5F, 3}));
+}
+
+TEST(SgemmReference, MatchesTheTripleLoopInEveryLayout) {
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  for (Order oa : {Order::row_major, Order::col_major}) {
+    for (Order ob : {Order::row_major, Order::col_major}) {
+      for (Order oc : {Order::row_major, Order::col_major}) {
+        // Blocks of the reference are 256 x 128: cross both.
+        HostMatrix a(37, 300, oa, 3), b(300, 261, ob, 1), c(37, 261, oc, 2);
+        a.randomize(rng);
+        b.randomize(rng);
+        c.randomize(rng);
+        const HostMatrix expected = triple_loop(a, b, c, 0.75F, -1.5F);
+        loom::kernels::sgemm_reference(host_args(a, b, c, 0.75F, -1.5F));
+        std::string first;
+        // Both accumulate in double: only the final rounding may differ.
+        HostMatrix mag = loom::test::gemm::magnitudes(a, b, expected, 0.75F, 1.5F);
+        EXPECT_EQ(loom::test::gemm::count_mismatches(c, expected, mag, 1, &first), 0)
+            << to_string(oa) << to_string(ob) << to_string(oc) << " first: " << first;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- the op, CPU backend
+
+void fill_random(const loom::Tensor& t, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(-1.0F, 1.0F);
+  float* p = t.data_as<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
+}
+
+// Element (i, j) of a 2-D f32 tensor, through its strides.
+float element(const loom::Tensor& t, std::int64_t i, std::int64_t j) {
+  return t.data_as<float>()[i * t.strides()[0] + j * t.strides()[1]];
+}
+
+HostMatrix to_host(const loom::Tensor& t) {
+  HostMatrix h(t.size(0), t.size(1), Order::row_major);
+  for (std::int64_t i = 0; i < t.size(0); ++i) {
+    for (std::int64_t j = 0; j < t.size(1); ++j) h.at(i, j) = element(t, i, j);
+  }
+  return h;
+}
+
+// An M x K operand, row-major or as the transposed view of a K x M tensor.
+loom::Tensor operand(loom::Runtime& rt, std::int64_t rows, std::int64_t cols, Order order,
+                     std::mt19937_64& rng) {
+  if (order == Order::row_major) {
+    auto t = rt.tensor<float>({rows, cols});
+    fill_random(t, rng);
+    return t;
+  }
+  auto t = rt.tensor<float>({cols, rows});
+  fill_random(t, rng);
+  return t.transpose(0, 1);
+}
+
+TEST(MatmulCpu, EveryLayoutThroughAGraph) {
+  loom::Runtime rt(cpu(2));
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  const std::int64_t m = 31, n = 17, k = 45;
+  for (Order oa : {Order::row_major, Order::col_major}) {
+    for (Order ob : {Order::row_major, Order::col_major}) {
+      for (Order oc : {Order::row_major, Order::col_major}) {
+        auto a = operand(rt, m, k, oa, rng);
+        auto b = operand(rt, k, n, ob, rng);
+        auto c = operand(rt, m, n, oc, rng);
+        const HostMatrix ha = to_host(a), hb = to_host(b), hc0 = to_host(c);
+        loom::Graph g;
+        g.add(loom::ops::matmul(a, b, c, 1.25F, -0.5F));
+        rt.submit(g).wait();
+        const HostMatrix expected = triple_loop(ha, hb, hc0, 1.25F, -0.5F);
+        const HostMatrix mag = loom::test::gemm::magnitudes(ha, hb, hc0, 1.25F, -0.5F);
+        std::string first;
+        EXPECT_EQ(loom::test::gemm::count_mismatches(to_host(c), expected, mag, k, &first), 0)
+            << to_string(oa) << to_string(ob) << to_string(oc) << " first: " << first;
+      }
+    }
+  }
+}
+
+TEST(MatmulCpu, BetaZeroIgnoresAPoisonedC) {
+  loom::Runtime rt(cpu(2));
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  auto a = operand(rt, 1, 1, Order::row_major, rng);
+  auto b = operand(rt, 1, 1, Order::row_major, rng);
+  auto c = rt.tensor<float>({1, 1});
+  c.data_as<float>()[0] = kNaN;
+  loom::Graph g;
+  g.add(loom::ops::matmul(a, b, c, 2.0F));
+  rt.submit(g).wait();
+  EXPECT_FLOAT_EQ(c.data_as<float>()[0], 2.0F * a.data_as<float>()[0] * b.data_as<float>()[0]);
+}
+
+TEST(MatmulCpu, ChainedProductsFollowTheData) {
+  // d = (a b) c: the second matmul reads what the first writes.
+  loom::Runtime rt(cpu(2));
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  auto a = operand(rt, 20, 30, Order::row_major, rng);
+  auto b = operand(rt, 30, 40, Order::col_major, rng);
+  auto c = operand(rt, 40, 10, Order::row_major, rng);
+  auto ab = rt.tensor<float>({20, 40});
+  auto d = rt.tensor<float>({20, 10});
+  loom::Graph g;
+  g.add(loom::ops::matmul(a, b, ab));
+  g.add(loom::ops::matmul(ab, c, d));
+  rt.submit(g).wait();
+  const HostMatrix zero_ab(20, 40, Order::row_major), zero_d(20, 10, Order::row_major);
+  const HostMatrix hab = triple_loop(to_host(a), to_host(b), zero_ab, 1.0F, 0.0F);
+  const HostMatrix expected = triple_loop(hab, to_host(c), zero_d, 1.0F, 0.0F);
+  const HostMatrix mag = loom::test::gemm::magnitudes(hab, to_host(c), zero_d, 1.0F, 0.0F);
+  std::string first;
+  EXPECT_EQ(loom::test::gemm::count_mismatches(to_host(d), expected, mag, 40, &first), 0) << first;
+}
+
+// Submits matmul(a, b, c) as task "product" and expects a rejection naming it
+// whose message holds `words`.
+void expect_rejected(loom::Runtime& rt, const loom::Tensor& a, const loom::Tensor& b,
+                     const loom::Tensor& c, const std::string& words) {
+  loom::Graph g;
+  g.add(loom::ops::matmul(a, b, c), {.name = "product"});
+  try {
+    (void)rt.submit(g);
+    ADD_FAILURE() << "accepted; expected a rejection mentioning '" << words << "'";
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_EQ(e.task(), "product");
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+TEST(MatmulCpu, BadInputsAreRejectedAtSubmitNamingTheTask) {
+  loom::Runtime rt(cpu(2));
+  auto a = rt.tensor<float>({4, 6});
+  auto b = rt.tensor<float>({6, 5});
+  auto c = rt.tensor<float>({4, 5});
+  expect_rejected(rt, rt.tensor<std::int32_t>({4, 6}), b, c, "must be f32");
+  expect_rejected(rt, a, b, rt.tensor<float>({4, 5, 1}), "must have rank 2");
+  expect_rejected(rt, a, rt.tensor<float>({7, 5}), c, "inner dimensions differ");
+  expect_rejected(rt, a, b, rt.tensor<float>({5, 4}), "c must be 4 x 5");
+  // Every other column: neither row- nor column-major.
+  expect_rejected(rt, rt.tensor<float>({4, 12}).slice(1, 0, 12, 2), b, c,
+                  "must be row-major or column-major");
+  expect_rejected(rt, a, b, rt.tensor<float>({4, 10}).slice(1, 0, 10, 2),
+                  "must be row-major or column-major");
+  auto square = rt.tensor<float>({6, 6});
+  expect_rejected(rt, square, square, square, "must not share storage");
+  expect_rejected(rt, loom::Tensor(), b, c, "undefined");
+}
+
+TEST(MatmulCpu, SlicesOfWiderMatricesKeepTheirLeadingDimension) {
+  loom::Runtime rt(cpu(2));
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  auto wide_a = operand(rt, 9, 20, Order::row_major, rng);
+  auto wide_b = operand(rt, 30, 7, Order::col_major, rng);
+  auto a = wide_a.slice(1, 3, 14);  // 9 x 11, leading dimension 20
+  auto b = wide_b.slice(0, 2, 13);  // 11 x 7, column-major, leading dimension 30
+  auto c = rt.tensor<float>({9, 7});
+  loom::Graph g;
+  g.add(loom::ops::matmul(a, b, c));
+  rt.submit(g).wait();
+  const HostMatrix zero(9, 7, Order::row_major);
+  const HostMatrix expected = triple_loop(to_host(a), to_host(b), zero, 1.0F, 0.0F);
+  const HostMatrix mag = loom::test::gemm::magnitudes(to_host(a), to_host(b), zero, 1.0F, 0.0F);
+  std::string first;
+  EXPECT_EQ(loom::test::gemm::count_mismatches(to_host(c), expected, mag, 11, &first), 0) << first;
+}
+
+}  // namespace

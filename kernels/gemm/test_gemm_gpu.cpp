@@ -1,0 +1,293 @@
+// SGEMM on the GPU: every variant (and every warp-tiled tile) against the CPU
+// reference at awkward shapes, in every layout of A, B and C, with padded and
+// misaligned leading dimensions, alpha and beta not 1 and 0, and C poisoned
+// with NaN where beta = 0; loom::ops::matmul through a graph on the CUDA
+// backend, and its rejection of host memory there.
+#include "support/gpu.hpp"
+
+#include <loom/error.hpp>
+#include <loom/graph.hpp>
+#include <loom/ops/gemm.hpp>
+#include <loom/runtime.hpp>
+
+#include "cuda/stream.hpp"
+#include "gemm/sgemm.hpp"
+#include "gemm/test_support.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace loom::kernels {
+// Names the parameter in test names and failure messages.
+void PrintTo(SgemmVariant variant, std::ostream* os) { *os << to_string(variant); }
+}  // namespace loom::kernels
+
+namespace {
+
+using loom::kernels::SgemmArgs;
+using loom::kernels::SgemmVariant;
+using loom::kernels::SgemmWarpTile;
+using loom::test::gemm::HostMatrix;
+using loom::test::gemm::Order;
+
+struct Shape3 {
+  std::int64_t m, n, k;
+};
+
+struct Case {
+  Shape3 shape;
+  Order a = Order::row_major, b = Order::row_major, c = Order::row_major;
+  std::int64_t pad = 0;     // extra elements a row (column) of every operand
+  std::int64_t offset = 0;  // elements before each operand: misaligns it
+  float alpha = 1.0F, beta = 0.0F;
+};
+
+std::string describe(const Case& c, SgemmVariant v, SgemmWarpTile tile) {
+  return std::string(to_string(v)) + (v == SgemmVariant::warp_tiled ? std::string(" ") + std::string(to_string(tile)) : "") +
+         " " + std::to_string(c.shape.m) + "x" + std::to_string(c.shape.n) + "x" +
+         std::to_string(c.shape.k) + " A " + to_string(c.a) + " B " + to_string(c.b) + " C " +
+         to_string(c.c) + " pad " + std::to_string(c.pad) + " offset " + std::to_string(c.offset) +
+         " alpha " + std::to_string(c.alpha) + " beta " + std::to_string(c.beta);
+}
+
+// Device copy of a host matrix at `offset` elements into the buffer.
+loom::test::DeviceBuffer<float> upload(const HostMatrix& h, std::int64_t offset, bool poison) {
+  loom::test::DeviceBuffer<float> d(h.data.size() + static_cast<std::size_t>(offset));
+  std::vector<float> staged(d.size(), std::numeric_limits<float>::quiet_NaN());
+  std::copy(h.data.begin(), h.data.end(), staged.begin() + offset);
+  if (poison) {
+    d.poison();
+  } else {
+    d.upload(staged);
+  }
+  return d;
+}
+
+void check_case(const Case& t, SgemmVariant variant, SgemmWarpTile tile) {
+  auto rng = loom::test::random_engine();
+  const auto [m, n, k] = t.shape;
+  HostMatrix a(m, k, t.a, t.pad), b(k, n, t.b, t.pad), c0(m, n, t.c, t.pad);
+  a.randomize(rng);
+  b.randomize(rng);
+  c0.randomize(rng);
+  const bool poison_c = t.beta == 0.0F;  // then C's NaNs must not reach the result
+  auto da = upload(a, t.offset, false);
+  auto db = upload(b, t.offset, false);
+  auto dc = upload(c0, t.offset, poison_c);
+
+  SgemmArgs p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.alpha = t.alpha;
+  p.beta = t.beta;
+  p.a = a.ref<const float>(da.data() + t.offset);
+  p.b = b.ref<const float>(db.data() + t.offset);
+  p.c = c0.ref<float>(dc.data() + t.offset);
+  loom::detail::Stream stream(0, 0);
+  loom::kernels::sgemm(p, stream.view(), variant, tile);
+  stream.synchronize();
+  const auto raw = dc.download();
+
+  HostMatrix got = c0;
+  std::copy(raw.begin() + t.offset, raw.end(), got.data.begin());
+  HostMatrix expected = c0;
+  SgemmArgs h = p;
+  h.a = a.ref<const float>(a.data.data());
+  h.b = b.ref<const float>(b.data.data());
+  h.c = expected.ref<float>(expected.data.data());
+  loom::kernels::sgemm_reference(h);
+  const HostMatrix mag = loom::test::gemm::magnitudes(a, b, c0, t.alpha, poison_c ? 0.0F : t.beta);
+  std::string first;
+  EXPECT_EQ(loom::test::gemm::count_mismatches(got, expected, mag, k, &first), 0)
+      << describe(t, variant, tile) << "; first: " << first;
+  // Nothing written outside C: the padding and the bytes before it.
+  std::int64_t stray = 0;
+  for (std::int64_t i = 0; i < t.offset; ++i) stray += std::isnan(raw[static_cast<std::size_t>(i)]) ? 0 : 1;
+  for (std::int64_t line = 0; line < (t.c == Order::row_major ? m : n); ++line) {
+    const std::int64_t extent = t.c == Order::row_major ? n : m;
+    for (std::int64_t j = extent; j < c0.ld; ++j) {
+      const auto at = static_cast<std::size_t>(t.offset + line * c0.ld + j);
+      stray += poison_c ? (std::isnan(raw[at]) ? 0 : 1) : (raw[at] == c0.data[at - t.offset] ? 0 : 1);
+    }
+  }
+  EXPECT_EQ(stray, 0) << describe(t, variant, tile) << ": wrote outside C";
+}
+
+const std::vector<Shape3>& awkward_shapes() {
+  static const std::vector<Shape3> shapes = {{1, 1, 1},      {31, 17, 45},   {127, 129, 65},
+                                             {128, 128, 128}, {64, 192, 24}, {130, 260, 33},
+                                             {513, 257, 300}, {5, 300, 3},   {200, 3, 517}};
+  return shapes;
+}
+
+class SgemmGpu : public ::testing::TestWithParam<SgemmVariant> {
+ protected:
+  // Every tile for warp_tiled; the one launch shape for the others.
+  std::vector<SgemmWarpTile> tiles() const {
+    if (GetParam() != SgemmVariant::warp_tiled) return {SgemmWarpTile::t128x128x8};
+    return {SgemmWarpTile::t128x128x8, SgemmWarpTile::t128x128x16, SgemmWarpTile::t64x64x8};
+  }
+};
+
+TEST_P(SgemmGpu, EveryLayoutAtAwkwardShapes) {
+  LOOM_REQUIRE_GPU();
+  for (SgemmWarpTile tile : tiles()) {
+    for (const Shape3& s : awkward_shapes()) {
+      for (Order oa : {Order::row_major, Order::col_major}) {
+        for (Order ob : {Order::row_major, Order::col_major}) {
+          check_case({.shape = s, .a = oa, .b = ob, .alpha = 1.5F, .beta = -0.75F}, GetParam(), tile);
+        }
+      }
+    }
+  }
+}
+
+TEST_P(SgemmGpu, ColumnMajorC) {
+  LOOM_REQUIRE_GPU();
+  for (SgemmWarpTile tile : tiles()) {
+    for (const Shape3& s : {Shape3{31, 17, 45}, Shape3{257, 130, 70}}) {
+      check_case({.shape = s, .a = Order::col_major, .b = Order::row_major, .c = Order::col_major,
+                  .alpha = -1.0F, .beta = 0.5F},
+                 GetParam(), tile);
+    }
+  }
+}
+
+TEST_P(SgemmGpu, BetaZeroIgnoresANaNPoisonedC) {
+  LOOM_REQUIRE_GPU();
+  for (SgemmWarpTile tile : tiles()) {
+    for (const Shape3& s : {Shape3{1, 1, 1}, Shape3{127, 129, 65}, Shape3{256, 256, 64}}) {
+      check_case({.shape = s, .alpha = 0.5F, .beta = 0.0F}, GetParam(), tile);
+      check_case({.shape = s, .a = Order::col_major, .b = Order::col_major, .alpha = 1.0F, .beta = 0.0F},
+                 GetParam(), tile);
+    }
+  }
+}
+
+TEST_P(SgemmGpu, PaddedAndMisalignedLeadingDimensions) {
+  LOOM_REQUIRE_GPU();
+  for (SgemmWarpTile tile : tiles()) {
+    for (std::int64_t pad : {1, 4}) {
+      for (std::int64_t offset : {0, 1}) {
+        for (Order o : {Order::row_major, Order::col_major}) {
+          check_case({.shape = {257, 255, 129}, .a = o, .b = o, .c = o, .pad = pad, .offset = offset,
+                      .alpha = 2.0F, .beta = 1.0F},
+                     GetParam(), tile);
+        }
+      }
+    }
+  }
+}
+
+TEST_P(SgemmGpu, EmptyKScalesCAndEmptyMLaunchesNothing) {
+  LOOM_REQUIRE_GPU();
+  for (SgemmWarpTile tile : tiles()) {
+    check_case({.shape = {33, 65, 0}, .alpha = 1.0F, .beta = 0.25F}, GetParam(), tile);
+    check_case({.shape = {33, 65, 0}, .alpha = 1.0F, .beta = 0.0F}, GetParam(), tile);
+    check_case({.shape = {0, 65, 10}, .alpha = 1.0F, .beta = 0.25F}, GetParam(), tile);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, SgemmGpu,
+                         ::testing::Values(SgemmVariant::naive, SgemmVariant::tiled_manual,
+                                           SgemmVariant::tiled_cute, SgemmVariant::register_tiled,
+                                           SgemmVariant::warp_tiled),
+                         [](const auto& param_info) {
+                           return std::string(to_string(param_info.param));
+                         });
+
+// A large square product in the default configuration: many whole tiles,
+// the vectorized path throughout.
+TEST(SgemmGpuLarge, DefaultVariantAt1024) {
+  LOOM_REQUIRE_GPU();
+  check_case({.shape = {1024, 1024, 1024}, .alpha = 1.0F, .beta = 0.0F}, SgemmVariant::warp_tiled,
+             SgemmWarpTile::t128x128x8);
+  check_case({.shape = {1000, 1000, 1000}, .a = Order::col_major, .alpha = 1.0F, .beta = 1.0F},
+             SgemmVariant::warp_tiled, SgemmWarpTile::t128x128x8);
+}
+
+// ---------------------------------------------------------------- the op, CUDA backend
+
+// Host data of a rows x cols tensor's elements, through its strides.
+std::vector<float> host_values(const loom::Tensor& t) {
+  std::vector<float> v;
+  for (std::int64_t i = 0; i < t.size(0); ++i) {
+    for (std::int64_t j = 0; j < t.size(1); ++j) {
+      v.push_back(t.data_as<float>()[i * t.strides()[0] + j * t.strides()[1]]);
+    }
+  }
+  return v;
+}
+
+TEST(MatmulGpu, ThroughAGraphWithATransposedOperand) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  ASSERT_TRUE(rt.has_gpu());
+  auto rng = loom::test::random_engine();
+  const std::int64_t m = 300, n = 200, k = 150;
+  // A arrives column-major: the transposed view of a K x M tensor.
+  auto host_at = rt.tensor<float>({k, m}, loom::Memory::pageable);
+  auto host_b = rt.tensor<float>({k, n}, loom::Memory::pageable);
+  auto host_c = rt.tensor<float>({m, n}, loom::Memory::pageable);
+  for (auto* t : {&host_at, &host_b, &host_c}) {
+    const auto values = loom::test::random_floats(static_cast<std::size_t>(t->numel()), rng);
+    std::copy(values.begin(), values.end(), t->data_as<float>());
+  }
+  auto at = rt.tensor<float>({k, m});
+  auto b = rt.tensor<float>({k, n});
+  auto c = rt.tensor<float>({m, n});
+  auto out = rt.tensor<float>({m, n}, loom::Memory::pageable);
+  loom::Graph g;
+  g.copy(host_at, at);
+  g.copy(host_b, b);
+  g.copy(host_c, c);
+  g.add(loom::ops::matmul(at.transpose(0, 1), b, c, 0.5F, 2.0F));
+  g.copy(c, out);
+  rt.submit(g).wait();
+
+  HostMatrix ha(m, k, Order::col_major), hb(k, n, Order::row_major), hc(m, n, Order::row_major);
+  ha.data = std::vector<float>(host_at.data_as<float>(), host_at.data_as<float>() + k * m);
+  hb.data = host_values(host_b);
+  hc.data = host_values(host_c);
+  HostMatrix expected = hc;
+  SgemmArgs p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.alpha = 0.5F;
+  p.beta = 2.0F;
+  p.a = ha.ref<const float>(ha.data.data());
+  p.b = hb.ref<const float>(hb.data.data());
+  p.c = expected.ref<float>(expected.data.data());
+  loom::kernels::sgemm_reference(p);
+  HostMatrix got(m, n, Order::row_major);
+  got.data = host_values(out);
+  const HostMatrix mag = loom::test::gemm::magnitudes(ha, hb, hc, 0.5F, 2.0F);
+  std::string first;
+  EXPECT_EQ(loom::test::gemm::count_mismatches(got, expected, mag, k, &first), 0) << first;
+}
+
+TEST(MatmulGpu, HostMemoryIsRejectedAtSubmitNamingTheTask) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  // One memory space (so the op's own checks pass), but not the device's.
+  auto a = rt.tensor<float>({8, 8}, loom::Memory::pinned);
+  auto b = rt.tensor<float>({8, 8}, loom::Memory::pinned);
+  auto c = rt.tensor<float>({8, 8}, loom::Memory::pinned);
+  loom::Graph g;
+  g.add(loom::ops::matmul(a, b, c), {.name = "product"});
+  try {
+    (void)rt.submit(g);
+    FAIL() << "a pinned host operand was accepted by the CUDA backend";
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_EQ(e.task(), "product");
+    EXPECT_NE(std::string(e.what()).find("is not on"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
