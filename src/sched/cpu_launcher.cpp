@@ -1,0 +1,110 @@
+#include "sched/cpu_launcher.hpp"
+
+#include "core/task_context.hpp"
+#include "sched/copy_engine.hpp"
+#include "sched/run_machine.hpp"
+#include "sched/scheduler_loop.hpp"
+#include "trace/nvtx_range.hpp"
+
+#include <loom/error.hpp>
+
+#include <algorithm>
+#include <thread>
+
+namespace loom::detail {
+
+CpuLauncher::CpuLauncher(std::shared_ptr<WorkerPool> workers, CopyEngine& copies,
+                         SchedulerLoop& loop)
+    : workers_(std::move(workers)), copies_(copies), loop_(loop) {}
+
+void CpuLauncher::ready(RunMachine& /*machine*/, Run& run, std::uint32_t t) {
+  run.ready_host.push_back(t);
+}
+
+bool CpuLauncher::advance(RunMachine& machine, Run& run) {
+  if (run.ready_host.empty()) return false;
+  std::vector<std::uint32_t> ready;
+  ready.swap(run.ready_host);
+  std::stable_sort(ready.begin(), ready.end(), [&](auto a, auto b) {
+    return priority_index(run.tasks()[a].priority) > priority_index(run.tasks()[b].priority);
+  });
+  for (auto t : ready) {
+    // Cancelled while it waited for its round: the machine has taken it.
+    if (run.tasks_state[t].status != TaskStatus::pending) continue;
+    machine.running(run, t);
+    post(run, t);
+  }
+  return true;
+}
+
+bool CpuLauncher::collect(RunMachine& machine) {
+  bool progress = false;
+  Done done{};
+  while (done_.pop(done)) {
+    Run& run = *done.run;
+    run.host_outstanding.fetch_sub(1);
+    TaskState& ts = run.tasks_state[done.task];
+    if (ts.error) {
+      machine.fail(run, done.task, ts.error);
+    } else if (ts.skipped) {
+      machine.skipped(run, done.task);
+    } else {
+      machine.complete(run, done.task);
+    }
+    progress = true;
+  }
+  return progress;
+}
+
+bool CpuLauncher::idle(const Run& run) const { return run.host_outstanding.load() == 0; }
+
+void CpuLauncher::post(Run& run, std::uint32_t t) {
+  run.host_outstanding.fetch_add(1);
+  Run* r = &run;
+  workers_->post(run.tasks()[t].priority,
+                 [this, r, t](int worker) { run_on_worker(*r, t, worker); });
+}
+
+void CpuLauncher::run_on_worker(Run& run, std::uint32_t t, int worker) {
+  TaskState& ts = run.tasks_state[t];
+  const Task& task = run.tasks()[t];
+  if (run.state->cancel_requested.load()) {
+    ts.skipped = true;
+  } else {
+    ts.worker = worker;
+    ts.start_us = micros_since(run.started_at);
+    // What threw: the user's host function, or an op's (or collective's)
+    // CPU implementation, named as such.
+    const std::string thrower = task.kind == TaskKind::host
+                                    ? std::string("the host function")
+                                    : std::string(to_string(task.kind)) + " '" +
+                                          (task.op           ? std::string(task.op->name())
+                                           : task.collective ? std::string(task.collective->name())
+                                                             : task.name) +
+                                          "' (CPU implementation)";
+    try {
+      const TaskScope scope(task.name);
+      const NvtxRange range(task.name);
+      switch (task.kind) {
+        case TaskKind::host: task.host(); break;
+        case TaskKind::op: task.op->run_cpu(); break;
+        case TaskKind::collective: task.collective->run_cpu(); break;
+        case TaskKind::copy: copies_.host_copy(task.copy_src, task.copy_dst); break;
+      }
+    } catch (Error& e) {
+      e.attach_task(task.name);
+      ts.error = std::current_exception();
+    } catch (const std::exception& e) {
+      ts.error =
+          std::make_exception_ptr(Error(thrower + " threw: " + e.what(), {"", "", 0, task.name}));
+    } catch (...) {
+      ts.error = std::make_exception_ptr(
+          Error(thrower + " threw a non-standard exception", {"", "", 0, task.name}));
+    }
+    ts.end_us = micros_since(run.started_at);
+  }
+  while (!done_.push(Done{&run, t})) std::this_thread::yield();
+  loop_.wake();
+}
+
+}  // namespace loom::detail

@@ -1,0 +1,56 @@
+#pragma once
+// Preparing a graph for one executor: validation, the checks that refuse a
+// task before launch (memory spaces, copy paths, a CPU implementation on the
+// CPU backend), each task's placement, the plan, and each stream's launch
+// order. The result is kept in the graph's slot, so that submitting the same
+// graph again copies, checks and plans nothing.
+//
+// Thread-safety: prepare() from any thread (the slot has its own lock).
+
+#include "sched/plan.hpp"
+#include "sched/prepared_graph.hpp"
+
+#include <loom/graph.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace loom::detail {
+
+class CopyEngine;
+
+struct PrepareOptions {
+  bool cuda = false;  ///< the CUDA backend (else every task runs on host workers)
+  int device = 0;     ///< where the CUDA backend runs ops
+  int streams_per_priority = 4;
+};
+
+/// Where each task of `graph` runs on a backend.
+std::vector<Placement> placements(const Graph& graph, bool cuda);
+
+/// The prepared form of a valid graph with the given placements: the plan,
+/// each stream's launch order, the roots, the data accesses, the names.
+/// Checks nothing (prepare() does); tests build runs with it directly.
+std::shared_ptr<PreparedGraph> make_prepared(const Graph& graph,
+                                             const std::vector<Placement>& placement,
+                                             int streams_per_priority);
+
+class Preparer {
+ public:
+  Preparer(PrepareOptions options, const CopyEngine& copies);
+
+  /// The graph's prepared form: from its slot when this preparer made it,
+  /// else validated, checked and made now (and kept in the slot).
+  /// @throws InvalidArgument (naming the task) for a graph that cannot run here.
+  std::shared_ptr<const PreparedGraph> prepare(const Graph& graph);
+
+ private:
+  void check(const Graph& graph) const;
+
+  PrepareOptions options_;
+  const CopyEngine& copies_;
+  std::uint64_t serial_;  // tells this preparer's prepared graphs from another's
+};
+
+}  // namespace loom::detail

@@ -1,0 +1,357 @@
+#include "sched/run_machine.hpp"
+
+#include "core/log.hpp"
+#include "core/thread_role.hpp"
+#include "sched/run_trace.hpp"
+
+#include <loom/error.hpp>
+
+#include <optional>
+
+namespace loom::detail {
+
+namespace {
+
+std::string message_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "an unknown exception";
+  }
+}
+
+// The error as the run reports it: a loom::Error that names the task.
+std::exception_ptr naming_task(std::exception_ptr error, const std::string& name) {
+  try {
+    std::rethrow_exception(error);
+  } catch (Error& e) {
+    e.attach_task(name);
+    return std::current_exception();
+  } catch (const std::exception& e) {
+    return std::make_exception_ptr(Error(e.what(), {"", "", 0, name}));
+  } catch (...) {
+    return std::make_exception_ptr(Error("an unknown exception", {"", "", 0, name}));
+  }
+}
+
+}  // namespace
+
+RunMachine::RunMachine(Launcher& host, Launcher* device, Poison& poison,
+                       std::shared_ptr<WorkerPool> workers, std::string trace_path)
+    : host_(host),
+      device_(device),
+      poison_(poison),
+      workers_(std::move(workers)),
+      trace_path_(std::move(trace_path)) {}
+
+std::unique_ptr<Run> RunMachine::make_run(std::shared_ptr<const PreparedGraph> prepared,
+                                          std::shared_ptr<CompletionState> completion) {
+  auto run = std::make_unique<Run>();
+  run->prepared = std::move(prepared);
+  run->completion = std::move(completion);
+  const std::size_t n = run->tasks().size();
+  run->state = std::make_shared<RunState>();
+  run->state->workers = workers_;
+  run->state->names = run->prepared->names;
+  run->reports.resize(n);
+  run->tasks_state.resize(n);
+  run->unfinished = n;
+  run->unsettled = n;
+  run->number = ++run_counter_;
+  run->tracing = !trace_path_.empty();
+  host_.attach(*run);
+  if (device_ != nullptr) device_->attach(*run);
+  {
+    std::lock_guard lock(idle_mutex_);
+    ++live_runs_;
+  }
+  return run;
+}
+
+void RunMachine::wait_idle() {
+  check_may_wait("Runtime::synchronize()");
+  if (current_thread_role() != nullptr) {
+    throw InvalidArgument(
+        "Runtime::synchronize() inside a task or continuation would wait for its own run");
+  }
+  std::unique_lock lock(idle_mutex_);
+  idle_cv_.wait(lock, [&] { return live_runs_ == 0; });
+}
+
+void RunMachine::admit(std::unique_ptr<Run> owned) {
+  runs_.push_back(std::move(owned));
+  Run& run = *runs_.back();
+  after_.clear();
+  ordering_.enter(&run, run.prepared->accesses, after_);
+  earlier_.clear();
+  for (auto id : after_) earlier_.push_back(static_cast<Run*>(const_cast<void*>(id)));
+  // A run wholly on a launcher that orders runs itself (stream order) may
+  // start once the earlier runs enqueued all their work; any other run (host
+  // tasks, staged copies) once they are over.
+  const bool follows = run.prepared->device_only && device_ != nullptr && device_->orders_runs();
+  if (device_ != nullptr) device_->admit(run, earlier_, follows, runs_);
+  for (Run* earlier : earlier_) {
+    if (!follows) {
+      earlier->followers_finished.push_back(&run);
+      ++run.gates;
+    } else if (earlier->unsettled > 0 || !earlier->started) {
+      earlier->followers_settled.push_back(&run);
+      ++run.gates;
+    }
+  }
+  if (run.gates == 0) to_start_.push_back(&run);
+}
+
+void RunMachine::start_ready_runs() {
+  while (!to_start_.empty()) {
+    std::vector<Run*> starting;
+    starting.swap(to_start_);
+    for (Run* r : starting) {
+      Run& run = *r;
+      if (run.started) continue;
+      try {
+        start(run);
+      } catch (...) {
+        // Only a launcher's setup (CUDA calls: the entry event, tracing) can
+        // throw here: fail the whole run, cleanly.
+        const auto error = std::current_exception();
+        for (std::uint32_t t = 0; t < run.tasks_state.size(); ++t) {
+          if (run.tasks_state[t].status == TaskStatus::pending) fail(run, t, error);
+        }
+      }
+    }
+  }
+}
+
+void RunMachine::start(Run& run) {
+  run.started = true;
+  run.started_at = Clock::now();
+  host_.start(run);
+  if (device_ != nullptr) device_->start(run);
+  const auto& tasks = run.tasks();
+  for (std::uint32_t t = 0; t < tasks.size(); ++t) {
+    run.tasks_state[t].unmet = static_cast<std::uint32_t>(tasks[t].predecessors.size());
+  }
+  for (auto t : run.prepared->roots) make_ready(run, t);
+}
+
+bool RunMachine::advance(Run& run) {
+  bool progress = false;
+  if (run.state->cancel_requested.load() && !run.cancel_handled) {
+    run.cancel_handled = true;
+    if (!run.first_error) {
+      run.first_error = std::make_exception_ptr(Cancelled("the run was cancelled by the user"));
+    }
+    cancel_pending(run, "the run was cancelled by the user");
+    progress = true;
+  }
+  if (!run.started) return progress;  // waits for earlier runs over the same data
+  // Device work first: its launches are what keeps the device busy.
+  if (device_ != nullptr && device_->advance(*this, run)) progress = true;
+  if (host_.advance(*this, run)) progress = true;
+  return progress;
+}
+
+bool RunMachine::finished(const Run& run) const {
+  // Not before it started: a run cancelled while it waited for earlier runs
+  // over its data ends after them (later runs follow it in their place).
+  return run.started && run.unfinished == 0 && host_.idle(run) &&
+         (device_ == nullptr || device_->idle(run));
+}
+
+bool RunMachine::finish_runs() {
+  bool progress = false;
+  for (std::size_t i = 0; i < runs_.size();) {
+    if (finished(*runs_[i])) {
+      auto run = std::move(runs_[i]);
+      runs_.erase(runs_.begin() + static_cast<std::ptrdiff_t>(i));
+      finish(std::move(run));
+      progress = true;
+    } else {
+      ++i;
+    }
+  }
+  return progress;
+}
+
+void RunMachine::make_ready(Run& run, std::uint32_t t) {
+  TaskState& ts = run.tasks_state[t];
+  if (ts.status != TaskStatus::pending) return;
+  if (run.state->cancel_requested.load()) return;  // cancel_pending() will take it
+  ts.ready = true;
+  launcher_for(run.placement(t)).ready(*this, run, t);
+}
+
+void RunMachine::satisfy(Run& run, std::uint32_t t) {
+  if (--run.tasks_state[t].unmet == 0) make_ready(run, t);
+}
+
+void RunMachine::settle(Run& run, std::uint32_t t) {
+  TaskState& ts = run.tasks_state[t];
+  if (ts.settled) return;
+  ts.settled = true;
+  if (--run.unsettled == 0) release_followers(run.followers_settled);
+}
+
+void RunMachine::release_followers(std::vector<Run*>& followers) {
+  for (Run* f : followers) {
+    if (--f->gates == 0) to_start_.push_back(f);
+  }
+  followers.clear();
+}
+
+void RunMachine::enqueued(Run& run, std::uint32_t t) {
+  run.tasks_state[t].status = TaskStatus::running;
+  run.reports[t].status = TaskStatus::running;
+  settle(run, t);
+  for (auto s : run.tasks()[t].successors) {
+    if (run.placement(s) == Placement::device) satisfy(run, s);
+  }
+}
+
+void RunMachine::running(Run& run, std::uint32_t t) {
+  run.tasks_state[t].status = TaskStatus::running;
+  run.reports[t].status = TaskStatus::running;
+}
+
+void RunMachine::complete(Run& run, std::uint32_t t) {
+  TaskState& ts = run.tasks_state[t];
+  if (ts.status == TaskStatus::completed || ts.status == TaskStatus::failed) return;
+  ts.status = TaskStatus::completed;
+  run.reports[t].status = TaskStatus::completed;
+  --run.unfinished;
+  settle(run, t);
+  const bool device = run.placement(t) == Placement::device;
+  for (auto s : run.tasks()[t].successors) {
+    // Device successors of a device task were satisfied when it was enqueued.
+    if (!device || run.placement(s) != Placement::device) satisfy(run, s);
+  }
+}
+
+void RunMachine::fail(Run& run, std::uint32_t t, std::exception_ptr error) {
+  TaskState& ts = run.tasks_state[t];
+  if (ts.status == TaskStatus::completed || ts.status == TaskStatus::failed ||
+      ts.status == TaskStatus::cancelled) {
+    return;
+  }
+  const std::string& name = run.tasks()[t].name;
+  error = naming_task(std::move(error), name);
+  poison_.note(error);  // after the task's name is attached: others may read it from now on
+  ts.status = TaskStatus::failed;
+  ts.error = error;
+  run.reports[t].status = TaskStatus::failed;
+  run.reports[t].error = message_of(error);
+  --run.unfinished;
+  settle(run, t);
+  if (!run.first_error) run.first_error = error;
+  detail::logger().debug("task '{}' failed: {}", name, run.reports[t].error);
+  cancel_successors(run, t, "task '" + name + "' failed");
+}
+
+void RunMachine::skipped(Run& run, std::uint32_t t) {
+  TaskState& ts = run.tasks_state[t];
+  ts.status = TaskStatus::cancelled;
+  --run.unfinished;
+  settle(run, t);
+  run.reports[t].status = TaskStatus::cancelled;
+  run.reports[t].error = "cancelled: the run was cancelled by the user";
+  cancel_successors(run, t, "task '" + run.tasks()[t].name + "' was cancelled");
+}
+
+void RunMachine::cancel_successors(Run& run, std::uint32_t t, const std::string& why) {
+  std::vector<std::uint32_t> stack(run.tasks()[t].successors);
+  while (!stack.empty()) {
+    const auto s = stack.back();
+    stack.pop_back();
+    TaskState& ts = run.tasks_state[s];
+    if (ts.status != TaskStatus::pending) continue;  // launched work finishes on its own
+    ts.status = TaskStatus::cancelled;
+    run.reports[s].status = TaskStatus::cancelled;
+    run.reports[s].error = "cancelled: " + why;
+    --run.unfinished;
+    settle(run, s);
+    for (auto n : run.tasks()[s].successors) stack.push_back(n);
+  }
+}
+
+void RunMachine::cancel_pending(Run& run, const std::string& why) {
+  for (std::uint32_t t = 0; t < run.tasks_state.size(); ++t) {
+    TaskState& ts = run.tasks_state[t];
+    if (ts.status != TaskStatus::pending) continue;
+    ts.status = TaskStatus::cancelled;
+    run.reports[t].status = TaskStatus::cancelled;
+    run.reports[t].error = "cancelled: " + why;
+    --run.unfinished;
+    settle(run, t);
+  }
+}
+
+void RunMachine::finish(std::unique_ptr<Run> owned) {
+  Run& run = *owned;
+  ordering_.leave(&run, run.prepared->accesses);
+  release_followers(run.followers_settled);
+  release_followers(run.followers_finished);
+  if (run.gates > 0) {
+    // Cancelled before the runs it waited for were over: forget it there.
+    for (auto& other : runs_) {
+      std::erase(other->followers_settled, &run);
+      std::erase(other->followers_finished, &run);
+    }
+  }
+  std::erase(to_start_, &run);
+  auto state = run.state;
+  auto completion = run.completion;
+  auto publish = [this, state, completion, error = run.first_error,
+                  reports = std::move(run.reports)]() mutable {
+    std::vector<std::function<void(const Future&)>> continuations;
+    {
+      std::lock_guard lock(state->mutex);
+      state->error = error;
+      state->reports = std::move(reports);
+      state->done = true;
+      state->wake_scheduler = nullptr;
+      continuations.swap(state->continuations);
+    }
+    state->done_cv.notify_all();
+    if (completion) completion->finish(error);
+    {
+      std::lock_guard lock(idle_mutex_);
+      --live_runs_;
+    }
+    idle_cv_.notify_all();
+    const auto workers = state->workers.lock();
+    for (auto& fn : continuations) {
+      auto job = [fn = std::move(fn), state](int) {
+        try {
+          fn(FutureAccess::make(state));
+        } catch (const std::exception& e) {
+          logger().error("a continuation threw: {}", e.what());
+        } catch (...) {
+          logger().error("a continuation threw a non-standard exception");
+        }
+      };
+      if (workers) {
+        workers->post(Priority::normal, std::move(job));
+      } else {
+        job(-1);
+      }
+    }
+  };
+  std::optional<RunTrace> trace;
+  if (run.tracing) trace = collect_run_trace(run, device_, workers_->size(), trace_path_);
+  // The run's last references to its tensors (and so perhaps their memory)
+  // are dropped on a worker, never here, and before the run is published:
+  // once wait() returns, the run holds nothing (take() works).
+  Run* raw = owned.release();
+  // High priority: user host work must not hold back a run's end.
+  workers_->post(Priority::high,
+                 [raw, trace = std::move(trace), publish = std::move(publish)](int) mutable {
+                   delete raw;
+                   if (trace) write_chrome_trace(trace->path, trace->tracks, trace->events);
+                   publish();
+                 });
+}
+
+}  // namespace loom::detail

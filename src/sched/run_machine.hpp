@@ -1,0 +1,103 @@
+#pragma once
+// The run state machine: which tasks of a run are ready, what a task's end
+// means for the rest (completion satisfies successors; a failure cancels its
+// dependants, not independent work, and names its task; a cancel takes every
+// pending task), when a run may start (after the unfinished runs over the
+// same data: RunOrdering and the runs' gates), and its end (the outcome
+// published once, on a worker, after the run's teardown).
+//
+// It knows no backend: tasks go to the launcher of their placement
+// (launcher.hpp), which reports back through enqueued(), running(),
+// complete(), fail() and skipped(). Unit-tested with fake launchers.
+//
+// Thread-safety: make_run() and wait_idle() from any thread; everything else
+// on the scheduling thread only.
+
+#include "sched/launcher.hpp"
+#include "sched/poison.hpp"
+#include "sched/run.hpp"
+#include "sched/run_ordering.hpp"
+#include "sched/worker_pool.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace loom::detail {
+
+class RunMachine {
+ public:
+  /// `host` runs host tasks; `device` (null on the CPU backend) device tasks
+  /// and staged copies. `workers` tear runs down and run continuations.
+  /// `trace_path`: empty, or the base of each run's Chrome trace file.
+  RunMachine(Launcher& host, Launcher* device, Poison& poison,
+             std::shared_ptr<WorkerPool> workers, std::string trace_path);
+  RunMachine(const RunMachine&) = delete;
+  RunMachine& operator=(const RunMachine&) = delete;
+
+  /// A new run of `prepared`, counted live until it is published. Any thread.
+  std::unique_ptr<Run> make_run(std::shared_ptr<const PreparedGraph> prepared,
+                                std::shared_ptr<CompletionState> completion);
+  /// Blocks until every run made has been published. Any thread but loom's own.
+  void wait_idle();
+
+  // The scheduling thread's round.
+  /// Takes `run` in, ordered after the unfinished runs over the same data.
+  void admit(std::unique_ptr<Run> run);
+  /// Starts the runs whose gates opened.
+  void start_ready_runs();
+  bool runs_to_start() const noexcept { return !to_start_.empty(); }
+  /// Handles a cancel request, then lets the run's launchers advance. True on progress.
+  bool advance(Run& run);
+  /// Ends every finished run (published on a worker). True if one ended.
+  bool finish_runs();
+  const RunList& runs() const noexcept { return runs_; }
+
+  // What launchers report.
+  /// Device task `t` is enqueued in order on the device: running, and its
+  /// device successors are satisfied (the launcher orders those edges).
+  void enqueued(Run& run, std::uint32_t t);
+  /// Task `t` was handed off (to a worker, a staged copy): running.
+  void running(Run& run, std::uint32_t t);
+  void complete(Run& run, std::uint32_t t);
+  /// Task `t` failed: the error gets its name, its dependants are cancelled.
+  void fail(Run& run, std::uint32_t t, std::exception_ptr error);
+  /// Task `t` was not run, the run being cancelled: its dependants are cancelled.
+  void skipped(Run& run, std::uint32_t t);
+
+ private:
+  Launcher& launcher_for(Placement placement) noexcept {
+    return placement == Placement::host ? host_ : *device_;
+  }
+  void start(Run& run);
+  void make_ready(Run& run, std::uint32_t t);
+  void satisfy(Run& run, std::uint32_t t);
+  void settle(Run& run, std::uint32_t t);
+  void release_followers(std::vector<Run*>& followers);
+  void cancel_successors(Run& run, std::uint32_t t, const std::string& why);
+  void cancel_pending(Run& run, const std::string& why);
+  bool finished(const Run& run) const;
+  void finish(std::unique_ptr<Run> run);
+
+  Launcher& host_;
+  Launcher* device_;
+  Poison& poison_;
+  std::shared_ptr<WorkerPool> workers_;
+  std::string trace_path_;
+  std::atomic<unsigned long long> run_counter_{0};
+  RunList runs_;                          // scheduling thread only
+  std::vector<Run*> to_start_;            // scheduling thread only: gates just opened
+  std::vector<RunOrdering::RunId> after_;  // scheduling thread only: scratch
+  std::vector<Run*> earlier_;              // scheduling thread only: scratch
+  RunOrdering ordering_;                   // scheduling thread only
+  std::mutex idle_mutex_;
+  std::condition_variable idle_cv_;
+  int live_runs_ = 0;  // under idle_mutex_: made and not yet published
+};
+
+}  // namespace loom::detail

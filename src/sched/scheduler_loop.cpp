@@ -1,0 +1,154 @@
+#include "sched/scheduler_loop.hpp"
+
+#include "core/log.hpp"
+#include "core/thread_role.hpp"
+#include "cuda/check.hpp"
+#include "sched/run_machine.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+
+namespace loom::detail {
+
+namespace {
+
+// How long the scheduling thread keeps spinning after its last progress.
+constexpr auto kIdleSpin = std::chrono::microseconds(200);
+constexpr auto kDeviceSpin = std::chrono::milliseconds(2);
+
+// The scheduling thread must never wait for loom's work: it is what makes
+// that work progress.
+class SchedulerRole final : public ThreadRole {
+ public:
+  void begin_blocking() override {}
+  void end_blocking() noexcept override {}
+  const char* cannot_wait() const noexcept override {
+    return "called on loom's scheduling thread (inside an op's run_cuda), which would wait "
+           "for itself forever; enqueue the work in the same graph instead";
+  }
+};
+
+}  // namespace
+
+SchedulerLoop::~SchedulerLoop() { stop(); }
+
+void SchedulerLoop::start(RunMachine& machine, Launcher& host, Launcher* device,
+                          int cuda_device) {
+  machine_ = &machine;
+  host_ = &host;
+  device_ = device;
+  cuda_device_ = cuda_device;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void SchedulerLoop::stop() {
+  if (!thread_.joinable()) return;
+  stop_ = true;
+  wake();
+  thread_.join();
+}
+
+void SchedulerLoop::submit(std::unique_ptr<Run> run) {
+  Run* raw = run.release();
+  while (!incoming_.push(raw)) std::this_thread::yield();
+  wake();
+}
+
+void SchedulerLoop::wake() {
+  // Sequentially consistent: the scheduler's exchange(false) at the top of
+  // its loop is ordered against this store, so a wake-up between its
+  // emptiness checks and its sleep is never lost.
+  wake_flag_.store(true);
+  std::lock_guard lock(wake_mutex_);
+  wake_cv_.notify_one();
+}
+
+void SchedulerLoop::loop() {
+  SchedulerRole role;
+  const ThreadRoleScope role_scope(&role);
+  // The scheduling thread drives one device: make it current once, not per launch.
+  if (cuda_device_ >= 0) {
+    try {
+      LOOM_CUDA_CHECK(cudaSetDevice(cuda_device_));
+    } catch (const std::exception& e) {
+      logger().error("the scheduling thread cannot use device {}: {}", cuda_device_, e.what());
+    }
+  }
+  RunMachine& machine = *machine_;
+  last_progress_ = Clock::now();
+  for (;;) {
+    // Cleared before looking for work: a wake() from now on is seen below.
+    wake_flag_.exchange(false);
+    bool progress = false;
+    Run* incoming = nullptr;
+    while (incoming_.pop(incoming)) {
+      machine.admit(std::unique_ptr<Run>(incoming));
+      progress = true;
+    }
+    if (host_->collect(machine)) progress = true;
+    if (device_ != nullptr && device_->collect(machine)) progress = true;
+    machine.start_ready_runs();
+    bool waiting_on_device = false;
+    for (const auto& r : machine.runs()) {
+      if (machine.advance(*r)) progress = true;
+      if (device_ != nullptr && device_->watching(*r)) waiting_on_device = true;
+    }
+    if (machine.finish_runs()) progress = true;
+    if (machine.runs_to_start()) continue;
+    if (stop_.load() && machine.runs().empty() && incoming_.empty()) return;
+    sleep_or_spin(progress, waiting_on_device);
+  }
+}
+
+bool SchedulerLoop::sleep_or_spin(bool progress, bool waiting_on_device) {
+  if (progress) {
+    last_progress_ = Clock::now();
+    return false;
+  }
+  // Nothing to do now. Spin a while after the last progress, so that the
+  // next submit, a worker's result or finishing device work is seen without
+  // a wake-up's latency (longer while device work is watched); then sleep
+  // until woken: by a submit, a worker, a staged copy's end, or a host
+  // callback queued behind the watched device work.
+  const auto idle = Clock::now() - last_progress_;
+  if (idle < (waiting_on_device ? kDeviceSpin : kIdleSpin)) {
+    std::this_thread::yield();
+    return false;
+  }
+  const bool armed = !waiting_on_device || device_->arm_wakeups(machine_->runs());
+  std::unique_lock lock(wake_mutex_);
+  const auto nap = !armed ? std::chrono::microseconds(100)
+                          : std::chrono::microseconds(waiting_on_device ? 50000 : 100000);
+  wake_cv_.wait_for(lock, nap, [&] { return wake_flag_.load(); });
+  return true;
+}
+
+Waker::Waker(SchedulerLoop& target, std::size_t streams)
+    : target_(&target), armed_(std::make_unique<std::atomic<bool>[]>(streams)), slots_(streams) {
+  for (std::size_t s = 0; s < streams; ++s) slots_[s] = Slot{this, s};
+}
+
+bool Waker::arm(std::size_t stream, StreamView view) noexcept {
+  if (armed_[stream].exchange(true)) return true;  // one is pending there
+  const cudaError_t rc = cudaLaunchHostFunc(view.native(), &Waker::fire, &slots_[stream]);
+  if (rc == cudaSuccess) return true;
+  (void)cudaGetLastError();
+  armed_[stream].store(false);
+  return false;
+}
+
+void Waker::detach() {
+  std::lock_guard lock(mutex_);
+  target_ = nullptr;
+}
+
+void Waker::fire(void* data) {
+  auto* slot = static_cast<Slot*>(data);
+  Waker& w = *slot->waker;
+  w.armed_[slot->stream].store(false, std::memory_order_release);
+  std::lock_guard lock(w.mutex_);
+  if (w.target_ != nullptr) w.target_->wake();
+}
+
+}  // namespace loom::detail
