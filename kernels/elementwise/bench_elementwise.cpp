@@ -148,7 +148,12 @@ void map_args(benchmark::internal::Benchmark* b) {
     }
   }
 }
-BENCHMARK(BM_Map)->Apply(map_args)->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Map)
+    ->ArgNames({"kind", "in", "out", "variant"})
+    ->Apply(map_args)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 // The strided path: an add whose first input is read through a transpose
 // (arg 1) or, for the cost of the index arithmetic alone, contiguous data

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -351,21 +352,21 @@ class KernelCache {
     LOOM_KERNEL_CHECK(cudaGetDevice(&device));
     LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    const std::string key = "sm_" + std::to_string(major) + std::to_string(minor) + "\n" + source;
     std::lock_guard lock(mutex_);
-    if (auto it = kernels_.find(key); it != kernels_.end()) return it->second;
+    auto& kernels = kernels_[major * 10 + minor];  // one table an architecture
+    if (auto it = kernels.find(source); it != kernels.end()) return it->second;
     const std::vector<char> cubin = nvrtc_compile(source, major, minor);
     LoadedKernel k;
     LOOM_KERNEL_CHECK(
         cudaLibraryLoadData(&k.library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
     LOOM_KERNEL_CHECK(cudaLibraryGetKernel(&k.kernel, k.library, kFusedKernelName));
-    kernels_.emplace(key, k);
+    kernels.emplace(source, k);
     return k;
   }
 
  private:
   std::mutex mutex_;
-  std::unordered_map<std::string, LoadedKernel> kernels_;
+  std::map<int, std::unordered_map<std::string, LoadedKernel>> kernels_;
 };
 
 // Mirrors loom_fused_params in the generated source, field for field.
