@@ -84,9 +84,17 @@ struct TileShape {
                 "row sums read inside the row");
 };
 
-template <int N>
-__device__ __forceinline__ unsigned byte_at(const unsigned (&w)[N], int j) {
-  return (w[j / 4] >> (8 * (j % 4))) & 0xFFU;
+// Bytes of word `word` (of the kRowWords a thread reads) inside the window
+// of its output column `out` (0..3), as a dp4a mask: 1 in each byte that counts.
+template <int R>
+__host__ __device__ constexpr unsigned window_mask(int out, int word) {
+  using T = TileShape<R>;
+  unsigned mask = 0;
+  for (int b = 0; b < 4; ++b) {
+    const int j = 4 * word + b;
+    if (j >= T::kFirstByte + out && j <= T::kFirstByte + out + 2 * R) mask |= 1U << (8 * b);
+  }
+  return mask;
 }
 
 template <int R>
@@ -142,15 +150,17 @@ __device__ __forceinline__ void row_sums(const std::uint8_t* sIn, uint2* sH2) {
     unsigned w[T::kRowWords];
 #pragma unroll
     for (int k = 0; k < T::kRowWords; ++k) w[k] = sRow[k];
-    unsigned s = 0;
-#pragma unroll
-    for (int k = 0; k < T::kWindow; ++k) s += byte_at(w, T::kFirstByte + k);
+    // Each sum is a few byte dot products with 0/1 masks (dp4a): no byte
+    // extraction, and no dependency from one column's sum to the next.
     unsigned h[4];
-    h[0] = s;
 #pragma unroll
-    for (int j = 1; j < 4; ++j) {
-      s += byte_at(w, T::kFirstByte + T::kWindow + j - 1);
-      s -= byte_at(w, T::kFirstByte + j - 1);
+    for (int j = 0; j < 4; ++j) {
+      unsigned s = 0;
+#pragma unroll
+      for (int k = 0; k < T::kRowWords; ++k) {
+        const unsigned mask = window_mask<R>(j, k);
+        if (mask != 0) s = __dp4a(w[k], mask, s);
+      }
       h[j] = s;
     }
     sH2[yy * kThreadsX + tx] = make_uint2(h[0] | (h[1] << 16), h[2] | (h[3] << 16));
