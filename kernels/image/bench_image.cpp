@@ -148,7 +148,10 @@ void BM_BoxBlur(benchmark::State& state) {
   }
   const std::size_t moved = 2 * kPixels;
   report(state, ms, copy_ms(stream, moved), moved);
-  state.SetLabel(std::string(to_string(variant)) + " r=" + std::to_string(radius) + " 4096x4096");
+  const bool falls_back = variant == loom::kernels::BlurVariant::tiled &&
+                          (radius < 1 || radius > loom::kernels::kBlurTiledMaxRadius);
+  state.SetLabel(std::string(to_string(variant)) + (falls_back ? " (runs naive)" : "") +
+                 " r=" + std::to_string(radius) + " 4096x4096");
 }
 BENCHMARK(BM_BoxBlur)
     ->ArgNames({"variant", "radius"})

@@ -56,34 +56,64 @@ constexpr int kThreadsY = 8;
 constexpr int kRowsPerThread = kTileH / kThreadsY;
 constexpr int kThreads = kThreadsX * kThreadsY;
 
+// How the tile is read from global memory: 16-byte vectors (width % 16 == 0),
+// 4-byte words (width % 4 == 0), or bytes; with aligned pointers. Every
+// vector or word is then wholly inside the image or wholly outside.
+enum class Access : int { bytes, words, vectors };
+
 template <int R>
 struct TileShape {
   static_assert(R >= 1 && R <= kBlurTiledMaxRadius, "16-bit packed column sums need R <= 7");
-  static constexpr int kHalo = (R + 3) / 4 * 4;  // the halo rounded up to whole words
+  // Columns loaded left and right of the tile: one 16-byte vector, so that
+  // rows of the shared tile start on vector boundaries of the image.
+  static constexpr int kHalo = 16;
+  static_assert(R <= kHalo, "the halo holds the window");
   static constexpr int kInRows = kTileH + 2 * R;
   static constexpr int kInPitch = kTileW + 2 * kHalo;  // bytes a shared input row
   static constexpr int kInWords = kInPitch / 4;
+  static constexpr int kInVectors = kInPitch / 16;
   static constexpr int kWindow = 2 * R + 1;
   static constexpr unsigned kArea = kWindow * kWindow;
-  // Bytes of a shared input row that thread tx's four row sums read, relative
-  // to byte 4 * tx: [kFirst, kFirst + kWindow + 3).
+  // Thread tx's four row sums read bytes [4 tx + kFirst, 4 tx + kFirst +
+  // kWindow + 3) of a shared row: kRowWords words from word tx + kFirstWord.
   static constexpr int kFirst = kHalo - R;
-  static constexpr int kRowWords = (kFirst + kWindow + 2) / 4 + 1;
-  static_assert(4 * (kThreadsX - 1 + kRowWords) <= kInPitch, "row sums read inside the row");
+  static constexpr int kFirstWord = kFirst / 4;
+  static constexpr int kFirstByte = kFirst % 4;
+  static constexpr int kRowWords = (kFirstByte + kWindow + 2) / 4 + 1;
+  static_assert(4 * (kThreadsX - 1 + kFirstWord + kRowWords) <= kInPitch,
+                "row sums read inside the row");
 };
 
-template <int N>
-__device__ __forceinline__ unsigned byte_at(const unsigned (&w)[N], int j) {
-  return (w[j / 4] >> (8 * (j % 4))) & 0xFFU;
+// Bytes of word `word` (of the kRowWords a thread reads) inside the window
+// of its output column `out` (0..3), as a dp4a mask: 1 in each byte that counts.
+template <int R>
+__host__ __device__ constexpr unsigned window_mask(int out, int word) {
+  using T = TileShape<R>;
+  unsigned mask = 0;
+  for (int b = 0; b < 4; ++b) {
+    const int j = 4 * word + b;
+    if (j >= T::kFirstByte + out && j <= T::kFirstByte + out + 2 * R) mask |= 1U << (8 * b);
+  }
+  return mask;
 }
 
 template <int R>
 __device__ __forceinline__ void load_tile(const std::uint8_t* __restrict__ gIn, std::uint8_t* sIn,
-                                          int height, int width, int x0, int y0, bool words) {
+                                          int height, int width, int x0, int y0, Access access) {
   using T = TileShape<R>;
   const int tid = static_cast<int>(threadIdx.y) * kThreadsX + static_cast<int>(threadIdx.x);
-  if (words) {
-    // Width % 4 == 0 and words aligned: each word is wholly inside or outside.
+  if (access == Access::vectors) {
+    for (int i = tid; i < T::kInRows * T::kInVectors; i += kThreads) {
+      const int yy = i / T::kInVectors;
+      const int gy = y0 - R + yy;
+      const int gx = x0 - T::kHalo + 16 * (i - yy * T::kInVectors);
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (gy >= 0 && gy < height && gx >= 0 && gx < width) {
+        v = *reinterpret_cast<const uint4*>(gIn + static_cast<std::size_t>(gy) * width + gx);
+      }
+      reinterpret_cast<uint4*>(sIn)[i] = v;  // (kInRows, kInPitch) bytes
+    }
+  } else if (access == Access::words) {
     for (int i = tid; i < T::kInRows * T::kInWords; i += kThreads) {
       const int yy = i / T::kInWords;
       const int gy = y0 - R + yy;
@@ -115,19 +145,22 @@ __device__ __forceinline__ void row_sums(const std::uint8_t* sIn, uint2* sH2) {
   using T = TileShape<R>;
   const int tx = static_cast<int>(threadIdx.x);
   for (int yy = static_cast<int>(threadIdx.y); yy < T::kInRows; yy += kThreadsY) {
-    const auto* sRow = reinterpret_cast<const unsigned*>(sIn + yy * T::kInPitch) + tx;
+    const auto* sRow =
+        reinterpret_cast<const unsigned*>(sIn + yy * T::kInPitch) + tx + T::kFirstWord;
     unsigned w[T::kRowWords];
 #pragma unroll
     for (int k = 0; k < T::kRowWords; ++k) w[k] = sRow[k];
-    unsigned s = 0;
-#pragma unroll
-    for (int k = 0; k < T::kWindow; ++k) s += byte_at(w, T::kFirst + k);
+    // Each sum is a few byte dot products with 0/1 masks (dp4a): no byte
+    // extraction, and no dependency from one column's sum to the next.
     unsigned h[4];
-    h[0] = s;
 #pragma unroll
-    for (int j = 1; j < 4; ++j) {
-      s += byte_at(w, T::kFirst + T::kWindow + j - 1);
-      s -= byte_at(w, T::kFirst + j - 1);
+    for (int j = 0; j < 4; ++j) {
+      unsigned s = 0;
+#pragma unroll
+      for (int k = 0; k < T::kRowWords; ++k) {
+        const unsigned mask = window_mask<R>(j, k);
+        if (mask != 0) s = __dp4a(w[k], mask, s);
+      }
       h[j] = s;
     }
     sH2[yy * kThreadsX + tx] = make_uint2(h[0] | (h[1] << 16), h[2] | (h[3] << 16));
@@ -143,7 +176,7 @@ __device__ __forceinline__ unsigned window_count(int p, int r, int extent) {
 template <int R>
 __global__ void __launch_bounds__(kThreads)
     blur_tiled(const std::uint8_t* __restrict__ gSrc, std::uint8_t* __restrict__ gDst, int planes,
-               int height, int width, bool words) {
+               int height, int width, Access access) {
   using T = TileShape<R>;
   __shared__ __align__(16) std::uint8_t sIn[T::kInRows * T::kInPitch];  // (kInRows, kInPitch)
   __shared__ uint2 sH2[T::kInRows * kThreadsX];  // (kInRows, kTileW) 16-bit row sums
@@ -160,7 +193,7 @@ __global__ void __launch_bounds__(kThreads)
          tile_y += static_cast<int>(gridDim.y)) {
       const int y0 = tile_y * kTileH;
       __syncthreads();  // the previous tile's readers are done with sIn and sH2
-      load_tile<R>(gIn, sIn, height, width, x0, y0, words);
+      load_tile<R>(gIn, sIn, height, width, x0, y0, access);
       __syncthreads();
       row_sums<R>(sIn, sH2);
       __syncthreads();
@@ -201,7 +234,7 @@ __global__ void __launch_bounds__(kThreads)
           for (int j = 0; j < 4; ++j) q[j] = rounded_average(sums[j], count_x[j] * count_y);
         }
         std::uint8_t* gRow = gOut + static_cast<std::size_t>(gy) * width;
-        if (words) {
+        if (access != Access::bytes) {
           *reinterpret_cast<unsigned*>(gRow + gx0) =
               q[0] | (q[1] << 8) | (q[2] << 16) | (q[3] << 24);
         } else {
@@ -217,13 +250,13 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int R>
 void launch_tiled(const std::uint8_t* src, std::uint8_t* dst, int planes, int height, int width,
-                  bool words, StreamView stream) {
+                  Access access, StreamView stream) {
   const dim3 grid(
       static_cast<unsigned>((width + kTileW - 1) / kTileW),
       std::min<unsigned>(static_cast<unsigned>((height + kTileH - 1) / kTileH), kMaxGridYZ),
       std::min<unsigned>(static_cast<unsigned>(planes), kMaxGridYZ));
   blur_tiled<R>
-      <<<grid, dim3(kThreadsX, kThreadsY), 0, stream>>>(src, dst, planes, height, width, words);
+      <<<grid, dim3(kThreadsX, kThreadsY), 0, stream>>>(src, dst, planes, height, width, access);
 }
 
 void launch_naive(const std::uint8_t* src, std::uint8_t* dst, int planes, int height, int width,
@@ -237,7 +270,9 @@ void launch_naive(const std::uint8_t* src, std::uint8_t* dst, int planes, int he
                                                                     radius);
 }
 
-bool aligned4(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 4 == 0; }
+bool aligned(const void* p, std::uintptr_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
 
 }  // namespace
 
@@ -262,16 +297,18 @@ void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, s
   const auto p = static_cast<int>(planes);
   const auto h = static_cast<int>(height);
   const auto w = static_cast<int>(width);
-  const bool words = width % 4 == 0 && aligned4(src) && aligned4(dst);
+  Access access = Access::bytes;
+  if (width % 4 == 0 && aligned(src, 4) && aligned(dst, 4)) access = Access::words;
+  if (access == Access::words && width % 16 == 0 && aligned(src, 16)) access = Access::vectors;
   if (variant == BlurVariant::tiled) {
     switch (radius) {
-      case 1: launch_tiled<1>(src, dst, p, h, w, words, stream); break;
-      case 2: launch_tiled<2>(src, dst, p, h, w, words, stream); break;
-      case 3: launch_tiled<3>(src, dst, p, h, w, words, stream); break;
-      case 4: launch_tiled<4>(src, dst, p, h, w, words, stream); break;
-      case 5: launch_tiled<5>(src, dst, p, h, w, words, stream); break;
-      case 6: launch_tiled<6>(src, dst, p, h, w, words, stream); break;
-      case 7: launch_tiled<7>(src, dst, p, h, w, words, stream); break;
+      case 1: launch_tiled<1>(src, dst, p, h, w, access, stream); break;
+      case 2: launch_tiled<2>(src, dst, p, h, w, access, stream); break;
+      case 3: launch_tiled<3>(src, dst, p, h, w, access, stream); break;
+      case 4: launch_tiled<4>(src, dst, p, h, w, access, stream); break;
+      case 5: launch_tiled<5>(src, dst, p, h, w, access, stream); break;
+      case 6: launch_tiled<6>(src, dst, p, h, w, access, stream); break;
+      case 7: launch_tiled<7>(src, dst, p, h, w, access, stream); break;
       default: launch_naive(src, dst, p, h, w, radius, stream); break;
     }
   } else {

@@ -12,14 +12,16 @@
 //   naive  one thread per output pixel, summing its whole window from global
 //          memory (every input byte read (2r+1)^2 times, mostly from L1/L2).
 //   tiled  a 128 x 64 output tile per block: the tile and its halo are
-//          loaded once into shared memory (4-byte words when the width is a
-//          multiple of 4 and the pointers are aligned), then summed
-//          separably: row sums of the window by sliding, packed two 16-bit
-//          sums to a word, then column sums by sliding down each thread's 8
-//          rows. Interior tiles divide by a compile-time constant; tiles that
-//          touch a border divide by their pixels' own counts. The radius is
-//          a template parameter, 1..kBlurTiledMaxRadius (the 16-bit column
-//          sums must not overflow); other radii run naive. The default.
+//          loaded once into shared memory (16-byte vectors when the width is
+//          a multiple of 16, 4-byte words when it is a multiple of 4, with
+//          aligned pointers; else bytes), then summed separably: row sums of
+//          the window as byte dot products with 0/1 masks (dp4a), packed two
+//          16-bit sums to a word, then column sums by sliding down each
+//          thread's 8 rows. Interior tiles divide by a compile-time
+//          constant; tiles that touch a border divide by their pixels' own
+//          counts. The radius is a template parameter, 1..kBlurTiledMaxRadius
+//          (the 16-bit column sums must not overflow); other radii run naive.
+//          The default.
 
 #include <loom/cuda_interop.hpp>
 

@@ -132,7 +132,8 @@ TEST_P(BlurGpu, MatchesTheReferenceBitForBitAtEveryRadius) {
   struct Size {
     std::int64_t h, w;
   };
-  // Single pixels and lines, widths a multiple of 4 (word loads) and not,
+  // Single pixels and lines, widths a multiple of 16 (vector loads), of 4
+  // (word loads) and neither,
   // tiles exact and not, images narrower than the window.
   const Size sizes[] = {{1, 1},    {1, 31},    {31, 1},     {5, 7},   {64, 128},
                         {65, 129}, {127, 256}, {200, 4097}, {3, 1000}};
@@ -145,7 +146,8 @@ TEST_P(BlurGpu, PlanesAndUnalignedPointers) {
   LOOM_REQUIRE_GPU();
   check_blur(GetParam(), 3, 67, 132, 3, 0);
   check_blur(GetParam(), 3, 67, 131, 3, 0);
-  check_blur(GetParam(), 2, 70, 128, 3, 1);  // word-aligned width, unaligned pointer
+  check_blur(GetParam(), 2, 70, 128, 3, 1);  // a vector-wide width, unaligned pointer: bytes
+  check_blur(GetParam(), 2, 70, 128, 3, 4);  // the same, 4-byte aligned pointer: words
   check_blur(GetParam(), 1, 1080, 1920, 3, 0);
 }
 

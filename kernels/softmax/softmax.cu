@@ -51,26 +51,48 @@ __device__ __forceinline__ bf16_bits from_float<bf16_bits>(float v) {
   return static_cast<bf16_bits>((u + 0x7FFFU + ((u >> 16) & 1U)) >> 16);
 }
 
-// VEC consecutive elements, loaded and stored as one access (16 bytes when
-// VEC * sizeof(T) == 16; the pointer must be aligned to that).
-template <class T, int VEC>
-struct alignas(sizeof(T) * VEC) Pack {
-  T v[VEC];
-};
-
+// VEC consecutive elements, as one 16-byte access when VEC * sizeof(T) is
+// 16 (the pointer then aligned to 16), else one element at a time. The
+// 16-byte store goes through the __stwb intrinsic: as a plain uint4 store,
+// the compiler splits some of them into four scalar stores.
 template <class T, int VEC>
 __device__ __forceinline__ void load(const T* p, float (&out)[VEC]) {
-  const Pack<T, VEC> pack = *reinterpret_cast<const Pack<T, VEC>*>(p);
+  if constexpr (sizeof(T) * VEC == kVectorBytes) {
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-  for (int i = 0; i < VEC; ++i) out[i] = to_float(pack.v[i]);
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (std::is_same_v<T, float>) {
+        out[i] = __uint_as_float(w[i]);
+      } else {
+        out[2 * i] = __uint_as_float(w[i] << 16);
+        out[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000U);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) out[i] = to_float(p[i]);
+  }
 }
 
 template <class T, int VEC>
 __device__ __forceinline__ void store(T* p, const float (&in)[VEC]) {
-  Pack<T, VEC> pack;
+  if constexpr (sizeof(T) * VEC == kVectorBytes) {
+    unsigned w[4];
 #pragma unroll
-  for (int i = 0; i < VEC; ++i) pack.v[i] = from_float<T>(in[i]);
-  *reinterpret_cast<Pack<T, VEC>*>(p) = pack;
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (std::is_same_v<T, float>) {
+        w[i] = __float_as_uint(in[i]);
+      } else {
+        w[i] = static_cast<unsigned>(from_float<bf16_bits>(in[2 * i])) |
+               (static_cast<unsigned>(from_float<bf16_bits>(in[2 * i + 1])) << 16);
+      }
+    }
+    __stwb(reinterpret_cast<uint4*>(p), make_uint4(w[0], w[1], w[2], w[3]));
+  } else {
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) p[i] = from_float<T>(in[i]);
+  }
 }
 
 __device__ __forceinline__ float exp_shifted(float v, float m_log2e) {
@@ -170,20 +192,44 @@ __device__ __forceinline__ float reciprocal_or_nan(float m, float s) {
   return m == -INFINITY ? __int_as_float(0x7FC00000) : 1.0F / s;
 }
 
+// Packs a thread has in flight in the streaming loops: one at a time, a
+// thread waits a whole memory latency for each (and x may alias y, so the
+// compiler cannot hoist the next load above this store).
+constexpr int kUnroll = 4;
+
+// Calls f(pack) for the packs at begin, begin + step, ... below end, loading
+// kUnroll packs before using any.
+template <class T, int VEC, class F>
+__device__ __forceinline__ void for_each_pack(const T* xr, std::int64_t begin, std::int64_t end,
+                                              std::int64_t step, F&& f) {
+  std::int64_t e = begin;
+  for (; e + (kUnroll - 1) * step < end; e += kUnroll * step) {
+    float v[kUnroll][VEC];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) load<T, VEC>(xr + e + u * step, v[u]);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) f(e + u * step, v[u]);
+  }
+  for (; e < end; e += step) {
+    float v[VEC];
+    load<T, VEC>(xr + e, v);
+    f(e, v);
+  }
+}
+
 // Writes exp(x - m) * inv over [begin, end) of one row, VEC at a time, with
-// `step` between one thread's packs.
+// `step` between one thread's packs. Each element is read before it is
+// written, by the same thread: y may be x.
 template <class T, int VEC>
 __device__ __forceinline__ void normalize_range(const T* xr, T* yr, std::int64_t begin,
                                                 std::int64_t end, std::int64_t step, float m,
                                                 float inv) {
   const float m_log2e = m * kLog2e;
-  for (std::int64_t e = begin; e < end; e += step) {
-    float v[VEC];
-    load<T, VEC>(xr + e, v);
+  for_each_pack<T, VEC>(xr, begin, end, step, [&](std::int64_t e, float(&v)[VEC]) {
 #pragma unroll
     for (int i = 0; i < VEC; ++i) v[i] = m == -INFINITY ? inv : exp_shifted(v[i], m_log2e) * inv;
     store<T, VEC>(yr + e, v);
-  }
+  });
 }
 
 // --- naive: three passes -----------------------------------------------------
@@ -200,22 +246,18 @@ __global__ void __launch_bounds__(kMaxThreads)
   const std::int64_t step = static_cast<std::int64_t>(blockDim.x) * VEC;
 
   float m = -INFINITY;
-  for (std::int64_t e = begin; e < cols; e += step) {
-    float v[VEC];
-    load<T, VEC>(xr + e, v);
+  for_each_pack<T, VEC>(xr, begin, cols, step, [&](std::int64_t, float(&v)[VEC]) {
 #pragma unroll
     for (int i = 0; i < VEC; ++i) m = fmaxf(m, v[i]);
-  }
+  });
   m = block_reduce<Max>(m, sMax);
 
   const float m_log2e = m * kLog2e;
   float s = 0.0F;
-  for (std::int64_t e = begin; e < cols; e += step) {
-    float v[VEC];
-    load<T, VEC>(xr + e, v);
+  for_each_pack<T, VEC>(xr, begin, cols, step, [&](std::int64_t, float(&v)[VEC]) {
 #pragma unroll
     for (int i = 0; i < VEC; ++i) s += exp_shifted(v[i], m_log2e);
-  }
+  });
   s = block_reduce<Sum>(s, sSum);
 
   normalize_range<T, VEC>(xr, yr, begin, cols, step, m, reciprocal_or_nan(m, s));
@@ -234,11 +276,8 @@ __global__ void __launch_bounds__(kMaxThreads)
   const std::int64_t step = static_cast<std::int64_t>(blockDim.x) * VEC;
 
   MaxSum acc{-INFINITY, 0.0F};
-  for (std::int64_t e = begin; e < cols; e += step) {
-    float v[VEC];
-    load<T, VEC>(xr + e, v);
-    acc = fold<VEC>(acc, v);
-  }
+  for_each_pack<T, VEC>(xr, begin, cols, step,
+                        [&](std::int64_t, float(&v)[VEC]) { acc = fold<VEC>(acc, v); });
   acc = block_merge(acc, sPartial);
   normalize_range<T, VEC>(xr, yr, begin, cols, step, acc.m, reciprocal_or_nan(acc.m, acc.s));
 }
@@ -336,12 +375,9 @@ __global__ void __launch_bounds__(kChunkThreads)
   const std::int64_t chunk_end = min(chunk_begin + kChunk, cols);
   const T* xr = gX + row * x_stride;
   MaxSum acc{-INFINITY, 0.0F};
-  for (std::int64_t e = chunk_begin + static_cast<std::int64_t>(threadIdx.x) * VEC; e < chunk_end;
-       e += static_cast<std::int64_t>(blockDim.x) * VEC) {
-    float v[VEC];
-    load<T, VEC>(xr + e, v);
-    acc = fold<VEC>(acc, v);
-  }
+  for_each_pack<T, VEC>(xr, chunk_begin + static_cast<std::int64_t>(threadIdx.x) * VEC, chunk_end,
+                        static_cast<std::int64_t>(blockDim.x) * VEC,
+                        [&](std::int64_t, float(&v)[VEC]) { acc = fold<VEC>(acc, v); });
   acc = block_merge(acc, sPartial);
   if (threadIdx.x == 0) gPartial[row * gridDim.x + blockIdx.x] = acc;
 }

@@ -74,6 +74,21 @@ TEST(SoftmaxReference, Bf16RoundsToNearestEven) {
   EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
 }
 
+TEST(SoftmaxKernel, OnlyAFewLongRowsNeedAWorkspace) {
+  using loom::kernels::softmax_workspace_bytes;
+  using loom::kernels::SoftmaxVariant;
+  const auto bytes = [](std::int64_t rows, std::int64_t cols, SoftmaxVariant v) {
+    return softmax_workspace_bytes(SoftmaxShape{rows, cols, cols, cols}, v);
+  };
+  EXPECT_EQ(bytes(8192, 16384, SoftmaxVariant::fused), 0U);  // a block a row, in registers
+  EXPECT_EQ(bytes(1024, 65536, SoftmaxVariant::fused), 0U);  // many long rows: a block a row
+  EXPECT_EQ(bytes(1, 1000003, SoftmaxVariant::online), 0U);  // online never splits
+  EXPECT_EQ(bytes(0, 1000003, SoftmaxVariant::fused), 0U);
+  // A few long rows split into 8192-element chunks, a (max, sum) pair each.
+  EXPECT_EQ(bytes(1, 1000003, SoftmaxVariant::fused), 123U * 8U);
+  EXPECT_EQ(bytes(3, 40000, SoftmaxVariant::fused), 3U * 5U * 8U);
+}
+
 std::vector<float> random_row_data(std::size_t n, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> dist(-8.0F, 8.0F);
   std::vector<float> v(n);

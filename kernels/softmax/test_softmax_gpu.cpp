@@ -23,6 +23,14 @@
 #include <tuple>
 #include <vector>
 
+namespace loom {
+// Names the parameters in test listings and failure messages.
+void PrintTo(DType d, std::ostream* os) { *os << to_string(d); }
+namespace kernels {
+void PrintTo(SoftmaxVariant v, std::ostream* os) { *os << to_string(v); }
+}  // namespace kernels
+}  // namespace loom
+
 namespace {
 
 using loom::DType;
