@@ -62,10 +62,8 @@ __global__ void sgemm_tiled_manual(SgemmArgs p) {
   for (std::int64_t k0 = 0; k0 < p.k; k0 += kTile) {
     const std::int64_t ka = k0 + tx;  // A's column this thread loads
     const std::int64_t kb = k0 + ty;  // B's row this thread loads
-    sA[ty][tx] =
-        m < p.m && ka < p.k ? p.a.data[m * p.a.row_stride + ka * p.a.col_stride] : 0.0F;
-    sB[ty][tx] =
-        kb < p.k && n < p.n ? p.b.data[kb * p.b.row_stride + n * p.b.col_stride] : 0.0F;
+    sA[ty][tx] = m < p.m && ka < p.k ? p.a.data[m * p.a.row_stride + ka * p.a.col_stride] : 0.0F;
+    sB[ty][tx] = kb < p.k && n < p.n ? p.b.data[kb * p.b.row_stride + n * p.b.col_stride] : 0.0F;
     __syncthreads();
 #pragma unroll
     for (int kk = 0; kk < kTile; ++kk) acc = fmaf(sA[ty][kk], sB[kk][tx], acc);
@@ -80,14 +78,14 @@ __global__ void sgemm_tiled_manual(SgemmArgs p) {
 // tiled_manual's algorithm with CuTe doing the index arithmetic: the block's
 // tiles come from local_tile, each thread's elements from local_partition,
 // and the residue from an identity tensor partitioned the same way.
-template <class ThrLoadRowFast, class ThrLoadKFast, class TA, class TCA,
-          class TS, class Bounds>
+template <class ThrLoadRowFast, class ThrLoadKFast, class TA, class TCA, class TS, class Bounds>
 __device__ __forceinline__ void load_tile(bool k_contiguous, const TA& gX, const TCA& cX, TS& sX,
                                           const Bounds& bounds, int tid) {
   // Threads walk the operand's contiguous dimension, so loads coalesce for
   // either layout; the switch is uniform, decided once per launch.
   if (k_contiguous) {
-    load_predicated(local_partition(gX, ThrLoadKFast{}, tid), local_partition(cX, ThrLoadKFast{}, tid),
+    load_predicated(local_partition(gX, ThrLoadKFast{}, tid),
+                    local_partition(cX, ThrLoadKFast{}, tid),
                     local_partition(sX, ThrLoadKFast{}, tid), bounds);
   } else {
     load_predicated(local_partition(gX, ThrLoadRowFast{}, tid),
@@ -100,7 +98,7 @@ __global__ void __launch_bounds__(kTile* kTile) sgemm_tiled_cute(SgemmArgs p) {
   using Blk = Int<kTile>;
   using SmemLayout = Layout<Shape<Blk, Blk>, Stride<_1, Int<kTile + 1>>>;  // (BM or BN, BK), padded
   using ThrRowFast = Layout<Shape<Blk, Blk>>;                              // rows vary fastest
-  using ThrKFast = Layout<Shape<Blk, Blk>, Stride<Blk, _1>>;              // k varies fastest
+  using ThrKFast = Layout<Shape<Blk, Blk>, Stride<Blk, _1>>;               // k varies fastest
   using ThrC = Layout<Shape<Blk, Blk>, Stride<Blk, _1>>;  // n fastest: a warp shares one row of A
 
   __shared__ float smem_a[cosize_v<SmemLayout>];
@@ -121,8 +119,8 @@ __global__ void __launch_bounds__(kTile* kTile) sgemm_tiled_cute(SgemmArgs p) {
   Tensor cC = local_tile(make_identity_tensor(shape(mC)), tiler, coord, Step<_1, _1, X>{});
 
   const int tid = static_cast<int>(threadIdx.x);
-  Tensor tCsA = local_partition(sA, ThrC{}, tid, Step<_1, X>{});  // (1,BK)
-  Tensor tCsB = local_partition(sB, ThrC{}, tid, Step<X, _1>{});  // (1,BK)
+  Tensor tCsA = local_partition(sA, ThrC{}, tid, Step<_1, X>{});   // (1,BK)
+  Tensor tCsB = local_partition(sB, ThrC{}, tid, Step<X, _1>{});   // (1,BK)
   Tensor tCgC = local_partition(gC, ThrC{}, tid, Step<_1, _1>{});  // (1,1)
   Tensor tCcC = local_partition(cC, ThrC{}, tid, Step<_1, _1>{});  // (1,1)
   Tensor tCrC = make_tensor<float>(shape(tCgC));
@@ -132,10 +130,8 @@ __global__ void __launch_bounds__(kTile* kTile) sgemm_tiled_cute(SgemmArgs p) {
   const bool b_k_contiguous = p.b.row_stride == 1;
   const int k_tiles = size<2>(gA);
   for (int kt = 0; kt < k_tiles; ++kt) {
-    load_tile<ThrRowFast, ThrKFast>(a_k_contiguous, gA(_, _, kt), cA(_, _, kt), sA,
-                                                shape(mA), tid);
-    load_tile<ThrRowFast, ThrKFast>(b_k_contiguous, gB(_, _, kt), cB(_, _, kt), sB,
-                                                shape(mB), tid);
+    load_tile<ThrRowFast, ThrKFast>(a_k_contiguous, gA(_, _, kt), cA(_, _, kt), sA, shape(mA), tid);
+    load_tile<ThrRowFast, ThrKFast>(b_k_contiguous, gB(_, _, kt), cB(_, _, kt), sB, shape(mB), tid);
     __syncthreads();
     gemm(tCsA, tCsB, tCrC);  // (1,BK) x (1,BK) -> (1,1)
     __syncthreads();
@@ -180,23 +176,21 @@ __global__ void __launch_bounds__(kRegThreads) sgemm_register_tiled(SgemmArgs p)
   Tensor cC = local_tile(make_identity_tensor(shape(mC)), tiler, coord, Step<_1, _1, X>{});
 
   const int tid = static_cast<int>(threadIdx.x);
-  Tensor tCsA = local_partition(sA, ThrC{}, tid, Step<_1, X>{});  // (TM,BK)
-  Tensor tCsB = local_partition(sB, ThrC{}, tid, Step<X, _1>{});  // (TN,BK)
+  Tensor tCsA = local_partition(sA, ThrC{}, tid, Step<_1, X>{});   // (TM,BK)
+  Tensor tCsB = local_partition(sB, ThrC{}, tid, Step<X, _1>{});   // (TN,BK)
   Tensor tCgC = local_partition(gC, ThrC{}, tid, Step<_1, _1>{});  // (TM,TN)
   Tensor tCcC = local_partition(cC, ThrC{}, tid, Step<_1, _1>{});  // (TM,TN)
-  Tensor tCrA = make_tensor<float>(shape<0>(tCsA));                 // (TM)
-  Tensor tCrB = make_tensor<float>(shape<0>(tCsB));                 // (TN)
-  Tensor tCrC = make_tensor<float>(shape(tCgC));                    // (TM,TN)
+  Tensor tCrA = make_tensor<float>(shape<0>(tCsA));                // (TM)
+  Tensor tCrB = make_tensor<float>(shape<0>(tCsB));                // (TN)
+  Tensor tCrC = make_tensor<float>(shape(tCgC));                   // (TM,TN)
   clear(tCrC);
 
   const bool a_k_contiguous = p.a.col_stride == 1;
   const bool b_k_contiguous = p.b.row_stride == 1;
   const int k_tiles = size<2>(gA);
   for (int kt = 0; kt < k_tiles; ++kt) {
-    load_tile<ThrRowFast, ThrKFast>(a_k_contiguous, gA(_, _, kt), cA(_, _, kt), sA,
-                                                shape(mA), tid);
-    load_tile<ThrRowFast, ThrKFast>(b_k_contiguous, gB(_, _, kt), cB(_, _, kt), sB,
-                                                shape(mB), tid);
+    load_tile<ThrRowFast, ThrKFast>(a_k_contiguous, gA(_, _, kt), cA(_, _, kt), sA, shape(mA), tid);
+    load_tile<ThrRowFast, ThrKFast>(b_k_contiguous, gB(_, _, kt), cB(_, _, kt), sB, shape(mB), tid);
     __syncthreads();
     CUTE_UNROLL
     for (int kk = 0; kk < kRegBK; ++kk) {
@@ -277,8 +271,8 @@ void sgemm(const SgemmArgs& args, StreamView stream, SgemmVariant variant, Sgemm
   }
   switch (variant) {
     case SgemmVariant::naive:
-      sgemm_naive<<<dim3(tiles(args.n, kNaiveX), tiles(args.m, kNaiveY)), dim3(kNaiveX, kNaiveY),
-                    0, stream>>>(args);
+      sgemm_naive<<<dim3(tiles(args.n, kNaiveX), tiles(args.m, kNaiveY)), dim3(kNaiveX, kNaiveY), 0,
+                    stream>>>(args);
       break;
     case SgemmVariant::tiled_manual:
       sgemm_tiled_manual<<<dim3(tiles(args.n, kTile), tiles(args.m, kTile)), dim3(kTile, kTile), 0,

@@ -49,7 +49,8 @@ void sgemm_reference(const SgemmArgs& p) {
     for (std::int64_t i = 0; i < p.m; ++i) {
       for (std::int64_t j = 0; j < nb; ++j) {
         float& c = p.c.data[i * p.c.row_stride + (n0 + j) * p.c.col_stride];
-        const double scaled = static_cast<double>(p.alpha) * acc[static_cast<std::size_t>(i * nb + j)];
+        const double scaled =
+            static_cast<double>(p.alpha) * acc[static_cast<std::size_t>(i * nb + j)];
         // beta == 0 ignores C, NaN included, as the kernels do.
         c = static_cast<float>(p.beta == 0.0F ? scaled : scaled + static_cast<double>(p.beta) * c);
       }

@@ -98,13 +98,16 @@ __device__ bool vector_ready(const float* data, std::int64_t ld) {
 }
 
 template <class Cfg, bool AKMajor, bool BKMajor>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) sgemm_warp_tiled_kernel(SgemmArgs p) {
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
+    sgemm_warp_tiled_kernel(SgemmArgs p) {
   using BM = Int<Cfg::kBM>;
   using BN = Int<Cfg::kBN>;
   using BK = Int<Cfg::kBK>;
   using V = Int<Cfg::kVec>;
-  using SmemLayoutA = Layout<Shape<BM, BK, _2>, Stride<_1, Int<Cfg::kPadM>, Int<Cfg::kPadM * Cfg::kBK>>>;
-  using SmemLayoutB = Layout<Shape<BN, BK, _2>, Stride<_1, Int<Cfg::kPadN>, Int<Cfg::kPadN * Cfg::kBK>>>;
+  using SmemLayoutA =
+      Layout<Shape<BM, BK, _2>, Stride<_1, Int<Cfg::kPadM>, Int<Cfg::kPadM * Cfg::kBK>>>;
+  using SmemLayoutB =
+      Layout<Shape<BN, BK, _2>, Stride<_1, Int<Cfg::kPadN>, Int<Cfg::kPadN * Cfg::kBK>>>;
   // The row (column) index split as (vector, lane, step, warp): see the top.
   using SplitM = Layout<Shape<V, Int<Cfg::kLanesM>, Int<Cfg::kIterM>, Int<Cfg::kWarpsM>>>;
   using SplitN = Layout<Shape<V, Int<Cfg::kLanesN>, Int<Cfg::kIterN>, Int<Cfg::kWarpsN>>>;
@@ -138,13 +141,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) sgemm_warp_til
   auto copy_b = operand_copy<Cfg::kBN, Cfg::kBK, Cfg::kThreads, BKMajor>();
   auto thr_copy_a = copy_a.get_slice(tid);
   auto thr_copy_b = copy_b.get_slice(tid);
-  Tensor tAgA = thr_copy_a.partition_S(gA);  // (CPY,CPY_M,CPY_K,k)
-  Tensor tAcA = thr_copy_a.partition_S(cA);  // (CPY,CPY_M,CPY_K,k)
-  Tensor tAsA = thr_copy_a.partition_D(sA);  // (CPY,CPY_M,CPY_K,PIPE)
+  Tensor tAgA = thr_copy_a.partition_S(gA);                   // (CPY,CPY_M,CPY_K,k)
+  Tensor tAcA = thr_copy_a.partition_S(cA);                   // (CPY,CPY_M,CPY_K,k)
+  Tensor tAsA = thr_copy_a.partition_D(sA);                   // (CPY,CPY_M,CPY_K,PIPE)
   Tensor tArA = make_tensor<float>(shape(tAsA(_, _, _, 0)));  // (CPY,CPY_M,CPY_K)
-  Tensor tBgB = thr_copy_b.partition_S(gB);  // (CPY,CPY_N,CPY_K,k)
-  Tensor tBcB = thr_copy_b.partition_S(cB);  // (CPY,CPY_N,CPY_K,k)
-  Tensor tBsB = thr_copy_b.partition_D(sB);  // (CPY,CPY_N,CPY_K,PIPE)
+  Tensor tBgB = thr_copy_b.partition_S(gB);                   // (CPY,CPY_N,CPY_K,k)
+  Tensor tBcB = thr_copy_b.partition_S(cB);                   // (CPY,CPY_N,CPY_K,k)
+  Tensor tBsB = thr_copy_b.partition_D(sB);                   // (CPY,CPY_N,CPY_K,PIPE)
   Tensor tBrB = make_tensor<float>(shape(tBsB(_, _, _, 0)));  // (CPY,CPY_N,CPY_K)
 
   // Shared -> registers -> FMA: block tile -> warp tile -> thread tile.
@@ -156,19 +159,23 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks) sgemm_warp_til
   const int lane_n = lane % Cfg::kLanesN;
   auto rows = make_coord(_, lane_m, _, warp_m);
   auto cols = make_coord(_, lane_n, _, warp_n);
-  Tensor sA_split = make_tensor(sA.data(), composition(sA.layout(), make_tile(SplitM{}, Layout<BK>{}, Layout<_2>{})));
-  Tensor sB_split = make_tensor(sB.data(), composition(sB.layout(), make_tile(SplitN{}, Layout<BK>{}, Layout<_2>{})));
+  Tensor sA_split = make_tensor(
+      sA.data(), composition(sA.layout(), make_tile(SplitM{}, Layout<BK>{}, Layout<_2>{})));
+  Tensor sB_split = make_tensor(
+      sB.data(), composition(sB.layout(), make_tile(SplitN{}, Layout<BK>{}, Layout<_2>{})));
   Tensor gC_split = make_tensor(gC.data(), composition(gC.layout(), make_tile(SplitM{}, SplitN{})));
   Tensor cC_split = make_tensor(cC.data(), composition(cC.layout(), make_tile(SplitM{}, SplitN{})));
   // Slicing flattens what it keeps; group_modes restores the thread's rows
   // (columns) as one mode.
-  Tensor tCsA = group_modes<0, 2>(sA_split(rows, _, _));                         // ((V,ITER_M),BK,PIPE)
-  Tensor tCsB = group_modes<0, 2>(sB_split(cols, _, _));                         // ((V,ITER_N),BK,PIPE)
-  Tensor tCgC = group_modes<1, 3>(group_modes<0, 2>(gC_split(rows, cols)));  // ((V,ITER_M),(V,ITER_N))
-  Tensor tCcC = group_modes<1, 3>(group_modes<0, 2>(cC_split(rows, cols)));  // ((V,ITER_M),(V,ITER_N))
-  Tensor tCrA = make_tensor<float>(shape(tCsA(_, 0, 0)));  // ((V,ITER_M))
-  Tensor tCrB = make_tensor<float>(shape(tCsB(_, 0, 0)));  // ((V,ITER_N))
-  Tensor tCrC = make_tensor<float>(shape(tCgC));           // ((V,ITER_M),(V,ITER_N))
+  Tensor tCsA = group_modes<0, 2>(sA_split(rows, _, _));  // ((V,ITER_M),BK,PIPE)
+  Tensor tCsB = group_modes<0, 2>(sB_split(cols, _, _));  // ((V,ITER_N),BK,PIPE)
+  Tensor tCgC =
+      group_modes<1, 3>(group_modes<0, 2>(gC_split(rows, cols)));  // ((V,ITER_M),(V,ITER_N))
+  Tensor tCcC =
+      group_modes<1, 3>(group_modes<0, 2>(cC_split(rows, cols)));  // ((V,ITER_M),(V,ITER_N))
+  Tensor tCrA = make_tensor<float>(shape(tCsA(_, 0, 0)));          // ((V,ITER_M))
+  Tensor tCrB = make_tensor<float>(shape(tCsB(_, 0, 0)));          // ((V,ITER_N))
+  Tensor tCrC = make_tensor<float>(shape(tCgC));                   // ((V,ITER_M),(V,ITER_N))
   clear(tCrC);
 
   const bool vec_a = vector_ready(p.a.data, lda) && (int(blockIdx.y) + 1) * Cfg::kBM <= m;

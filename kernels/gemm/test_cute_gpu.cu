@@ -48,12 +48,18 @@ TEST(CuteTensor, CarriesShapeAndStridesOfAView) {
 TEST(CuteTensor, RejectsAnotherRankOrDtype) {
   loom::Runtime rt(cpu(1));
   auto t = rt.tensor<float>({2, 3, 4});
-  EXPECT_THROW((void)loom::cute_tensor<float, 2>(t), loom::InvalidArgument);
-  EXPECT_THROW((void)loom::cute_tensor<std::int32_t, 3>(t), loom::InvalidArgument);
-  EXPECT_THROW((void)loom::cute_tensor<float, 1>(loom::Tensor()), loom::InvalidArgument);
+  // (Each call in a lambda: the template arguments' comma would split a macro argument.)
+  const auto rank2 = [&] { (void)loom::cute_tensor<float, 2>(t); };
+  const auto as_int = [&] { (void)loom::cute_tensor<std::int32_t, 3>(t); };
+  const auto undefined = [] { (void)loom::cute_tensor<float, 1>(loom::Tensor()); };
+  EXPECT_THROW(rank2(), loom::InvalidArgument);
+  EXPECT_THROW(as_int(), loom::InvalidArgument);
+  EXPECT_THROW(undefined(), loom::InvalidArgument);
   auto h = rt.tensor<loom::half>({8});
-  EXPECT_NO_THROW((void)loom::cute_tensor<cute::half_t, 1>(h));
-  EXPECT_NO_THROW((void)loom::cute_tensor<const float, 3>(t));
+  const auto as_half = [&] { (void)loom::cute_tensor<cute::half_t, 1>(h); };
+  const auto read_only = [&] { (void)loom::cute_tensor<const float, 3>(t); };
+  EXPECT_NO_THROW(as_half());
+  EXPECT_NO_THROW(read_only());
 }
 
 TEST(CuteTensorGpu, AKernelTaskWritesThroughAStridedView) {

@@ -50,7 +50,8 @@ HostMatrix triple_loop(const HostMatrix& a, const HostMatrix& b, const HostMatri
     for (std::int64_t j = 0; j < b.cols; ++j) {
       double sum = 0;
       for (std::int64_t k = 0; k < a.cols; ++k) sum += double(a.at(i, k)) * b.at(k, j);
-      c.at(i, j) = static_cast<float>(beta == 0.0F ? alpha * sum : alpha * sum + beta * c0.at(i, j));
+      c.at(i, j) =
+          static_cast<float>(beta == 0.0F ? alpha * sum : alpha * sum + beta * c0.at(i, j));
     }
   }
   return c;

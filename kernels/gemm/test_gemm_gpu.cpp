@@ -47,24 +47,29 @@ struct Case {
 };
 
 std::string describe(const Case& c, SgemmVariant v, SgemmWarpTile tile) {
-  return std::string(to_string(v)) + (v == SgemmVariant::warp_tiled ? std::string(" ") + std::string(to_string(tile)) : "") +
+  return std::string(to_string(v)) +
+         (v == SgemmVariant::warp_tiled ? std::string(" ") + std::string(to_string(tile)) : "") +
          " " + std::to_string(c.shape.m) + "x" + std::to_string(c.shape.n) + "x" +
          std::to_string(c.shape.k) + " A " + to_string(c.a) + " B " + to_string(c.b) + " C " +
          to_string(c.c) + " pad " + std::to_string(c.pad) + " offset " + std::to_string(c.offset) +
          " alpha " + std::to_string(c.alpha) + " beta " + std::to_string(c.beta);
 }
 
-// Device copy of a host matrix at `offset` elements into the buffer.
-loom::test::DeviceBuffer<float> upload(const HostMatrix& h, std::int64_t offset, bool poison) {
-  loom::test::DeviceBuffer<float> d(h.data.size() + static_cast<std::size_t>(offset));
-  std::vector<float> staged(d.size(), std::numeric_limits<float>::quiet_NaN());
-  std::copy(h.data.begin(), h.data.end(), staged.begin() + offset);
+std::size_t buffer_size(const HostMatrix& h, std::int64_t offset) {
+  return h.data.size() + static_cast<std::size_t>(offset);
+}
+
+// The host matrix into the device buffer at `offset` elements (NaN before
+// it), or NaN everywhere when `poison`.
+void upload(loom::test::DeviceBuffer<float>& d, const HostMatrix& h, std::int64_t offset,
+            bool poison) {
   if (poison) {
     d.poison();
-  } else {
-    d.upload(staged);
+    return;
   }
-  return d;
+  std::vector<float> staged(d.size(), std::numeric_limits<float>::quiet_NaN());
+  std::copy(h.data.begin(), h.data.end(), staged.begin() + offset);
+  d.upload(staged);
 }
 
 void check_case(const Case& t, SgemmVariant variant, SgemmWarpTile tile) {
@@ -75,9 +80,12 @@ void check_case(const Case& t, SgemmVariant variant, SgemmWarpTile tile) {
   b.randomize(rng);
   c0.randomize(rng);
   const bool poison_c = t.beta == 0.0F;  // then C's NaNs must not reach the result
-  auto da = upload(a, t.offset, false);
-  auto db = upload(b, t.offset, false);
-  auto dc = upload(c0, t.offset, poison_c);
+  loom::test::DeviceBuffer<float> da(buffer_size(a, t.offset));
+  loom::test::DeviceBuffer<float> db(buffer_size(b, t.offset));
+  loom::test::DeviceBuffer<float> dc(buffer_size(c0, t.offset));
+  upload(da, a, t.offset, false);
+  upload(db, b, t.offset, false);
+  upload(dc, c0, t.offset, poison_c);
 
   SgemmArgs p;
   p.m = m;
@@ -107,19 +115,21 @@ void check_case(const Case& t, SgemmVariant variant, SgemmWarpTile tile) {
       << describe(t, variant, tile) << "; first: " << first;
   // Nothing written outside C: the padding and the bytes before it.
   std::int64_t stray = 0;
-  for (std::int64_t i = 0; i < t.offset; ++i) stray += std::isnan(raw[static_cast<std::size_t>(i)]) ? 0 : 1;
+  for (std::int64_t i = 0; i < t.offset; ++i)
+    stray += std::isnan(raw[static_cast<std::size_t>(i)]) ? 0 : 1;
   for (std::int64_t line = 0; line < (t.c == Order::row_major ? m : n); ++line) {
     const std::int64_t extent = t.c == Order::row_major ? n : m;
     for (std::int64_t j = extent; j < c0.ld; ++j) {
       const auto at = static_cast<std::size_t>(t.offset + line * c0.ld + j);
-      stray += poison_c ? (std::isnan(raw[at]) ? 0 : 1) : (raw[at] == c0.data[at - t.offset] ? 0 : 1);
+      stray +=
+          poison_c ? (std::isnan(raw[at]) ? 0 : 1) : (raw[at] == c0.data[at - t.offset] ? 0 : 1);
     }
   }
   EXPECT_EQ(stray, 0) << describe(t, variant, tile) << ": wrote outside C";
 }
 
 const std::vector<Shape3>& awkward_shapes() {
-  static const std::vector<Shape3> shapes = {{1, 1, 1},      {31, 17, 45},   {127, 129, 65},
+  static const std::vector<Shape3> shapes = {{1, 1, 1},       {31, 17, 45},  {127, 129, 65},
                                              {128, 128, 128}, {64, 192, 24}, {130, 260, 33},
                                              {513, 257, 300}, {5, 300, 3},   {200, 3, 517}};
   return shapes;
@@ -140,7 +150,8 @@ TEST_P(SgemmGpu, EveryLayoutAtAwkwardShapes) {
     for (const Shape3& s : awkward_shapes()) {
       for (Order oa : {Order::row_major, Order::col_major}) {
         for (Order ob : {Order::row_major, Order::col_major}) {
-          check_case({.shape = s, .a = oa, .b = ob, .alpha = 1.5F, .beta = -0.75F}, GetParam(), tile);
+          check_case({.shape = s, .a = oa, .b = ob, .alpha = 1.5F, .beta = -0.75F}, GetParam(),
+                     tile);
         }
       }
     }
@@ -151,8 +162,12 @@ TEST_P(SgemmGpu, ColumnMajorC) {
   LOOM_REQUIRE_GPU();
   for (SgemmWarpTile tile : tiles()) {
     for (const Shape3& s : {Shape3{31, 17, 45}, Shape3{257, 130, 70}}) {
-      check_case({.shape = s, .a = Order::col_major, .b = Order::row_major, .c = Order::col_major,
-                  .alpha = -1.0F, .beta = 0.5F},
+      check_case({.shape = s,
+                  .a = Order::col_major,
+                  .b = Order::row_major,
+                  .c = Order::col_major,
+                  .alpha = -1.0F,
+                  .beta = 0.5F},
                  GetParam(), tile);
     }
   }
@@ -163,8 +178,9 @@ TEST_P(SgemmGpu, BetaZeroIgnoresANaNPoisonedC) {
   for (SgemmWarpTile tile : tiles()) {
     for (const Shape3& s : {Shape3{1, 1, 1}, Shape3{127, 129, 65}, Shape3{256, 256, 64}}) {
       check_case({.shape = s, .alpha = 0.5F, .beta = 0.0F}, GetParam(), tile);
-      check_case({.shape = s, .a = Order::col_major, .b = Order::col_major, .alpha = 1.0F, .beta = 0.0F},
-                 GetParam(), tile);
+      check_case(
+          {.shape = s, .a = Order::col_major, .b = Order::col_major, .alpha = 1.0F, .beta = 0.0F},
+          GetParam(), tile);
     }
   }
 }
@@ -175,8 +191,14 @@ TEST_P(SgemmGpu, PaddedAndMisalignedLeadingDimensions) {
     for (std::int64_t pad : {1, 4}) {
       for (std::int64_t offset : {0, 1}) {
         for (Order o : {Order::row_major, Order::col_major}) {
-          check_case({.shape = {257, 255, 129}, .a = o, .b = o, .c = o, .pad = pad, .offset = offset,
-                      .alpha = 2.0F, .beta = 1.0F},
+          check_case({.shape = {257, 255, 129},
+                      .a = o,
+                      .b = o,
+                      .c = o,
+                      .pad = pad,
+                      .offset = offset,
+                      .alpha = 2.0F,
+                      .beta = 1.0F},
                      GetParam(), tile);
         }
       }

@@ -2,8 +2,8 @@
 // pointer, shape and strides into a CuTe tensor, so the kernel indexes by
 // coordinates and any view (here a transposed one) just works. The CPU
 // backend's version runs the same CuTe indexing on the host.
-#include <loom/cute.hpp>
 #include <loom/cuda_interop.hpp>
+#include <loom/cute.hpp>
 #include <loom/loom.hpp>
 
 #include <cute/tensor.hpp>
@@ -19,8 +19,8 @@ __global__ void iota(TX x) {
   const int idx = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (idx >= cute::size(x)) return;
   const auto coord = cute::idx2crd(idx, cute::shape(x));  // (i, j), column-major order
-  x(coord) = 1000.0F * static_cast<float>(cute::get<0>(coord)) +
-             static_cast<float>(cute::get<1>(coord));
+  x(coord) =
+      1000.0F * static_cast<float>(cute::get<0>(coord)) + static_cast<float>(cute::get<1>(coord));
 }
 
 // y = a * x over two tensors of one shape and any strides.
@@ -59,8 +59,8 @@ int main() {
       [=](loom::KernelContext& k) {
         auto cx = loom::cute_tensor<const float, 2>(x);
         auto cy = loom::cute_tensor<float, 2>(y.transpose(0, 1));  // strides (1, rows)
-        loom::launch(k, scale<decltype(cx), decltype(cy)>, grid_for(x.numel()), dim3(kBlock), 0,
-                     cx, cy, 2.0F);
+        loom::launch(k, scale<decltype(cx), decltype(cy)>, grid_for(x.numel()), dim3(kBlock), 0, cx,
+                     cy, 2.0F);
       },
       [=] {
         auto cx = loom::cute_tensor<const float, 2>(x);
