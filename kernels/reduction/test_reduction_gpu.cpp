@@ -212,7 +212,8 @@ TEST(ReduceGpuHuge, MoreThanTwoToThe31Elements) {
     for (bool deterministic : {false, true}) {
       const float got = run_reduce(op, dx.data(), DType::f16, n, DType::f32,
                                    ReduceConfig{ReduceVariant::warp_shuffle, deterministic});
-      EXPECT_TRUE(loom::test::close_enough(op, got, expected, static_cast<std::int64_t>(n), 0.5,
+      // Mean magnitude 1 (an upper bound): a thread folds thousands of elements here.
+      EXPECT_TRUE(loom::test::close_enough(op, got, expected, static_cast<std::int64_t>(n), 1.0,
                                            DType::f32))
           << to_string(op) << ": got " << got << ", expected " << expected;
     }
