@@ -38,7 +38,8 @@
 // times the blocks an SM holds), which changes the rounding from one GPU model
 // to another; ReduceConfig::deterministic fixes that grid at
 // kDeterministicBlocks (a function of n only), so every GPU gives the same
-// bits. Segmented reductions never depend on the machine.
+// bits (for one ReduceConfig::unroll: the tuning knob moves elements between
+// threads too). Segmented reductions never depend on the machine.
 
 #include <loom/cuda_interop.hpp>
 #include <loom/dtype.hpp>
@@ -65,6 +66,8 @@ inline constexpr std::size_t kSingleBlockMax = std::size_t{1} << 14;
 /// warp_shuffle's grid in deterministic mode (and its cap otherwise).
 inline constexpr unsigned kDeterministicBlocks = 2048;
 inline constexpr unsigned kMaxBlocks = 4096;
+/// warp_shuffle's 16-byte loads in flight per thread, by default.
+inline constexpr int kDefaultUnroll = 4;
 
 std::string_view to_string(ReduceOp op) noexcept;
 std::string_view to_string(ReduceVariant variant) noexcept;
@@ -75,6 +78,8 @@ struct ReduceConfig {
   ReduceVariant variant = kReduceDefault;
   /// The same bits on every GPU, not only on every run (see the file comment).
   bool deterministic = false;
+  /// warp_shuffle: 16-byte loads in flight per thread (2, 4 or 8), for tuning.
+  int unroll = kDefaultUnroll;
 };
 
 /// Bytes of device workspace reduce() needs for n elements (0 when none).

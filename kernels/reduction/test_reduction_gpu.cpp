@@ -185,6 +185,33 @@ INSTANTIATE_TEST_SUITE_P(Variants, ReduceGpu,
                            return std::string(to_string(param_info.param));
                          });
 
+TEST(ReduceGpuUnroll, EveryUnrollMatchesTheReference) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::random_engine();
+  for (DType dtype : kDtypes) {
+    for (std::size_t n : {std::size_t{1000003}, (std::size_t{1} << 24) + 3}) {
+      const Input in(dtype, n, rng);
+      for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
+        for (ReduceOp op : kOps) {
+          for (int unroll : {2, 8}) {
+            for (bool deterministic : {false, true}) {
+              ReduceConfig config;
+              config.deterministic = deterministic;
+              config.unroll = unroll;
+              const float got =
+                  run_reduce(op, in.device_at(offset), dtype, n - offset, DType::f32, config);
+              EXPECT_TRUE(loom::test::close_enough(op, got, in.reference(op, offset),
+                                                   static_cast<std::int64_t>(n), 0.5, DType::f32))
+                  << to_string(op) << " of " << n - offset << " " << to_string(dtype) << ", unroll "
+                  << unroll << (deterministic ? " (deterministic)" : "");
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // 2^31 + 37 f16 elements (4 GiB): 32-bit indexing anywhere would wrap.
 TEST(ReduceGpuHuge, MoreThanTwoToThe31Elements) {
   LOOM_REQUIRE_GPU();
