@@ -96,21 +96,26 @@ void reduce(ReduceOp op, const void* x, DType dtype, std::size_t n, void* out, D
 /// The CPU reference, accumulated in double (sums) over host memory.
 double reduce_reference(ReduceOp op, const void* x, DType dtype, std::size_t n);
 
-/// `count` segments of `length` elements: element k of segment s is at
-/// x[s * segment_stride + k * element_stride] (strides in elements, any
-/// sign). Rows of a row-major [R, C] matrix: {R, C, C, 1}; its columns:
-/// {C, R, 1, C}.
+/// `batch` x `count` segments of `length` elements: element k of segment s
+/// of batch b is at x[b * batch_stride + s * segment_stride + k *
+/// element_stride] (strides in elements, any sign), and its result goes to
+/// out[b * out_batch_stride + s * out_stride]. Rows of a row-major [R, C]
+/// matrix: {R, C, C, 1}; its columns: {C, R, 1, C}; the middle dimension of a
+/// contiguous [B, S, H]: {H, S, 1, H, B, S * H, H}.
 struct Segments {
   std::int64_t count = 0;
   std::int64_t length = 0;
   std::int64_t segment_stride = 0;
   std::int64_t element_stride = 1;
+  std::int64_t batch = 1;
+  std::int64_t batch_stride = 0;
+  std::int64_t out_batch_stride = 0;
 };
 
 /// Bytes of device workspace reduce_segments() needs (0 when none).
 std::size_t reduce_segments_workspace_bytes(const Segments& segments);
 
-/// Enqueues out[s * out_stride] = op over segment s, for every segment. A
+/// Enqueues the reduction of every segment into out (see Segments). A
 /// warp per segment (split into chunks when few segments are long) where the
 /// elements are contiguous; a thread per segment, neighbours reading
 /// neighbouring segments, where the segments are (column sums). Empty
@@ -120,7 +125,7 @@ std::size_t reduce_segments_workspace_bytes(const Segments& segments);
 void reduce_segments(ReduceOp op, const void* x, DType dtype, const Segments& segments, void* out,
                      DType out_dtype, std::int64_t out_stride, void* workspace, StreamView stream);
 
-/// The CPU reference: out[s] for every segment, in double.
+/// The CPU reference: out[b * count + s] for every segment, in double.
 void reduce_segments_reference(ReduceOp op, const void* x, DType dtype, const Segments& segments,
                                double* out);
 
