@@ -215,9 +215,10 @@ void report(benchmark::State& state, double bytes, double loom_ms, double cub_ms
 void BM_Reduce(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
   const bool deterministic = state.range(0) == 5;
-  const ReduceConfig config{
-      deterministic ? ReduceVariant::warp_shuffle : static_cast<ReduceVariant>(state.range(0)),
-      deterministic};
+  ReduceConfig config;
+  config.variant =
+      deterministic ? ReduceVariant::warp_shuffle : static_cast<ReduceVariant>(state.range(0));
+  config.deterministic = deterministic;
   const DType dtype = kDtypes[state.range(1)];
   const ReduceOp op = kOps[state.range(2)];
   const void* x = input(dtype);
@@ -251,6 +252,42 @@ void reduce_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Reduce)
     ->Apply(reduce_args)
     ->ArgNames({"variant", "dtype", "op"})
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+// warp_shuffle's tuning: 16-byte loads in flight per thread (2, 4, 8; the
+// default is kDefaultUnroll), default and deterministic grids, sums.
+// Arguments: unroll, deterministic (0, 1), dtype.
+void BM_ReduceUnroll(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const ReduceConfig config{ReduceVariant::warp_shuffle, state.range(1) != 0,
+                            static_cast<int>(state.range(0))};
+  const DType dtype = kDtypes[state.range(2)];
+  const void* x = input(dtype);
+  DeviceMemory out(2 * sizeof(float));
+  DeviceMemory workspace(loom::kernels::reduce_workspace_bytes(kElements, config));
+  loom::detail::Stream stream(0, 0);
+  auto* result = static_cast<float*>(out.ptr);
+  double loom_ms = 0;
+  for (auto _ : state) {
+    loom_ms = median_ms(stream, [&] {
+      loom::kernels::reduce(ReduceOp::sum, x, dtype, kElements, result, DType::f32, workspace.ptr,
+                            stream.view(), config);
+    });
+    state.SetIterationTime(loom_ms * 1e-3);
+  }
+  const float loom_value = read_result(result);
+  const double anchor = anchor_ms(dtype, ReduceOp::sum, x, kElements, result + 1, stream);
+  report(state, static_cast<double>(kElements * element_bytes(dtype)), loom_ms, anchor, loom_value,
+         read_result(result + 1));
+  state.SetLabel("warp_shuffle unroll " + std::to_string(config.unroll) +
+                 (config.deterministic ? " deterministic" : "") + " sum " +
+                 std::string(to_string(dtype)));
+}
+BENCHMARK(BM_ReduceUnroll)
+    ->ArgsProduct({{2, 4, 8}, {0, 1}, {0, 1}})
+    ->ArgNames({"unroll", "deterministic", "dtype"})
     ->UseManualTime()
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);

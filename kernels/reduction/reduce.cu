@@ -5,6 +5,7 @@
 #include "reduction/reduce_device.cuh"
 
 #include <algorithm>
+#include <string>
 
 namespace loom::kernels {
 namespace {
@@ -17,7 +18,6 @@ using reduce_detail::to_f32;
 constexpr int kTeachBlock = 256;  // threads of the four teaching variants
 constexpr int kCoarsen = 8;       // coarsened: each thread folds 2 x kCoarsen elements
 constexpr int kFastBlock = 256;   // warp_shuffle
-constexpr int kUnroll = 4;        // warp_shuffle: 16-byte loads in flight per thread
 constexpr int kFinalBlock = 1024;
 
 // Element i as f32, or the identity past the end: partial blocks need no branch.
@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(kTeachBlock)
 // thread with kUnroll loads in flight (kFastBlock apart: each is coalesced)
 // before it folds them; the unaligned head and the tail (each shorter than a
 // vector) go to the first threads. Warps combine by shuffles.
-template <class T, ReduceOp kOp>
+template <class T, ReduceOp kOp, int kUnroll>
 __global__ void __launch_bounds__(kFastBlock)
     reduce_warp_shuffle_kernel(const T* __restrict__ gX, std::size_t n,
                                float* __restrict__ gPartials) {
@@ -183,7 +183,7 @@ std::size_t max_first_pass_blocks(std::size_t n, ReduceVariant variant) {
 // warp_shuffle's grid: what n needs, capped by a fixed count (deterministic)
 // or by what the machine holds at once. n alone sets the need (not the head
 // that alignment splits off), so the grid does not move with the address.
-template <class T, ReduceOp kOp>
+template <class T, ReduceOp kOp, int kUnroll>
 unsigned warp_shuffle_blocks(std::size_t n, bool deterministic) {
   const std::size_t per_block = std::size_t{kFastBlock} * kUnroll * reduce_detail::kPerVector<T>;
   const std::size_t needed = std::max<std::size_t>(1, ceil_div(n, per_block));
@@ -195,7 +195,7 @@ unsigned warp_shuffle_blocks(std::size_t n, bool deterministic) {
     LOOM_KERNEL_CHECK(cudaGetDevice(&device));
     LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     LOOM_KERNEL_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, reduce_warp_shuffle_kernel<T, kOp>, kFastBlock, 0));
+        &per_sm, reduce_warp_shuffle_kernel<T, kOp, kUnroll>, kFastBlock, 0));
     cap =
         std::clamp<std::size_t>(static_cast<std::size_t>(sms) * std::max(per_sm, 1), 1, kMaxBlocks);
   }
@@ -222,13 +222,23 @@ WorkspaceLayout carve(void* workspace, std::size_t n, ReduceVariant variant) {
   return w;
 }
 
+template <class T, ReduceOp kOp, int kUnroll>
+unsigned launch_warp_shuffle(const T* x, std::size_t n, float* partials, ReduceConfig config,
+                             StreamView stream) {
+  const unsigned blocks = warp_shuffle_blocks<T, kOp, kUnroll>(n, config.deterministic);
+  reduce_warp_shuffle_kernel<T, kOp, kUnroll><<<blocks, kFastBlock, 0, stream>>>(x, n, partials);
+  return blocks;
+}
+
 template <class T, ReduceOp kOp>
 unsigned launch_first_pass(const T* x, std::size_t n, const WorkspaceLayout& w, ReduceConfig config,
                            StreamView stream) {
   if (config.variant == ReduceVariant::warp_shuffle) {
-    const unsigned blocks = warp_shuffle_blocks<T, kOp>(n, config.deterministic);
-    reduce_warp_shuffle_kernel<T, kOp><<<blocks, kFastBlock, 0, stream>>>(x, n, w.partials);
-    return blocks;
+    switch (config.unroll) {
+      case 2: return launch_warp_shuffle<T, kOp, 2>(x, n, w.partials, config, stream);
+      case 8: return launch_warp_shuffle<T, kOp, 8>(x, n, w.partials, config, stream);
+      default: return launch_warp_shuffle<T, kOp, kDefaultUnroll>(x, n, w.partials, config, stream);
+    }
   }
   const auto blocks = static_cast<unsigned>(ceil_div(n, teaching_span(config.variant)));
   switch (config.variant) {
@@ -289,6 +299,9 @@ std::size_t reduce_workspace_bytes(std::size_t n, ReduceConfig config) {
 void reduce(ReduceOp op, const void* x, DType dtype, std::size_t n, void* out, DType out_dtype,
             void* workspace, StreamView stream, ReduceConfig config) {
   reduce_detail::require_output_dtype(out_dtype);
+  if (config.unroll != 2 && config.unroll != 4 && config.unroll != 8) {
+    throw InvalidArgument("reduce: unroll must be 2, 4 or 8, got " + std::to_string(config.unroll));
+  }
   reduce_detail::dispatch(dtype, op, [&](auto type, auto op_tag) {
     using T = typename decltype(type)::type;
     constexpr ReduceOp kOp = decltype(op_tag)::value;
@@ -305,11 +318,9 @@ void reduce(ReduceOp op, const void* x, DType dtype, std::size_t n, void* out, D
     if (partials > kSingleBlockMax) {
       // Teaching variants leave a partial per 512 or 4096 elements; fold
       // them with the fast pass before the one-block pass.
-      const unsigned blocks = warp_shuffle_blocks<float, kOp>(partials, config.deterministic);
-      reduce_warp_shuffle_kernel<float, kOp>
-          <<<blocks, kFastBlock, 0, stream>>>(w.partials, partials, w.level2);
+      partials = launch_warp_shuffle<float, kOp, kDefaultUnroll>(w.partials, partials, w.level2,
+                                                                 config, stream);
       LOOM_KERNEL_CHECK_LAUNCH("reduce: second-pass kernel launch");
-      partials = blocks;
       last = w.level2;
     }
     reduce_final_kernel<float, kOp><<<1, kFinalBlock, 0, stream>>>(last, partials, out, out_dtype);

@@ -38,7 +38,8 @@
 // times the blocks an SM holds), which changes the rounding from one GPU model
 // to another; ReduceConfig::deterministic fixes that grid at
 // kDeterministicBlocks (a function of n only), so every GPU gives the same
-// bits. Segmented reductions never depend on the machine.
+// bits (for one ReduceConfig::unroll: the tuning knob moves elements between
+// threads too). Segmented reductions never depend on the machine.
 
 #include <loom/cuda_interop.hpp>
 #include <loom/dtype.hpp>
@@ -65,6 +66,8 @@ inline constexpr std::size_t kSingleBlockMax = std::size_t{1} << 14;
 /// warp_shuffle's grid in deterministic mode (and its cap otherwise).
 inline constexpr unsigned kDeterministicBlocks = 2048;
 inline constexpr unsigned kMaxBlocks = 4096;
+/// warp_shuffle's 16-byte loads in flight per thread, by default.
+inline constexpr int kDefaultUnroll = 4;
 
 std::string_view to_string(ReduceOp op) noexcept;
 std::string_view to_string(ReduceVariant variant) noexcept;
@@ -75,6 +78,8 @@ struct ReduceConfig {
   ReduceVariant variant = kReduceDefault;
   /// The same bits on every GPU, not only on every run (see the file comment).
   bool deterministic = false;
+  /// warp_shuffle: 16-byte loads in flight per thread (2, 4 or 8), for tuning.
+  int unroll = kDefaultUnroll;
 };
 
 /// Bytes of device workspace reduce() needs for n elements (0 when none).
@@ -91,21 +96,26 @@ void reduce(ReduceOp op, const void* x, DType dtype, std::size_t n, void* out, D
 /// The CPU reference, accumulated in double (sums) over host memory.
 double reduce_reference(ReduceOp op, const void* x, DType dtype, std::size_t n);
 
-/// `count` segments of `length` elements: element k of segment s is at
-/// x[s * segment_stride + k * element_stride] (strides in elements, any
-/// sign). Rows of a row-major [R, C] matrix: {R, C, C, 1}; its columns:
-/// {C, R, 1, C}.
+/// `batch` x `count` segments of `length` elements: element k of segment s
+/// of batch b is at x[b * batch_stride + s * segment_stride + k *
+/// element_stride] (strides in elements, any sign), and its result goes to
+/// out[b * out_batch_stride + s * out_stride]. Rows of a row-major [R, C]
+/// matrix: {R, C, C, 1}; its columns: {C, R, 1, C}; the middle dimension of a
+/// contiguous [B, S, H]: {H, S, 1, H, B, S * H, H}.
 struct Segments {
   std::int64_t count = 0;
   std::int64_t length = 0;
   std::int64_t segment_stride = 0;
   std::int64_t element_stride = 1;
+  std::int64_t batch = 1;
+  std::int64_t batch_stride = 0;
+  std::int64_t out_batch_stride = 0;
 };
 
 /// Bytes of device workspace reduce_segments() needs (0 when none).
 std::size_t reduce_segments_workspace_bytes(const Segments& segments);
 
-/// Enqueues out[s * out_stride] = op over segment s, for every segment. A
+/// Enqueues the reduction of every segment into out (see Segments). A
 /// warp per segment (split into chunks when few segments are long) where the
 /// elements are contiguous; a thread per segment, neighbours reading
 /// neighbouring segments, where the segments are (column sums). Empty
@@ -115,7 +125,7 @@ std::size_t reduce_segments_workspace_bytes(const Segments& segments);
 void reduce_segments(ReduceOp op, const void* x, DType dtype, const Segments& segments, void* out,
                      DType out_dtype, std::int64_t out_stride, void* workspace, StreamView stream);
 
-/// The CPU reference: out[s] for every segment, in double.
+/// The CPU reference: out[b * count + s] for every segment, in double.
 void reduce_segments_reference(ReduceOp op, const void* x, DType dtype, const Segments& segments,
                                double* out);
 

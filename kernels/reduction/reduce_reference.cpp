@@ -55,13 +55,15 @@ double reduce_reference(ReduceOp op, const void* x, DType dtype, std::size_t n) 
 
 void reduce_segments_reference(ReduceOp op, const void* x, DType dtype, const Segments& segments,
                                double* out) {
-  for (std::int64_t s = 0; s < segments.count; ++s) {
-    double acc = identity(op);
-    for (std::int64_t k = 0; k < segments.length; ++k) {
-      acc = fold(op, acc,
-                 element(x, dtype, s * segments.segment_stride + k * segments.element_stride));
+  for (std::int64_t b = 0; b < segments.batch; ++b) {
+    for (std::int64_t s = 0; s < segments.count; ++s) {
+      const std::int64_t first = b * segments.batch_stride + s * segments.segment_stride;
+      double acc = identity(op);
+      for (std::int64_t k = 0; k < segments.length; ++k) {
+        acc = fold(op, acc, element(x, dtype, first + k * segments.element_stride));
+      }
+      out[b * segments.count + s] = acc;
     }
-    out[s] = acc;
   }
 }
 

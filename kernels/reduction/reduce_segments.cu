@@ -86,17 +86,19 @@ __global__ void __launch_bounds__(kRowBlock)
   const std::int64_t w =
       static_cast<std::int64_t>(blockIdx.x) * kRowWarps + static_cast<int>(threadIdx.x) / kWarp;
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  if (w >= s.count * splits) return;  // whole warps leave together
-  const std::int64_t segment = w / splits;
+  if (w >= s.batch * s.count * splits) return;  // whole warps leave together
+  const std::int64_t segment = w / splits;      // across batches
+  const std::int64_t batch = segment / s.count;
+  const std::int64_t in_batch = segment - batch * s.count;
   const std::int64_t begin = (w - segment * splits) * chunk;
   const std::int64_t len = std::min(chunk, s.length - begin);
-  const T* p = gX + segment * s.segment_stride + begin * s.element_stride;
+  const T* p = gX + batch * s.batch_stride + in_batch * s.segment_stride + begin * s.element_stride;
   float acc = s.element_stride == 1 ? warp_fold_contiguous<T, kOp>(p, len, lane)
                                     : warp_fold_strided<T, kOp>(p, len, s.element_stride, lane);
   acc = reduce_detail::warp_reduce<kOp>(acc);
   if (lane != 0) return;
   if (gPartials == nullptr) {
-    reduce_detail::store(out, out_dtype, segment * out_stride, acc);
+    reduce_detail::store(out, out_dtype, batch * s.out_batch_stride + in_batch * out_stride, acc);
   } else {
     gPartials[w] = acc;
   }
@@ -111,12 +113,15 @@ __global__ void __launch_bounds__(kColumnsX* kColumnsY)
                           DType out_dtype, std::int64_t out_stride, float* __restrict__ gPartials) {
   using F = Fold<kOp>;
   __shared__ float sAcc[kColumnsY][kColumnsX + 1];
-  const std::int64_t segment = static_cast<std::int64_t>(blockIdx.x) * kColumnsX + threadIdx.x;
+  const std::int64_t blocks_a_batch = (s.count + kColumnsX - 1) / kColumnsX;
+  const std::int64_t batch = static_cast<std::int64_t>(blockIdx.x) / blocks_a_batch;
+  const std::int64_t segment =
+      (static_cast<std::int64_t>(blockIdx.x) - batch * blocks_a_batch) * kColumnsX + threadIdx.x;
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * chunk;
   float acc = F::identity();
   if (segment < s.count) {
     const std::int64_t end = std::min(begin + chunk, s.length);
-    const T* p = gX + segment * s.segment_stride;
+    const T* p = gX + batch * s.batch_stride + segment * s.segment_stride;
 #pragma unroll 4
     for (std::int64_t k = begin + threadIdx.y; k < end; k += kColumnsY) {
       acc = F::apply(acc, to_f32(p[k * s.element_stride]));
@@ -128,9 +133,10 @@ __global__ void __launch_bounds__(kColumnsX* kColumnsY)
 #pragma unroll
   for (int y = 1; y < kColumnsY; ++y) acc = F::apply(acc, sAcc[y][threadIdx.x]);
   if (gPartials == nullptr) {
-    reduce_detail::store(out, out_dtype, segment * out_stride, acc);
+    reduce_detail::store(out, out_dtype, batch * s.out_batch_stride + segment * out_stride, acc);
   } else {
-    gPartials[static_cast<std::int64_t>(blockIdx.y) * s.count + segment] = acc;
+    const std::int64_t all = s.batch * s.count;
+    gPartials[static_cast<std::int64_t>(blockIdx.y) * all + batch * s.count + segment] = acc;
   }
 }
 
@@ -140,8 +146,9 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 // a thread a segment otherwise (columns), and for rows too short for a warp.
 bool warp_per_segment(const Segments& s) {
   if (s.length < kWarp / 2) return false;
-  if (s.count == 1) return true;
-  return std::llabs(s.element_stride) <= std::llabs(s.segment_stride);
+  if (s.count * s.batch == 1) return true;
+  const std::int64_t neighbour = s.count > 1 ? s.segment_stride : s.batch_stride;
+  return std::llabs(s.element_stride) <= std::llabs(neighbour);
 }
 
 struct Cut {
@@ -151,9 +158,10 @@ struct Cut {
 
 Cut row_cut(const Segments& s) {
   Cut c{1, s.length};
-  if (s.count >= kTargetWarps || s.length <= 2 * kMinRowChunk) return c;
+  const std::int64_t segments = s.batch * s.count;
+  if (segments >= kTargetWarps || s.length <= 2 * kMinRowChunk) return c;
   const std::int64_t wanted =
-      std::min(ceil_div(kTargetWarps, s.count), ceil_div(s.length, kMinRowChunk));
+      std::min(ceil_div(kTargetWarps, segments), ceil_div(s.length, kMinRowChunk));
   c.chunk = ceil_div(ceil_div(s.length, wanted), kChunkAlignment) * kChunkAlignment;
   c.splits = ceil_div(s.length, c.chunk);
   return c;
@@ -161,7 +169,7 @@ Cut row_cut(const Segments& s) {
 
 Cut column_cut(const Segments& s) {
   Cut c{1, s.length};
-  const std::int64_t blocks = ceil_div(s.count, kColumnsX);
+  const std::int64_t blocks = ceil_div(s.count, kColumnsX) * s.batch;
   if (blocks >= kTargetColumnBlocks || s.length <= 2 * kMinColumnChunk) return c;
   const std::int64_t wanted = std::min(
       {ceil_div(kTargetColumnBlocks, blocks), ceil_div(s.length, kMinColumnChunk), kMaxGridY});
@@ -175,7 +183,7 @@ Cut cut_of(const Segments& s) { return warp_per_segment(s) ? row_cut(s) : column
 template <class T, ReduceOp kOp>
 void launch_rows(const T* x, const Segments& s, Cut c, void* out, DType out_dtype,
                  std::int64_t out_stride, float* partials, StreamView stream) {
-  const auto blocks = static_cast<unsigned>(ceil_div(s.count * c.splits, kRowWarps));
+  const auto blocks = static_cast<unsigned>(ceil_div(s.batch * s.count * c.splits, kRowWarps));
   reduce_rows_kernel<T, kOp><<<blocks, kRowBlock, 0, stream>>>(x, s, c.splits, c.chunk, out,
                                                                out_dtype, out_stride, partials);
   LOOM_KERNEL_CHECK_LAUNCH("reduce_segments: rows kernel launch");
@@ -184,7 +192,7 @@ void launch_rows(const T* x, const Segments& s, Cut c, void* out, DType out_dtyp
 template <class T, ReduceOp kOp>
 void launch_columns(const T* x, const Segments& s, Cut c, void* out, DType out_dtype,
                     std::int64_t out_stride, float* partials, StreamView stream) {
-  const dim3 grid(static_cast<unsigned>(ceil_div(s.count, kColumnsX)),
+  const dim3 grid(static_cast<unsigned>(ceil_div(s.count, kColumnsX) * s.batch),
                   static_cast<unsigned>(c.splits));
   reduce_columns_kernel<T, kOp><<<grid, dim3(kColumnsX, kColumnsY), 0, stream>>>(
       x, s, c.chunk, out, out_dtype, out_stride, partials);
@@ -195,14 +203,15 @@ void launch_columns(const T* x, const Segments& s, Cut c, void* out, DType out_d
 
 std::size_t reduce_segments_workspace_bytes(const Segments& segments) {
   const Cut c = cut_of(segments);
-  if (c.splits == 1 || segments.count == 0) return 0;
-  return align_up(static_cast<std::size_t>(segments.count * c.splits) * sizeof(float));
+  const std::int64_t all = segments.batch * segments.count;
+  if (c.splits == 1 || all <= 0) return 0;
+  return align_up(static_cast<std::size_t>(all * c.splits) * sizeof(float));
 }
 
 void reduce_segments(ReduceOp op, const void* x, DType dtype, const Segments& segments, void* out,
                      DType out_dtype, std::int64_t out_stride, void* workspace, StreamView stream) {
   reduce_detail::require_output_dtype(out_dtype);
-  if (segments.count <= 0) return;
+  if (segments.count <= 0 || segments.batch <= 0) return;
   const Cut c = cut_of(segments);
   auto* partials = c.splits > 1 ? static_cast<float*>(workspace) : nullptr;
   reduce_detail::dispatch(dtype, op, [&](auto type, auto op_tag) {
@@ -212,15 +221,27 @@ void reduce_segments(ReduceOp op, const void* x, DType dtype, const Segments& se
     if (warp_per_segment(segments)) {
       launch_rows<T, kOp>(gX, segments, c, out, out_dtype, out_stride, partials, stream);
       if (partials == nullptr) return;
-      // Each segment's chunks, contiguous: [count, splits].
-      const Segments chunks{segments.count, c.splits, c.splits, 1};
+      // Each segment's chunks, contiguous: [batch, count, splits].
+      const Segments chunks{segments.count,
+                            c.splits,
+                            c.splits,
+                            1,
+                            segments.batch,
+                            segments.count * c.splits,
+                            segments.out_batch_stride};
       launch_rows<float, kOp>(partials, chunks, Cut{1, c.splits}, out, out_dtype, out_stride,
                               nullptr, stream);
     } else {
       launch_columns<T, kOp>(gX, segments, c, out, out_dtype, out_stride, partials, stream);
       if (partials == nullptr) return;
-      // The chunks' partials, [splits, count]: fold down each column.
-      const Segments chunks{segments.count, c.splits, 1, segments.count};
+      // The chunks' partials, [splits, batch, count]: fold down each column.
+      const Segments chunks{segments.count,
+                            c.splits,
+                            1,
+                            segments.batch * segments.count,
+                            segments.batch,
+                            segments.count,
+                            segments.out_batch_stride};
       launch_columns<float, kOp>(partials, chunks, Cut{1, c.splits}, out, out_dtype, out_stride,
                                  nullptr, stream);
     }

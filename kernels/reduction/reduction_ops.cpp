@@ -28,6 +28,7 @@ using kernels::Segments;
 struct Run {
   std::int64_t count = 1;
   std::int64_t stride = 0;
+  std::vector<int> dims;  // the tensor's dimensions it covers
 };
 
 // Merges the dimensions listed (outermost first) into evenly strided runs:
@@ -42,8 +43,9 @@ std::vector<Run> merge_runs(const Tensor& t, const std::vector<int>& dims) {
     if (!runs.empty() && runs.back().stride == stride * extent) {
       runs.back().count *= extent;
       runs.back().stride = stride;
+      runs.back().dims.push_back(d);
     } else {
-      runs.push_back(Run{extent, stride});
+      runs.push_back(Run{extent, stride, {d}});
     }
   }
   return runs;
@@ -85,10 +87,11 @@ kernels::ReduceConfig config_of(ReductionOptions options) {
 
 std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// Every element of x, as at most two runs: x's dimensions by decreasing
+// Every element of x, as at most three runs: x's dimensions by decreasing
 // stride (a reduction of every element may visit them in any order, so a
-// transpose of a contiguous tensor is one contiguous run). nullopt when more
-// runs remain, or a stride is negative.
+// transpose of a contiguous tensor is one contiguous run). The innermost run
+// is the segments' elements, the next the segments, the outermost the batch.
+// nullopt when more runs remain, or a stride is negative.
 std::optional<Segments> whole_segments(const Tensor& x) {
   if (x.numel() == 0) return Segments{1, 0, 0, 1};
   std::vector<int> dims;
@@ -103,6 +106,11 @@ std::optional<Segments> whole_segments(const Tensor& x) {
   if (runs.size() == 1) return Segments{1, runs[0].count, 0, runs[0].stride};
   if (runs.size() == 2)
     return Segments{runs[0].count, runs[1].count, runs[0].stride, runs[1].stride};
+  if (runs.size() == 3) {
+    // Partials land contiguously, [batch, count].
+    return Segments{runs[1].count, runs[2].count,  runs[1].stride, runs[2].stride,
+                    runs[0].count, runs[0].stride, runs[1].count};
+  }
   return std::nullopt;
 }
 
@@ -132,7 +140,7 @@ class WholeReduction final : public Op {
 
   void run_cpu() const override {
     const Segments s = *whole_segments(x_);
-    std::vector<double> per_segment(static_cast<std::size_t>(s.count));
+    std::vector<double> per_segment(static_cast<std::size_t>(s.batch * s.count));
     const ReduceOp op = reduce_op_of(name_);
     kernels::reduce_segments_reference(op, x_.data(), x_.dtype(), s, per_segment.data());
     double acc = per_segment.empty() ? 0.0 : per_segment[0];
@@ -147,7 +155,8 @@ class WholeReduction final : public Op {
     const ReduceOp op = reduce_op_of(name_);
     const StreamView stream(cuda_stream(ctx));
     const kernels::ReduceConfig config = config_of(options_);
-    if (s.count == 1 && s.element_stride == 1) {
+    const std::int64_t segments = s.batch * s.count;
+    if (segments == 1 && s.element_stride == 1) {
       const auto n = static_cast<std::size_t>(s.length);
       const std::size_t bytes = kernels::reduce_workspace_bytes(n, config);
       void* workspace = bytes > 0 ? ctx.workspace(bytes) : nullptr;
@@ -155,15 +164,15 @@ class WholeReduction final : public Op {
                       config);
       return;
     }
-    if (s.count == 1) {  // one strided run: a segment the row kernel cuts up
+    if (segments == 1) {  // one strided run: a segment the row kernel cuts up
       const std::size_t bytes = kernels::reduce_segments_workspace_bytes(s);
       void* workspace = bytes > 0 ? ctx.workspace(bytes) : nullptr;
       kernels::reduce_segments(op, x_.data(), x_.dtype(), s, out_.data(), out_.dtype(), 1,
                                workspace, stream);
       return;
     }
-    // Two runs: fold each outer run into f32, then those partials.
-    const auto partials = static_cast<std::size_t>(s.count);
+    // Two or three runs: fold each segment into f32, then those partials.
+    const auto partials = static_cast<std::size_t>(segments);
     const std::size_t seg_bytes = aligned(kernels::reduce_segments_workspace_bytes(s));
     const std::size_t partial_bytes = aligned(partials * sizeof(float));
     const std::size_t flat_bytes = kernels::reduce_workspace_bytes(partials, config);
@@ -207,12 +216,16 @@ class AlongReduction final : public Op {
 
   void run_cpu() const override {
     const AlongPlan p = plan();
-    std::vector<double> values(static_cast<std::size_t>(p.segments.count));
+    std::vector<double> values(static_cast<std::size_t>(p.segments.batch * p.segments.count));
     kernels::reduce_segments_reference(reduce_op_of(name_), x_.data(), x_.dtype(), p.segments,
                                        values.data());
-    for (std::int64_t s = 0; s < p.segments.count; ++s) {
-      kernels::store_host(out_.data(), out_.dtype(), s * p.out_stride,
-                          values[static_cast<std::size_t>(s)]);
+    const Segments& s = p.segments;
+    std::size_t i = 0;
+    for (std::int64_t b = 0; b < s.batch; ++b) {
+      for (std::int64_t k = 0; k < s.count; ++k) {
+        kernels::store_host(out_.data(), out_.dtype(), b * s.out_batch_stride + k * p.out_stride,
+                            values[i++]);
+      }
     }
   }
 
@@ -256,23 +269,35 @@ class AlongReduction final : public Op {
     p.segments = Segments{count, x_.size(dim), 0, x_.strides()[dim]};
     if (count == 0) return p;  // nothing to write: no layout to check
     const std::vector<Run> x_runs = merge_runs(x_, others);
-    if (x_runs.size() > 1) {
+    if (x_runs.size() > 2) {
       reject(name_, "x is a strided view whose dimensions other than " + std::to_string(dim) +
-                        " do not merge into one evenly strided run, which the kernels cannot "
-                        "take; call contiguous() first. Got " +
+                        " do not merge into at most two evenly strided runs, which the kernels "
+                        "cannot take; call contiguous() first. Got " +
                         x_.describe());
     }
-    std::vector<int> out_dims;
-    for (int d = 0; d < out_.rank(); ++d) {
-      if (!(keep_dim && d == dim)) out_dims.push_back(d);
+    // out's dimensions of each of x's runs must merge likewise.
+    std::vector<Run> out_runs;
+    for (const Run& run : x_runs) {
+      std::vector<int> out_dims;
+      for (int d : run.dims) out_dims.push_back(keep_dim || d < dim ? d : d - 1);
+      const std::vector<Run> merged = merge_runs(out_, out_dims);
+      if (merged.size() != 1) {
+        reject(name_, "out is a strided view that does not run evenly where x does; got " +
+                          out_.describe() + " for x " + x_.describe());
+      }
+      out_runs.push_back(merged[0]);
     }
-    const std::vector<Run> out_runs = merge_runs(out_, out_dims);
-    if (out_runs.size() > 1) {
-      reject(name_,
-             "out is a strided view that is not one evenly strided run; got " + out_.describe());
+    if (x_runs.size() == 1) {
+      p.segments.segment_stride = x_runs[0].stride;
+      p.out_stride = out_runs[0].stride;
+    } else if (x_runs.size() == 2) {  // the outer run batches the inner one
+      p.segments.count = x_runs[1].count;
+      p.segments.segment_stride = x_runs[1].stride;
+      p.segments.batch = x_runs[0].count;
+      p.segments.batch_stride = x_runs[0].stride;
+      p.segments.out_batch_stride = out_runs[0].stride;
+      p.out_stride = out_runs[1].stride;
     }
-    p.segments.segment_stride = x_runs.empty() ? 0 : x_runs[0].stride;
-    p.out_stride = out_runs.empty() ? 1 : out_runs[0].stride;
     return p;
   }
 

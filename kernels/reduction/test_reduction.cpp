@@ -303,19 +303,53 @@ TEST(ReductionOpsCpu, BadInputsAreRejectedAtSubmitNamingTheTask) {
 
 TEST(ReductionOpsCpu, ViewsTheKernelsCannotTakeAreRejectedSayingSo) {
   loom::Runtime rt(cpu(1));
-  const auto cube = rt.tensor<float>({6, 7, 8});
-  // Three irregular runs: every dimension sliced.
-  const auto ragged = cube.slice(0, 0, 5).slice(1, 0, 6).slice(2, 0, 7);
+  const auto t = rt.tensor<float>({3, 4, 5, 6});
+  // Four irregular runs: every dimension sliced.
+  const auto ragged = t.slice(0, 0, 2).slice(1, 0, 3).slice(2, 0, 4).slice(3, 0, 5);
   expect_op_rejected(loom::ops::sum(ragged, rt.tensor<float>({1})), "call contiguous() first");
-  // Along the middle dimension, the outer and inner ones do not merge.
-  expect_op_rejected(loom::ops::max(cube, 1, rt.tensor<float>({6, 8})), "call contiguous() first");
-  // An output whose two dimensions do not merge.
+  // Along dim 1, dims 0, 2 and 3 of a view sliced on the last make three runs.
+  expect_op_rejected(loom::ops::max(t.slice(3, 0, 5), 1, rt.tensor<float>({3, 5, 5})),
+                     "call contiguous() first");
+  // An output whose dimensions do not merge where x's do.
+  const auto cube = rt.tensor<float>({6, 7, 8});
   auto big = rt.tensor<float>({7, 16});
-  expect_op_rejected(loom::ops::min(cube, 0, big.slice(1, 0, 8)), "not one evenly strided run");
-  // Along the outer one they do: accepted.
+  expect_op_rejected(loom::ops::min(cube, 0, big.slice(1, 0, 8)), "does not run evenly");
+  // The same output along the middle of the cube, where x runs twice too: accepted.
   loom::Graph g;
-  g.add(loom::ops::max(cube, 0, rt.tensor<float>({7, 8})));
+  g.add(loom::ops::max(cube, 1, rt.tensor<float>({6, 16}).slice(1, 0, 8)));
   EXPECT_NO_THROW(g.validate());
+}
+
+// x[a, :, c] (or the middle element of every rank-3 index) for each (a, c).
+void expect_middle(loom::Runtime& rt, ReduceOp op, const loom::Tensor& x, const loom::Tensor& out) {
+  std::memset(out.data(), 0xFF, out.nbytes());
+  loom::Graph g;
+  g.add(along_op(op, x, 1, out));
+  rt.submit(g).wait();
+  for (std::int64_t a = 0; a < x.size(0); ++a) {
+    for (std::int64_t c = 0; c < x.size(2); ++c) {
+      const auto segment = elements_of(x.slice(0, a, a + 1).slice(2, c, c + 1));
+      const auto got = elements_of(out.slice(0, a, a + 1).slice(1, c, c + 1));
+      EXPECT_TRUE(loom::test::close_enough(op, got[0], fold_all(op, segment), x.size(1),
+                                           mean_abs(segment), out.dtype()))
+          << to_string(op) << " along the middle of " << x.describe() << " at " << a << ", " << c;
+    }
+  }
+}
+
+TEST(ReductionOpsCpu, AlongTheMiddleDimensionOfRankThreeViews) {
+  loom::Runtime rt(cpu(2));
+  std::mt19937_64 rng(loom::test::fresh_seed());
+  const auto cube = random_tensor(rt, DType::f32, {5, 40, 7}, rng);
+  const auto halves = random_tensor(rt, DType::f16, {3, 30, 9}, rng);
+  for (ReduceOp op : kOps) {
+    expect_middle(rt, op, cube, rt.tensor<float>({5, 7}));
+    expect_middle(rt, op, cube.slice(2, 1, 6), rt.tensor<float>({5, 5}));
+    expect_middle(rt, op, halves, rt.tensor<float>({3, 12}).slice(1, 2, 11));
+  }
+  // Whole reductions of three runs.
+  expect_whole(rt, ReduceOp::sum, cube.slice(0, 0, 4).slice(1, 0, 30).slice(2, 0, 5), DType::f32);
+  expect_whole(rt, ReduceOp::min, halves.slice(1, 2, 20).slice(2, 0, 8), DType::f16);
 }
 
 TEST(ReductionOpsCpu, HigherRanksAlongADimensionWhenTheOthersMerge) {

@@ -185,6 +185,33 @@ INSTANTIATE_TEST_SUITE_P(Variants, ReduceGpu,
                            return std::string(to_string(param_info.param));
                          });
 
+TEST(ReduceGpuUnroll, EveryUnrollMatchesTheReference) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::random_engine();
+  for (DType dtype : kDtypes) {
+    for (std::size_t n : {std::size_t{1000003}, (std::size_t{1} << 24) + 3}) {
+      const Input in(dtype, n, rng);
+      for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
+        for (ReduceOp op : kOps) {
+          for (int unroll : {2, 8}) {
+            for (bool deterministic : {false, true}) {
+              ReduceConfig config;
+              config.deterministic = deterministic;
+              config.unroll = unroll;
+              const float got =
+                  run_reduce(op, in.device_at(offset), dtype, n - offset, DType::f32, config);
+              EXPECT_TRUE(loom::test::close_enough(op, got, in.reference(op, offset),
+                                                   static_cast<std::int64_t>(n), 0.5, DType::f32))
+                  << to_string(op) << " of " << n - offset << " " << to_string(dtype) << ", unroll "
+                  << unroll << (deterministic ? " (deterministic)" : "");
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // 2^31 + 37 f16 elements (4 GiB): 32-bit indexing anywhere would wrap.
 TEST(ReduceGpuHuge, MoreThanTwoToThe31Elements) {
   LOOM_REQUIRE_GPU();
@@ -212,17 +239,22 @@ TEST(ReduceGpuHuge, MoreThanTwoToThe31Elements) {
     for (bool deterministic : {false, true}) {
       const float got = run_reduce(op, dx.data(), DType::f16, n, DType::f32,
                                    ReduceConfig{ReduceVariant::warp_shuffle, deterministic});
-      EXPECT_TRUE(loom::test::close_enough(op, got, expected, static_cast<std::int64_t>(n), 0.5,
+      // Mean magnitude 1 (an upper bound): a thread folds thousands of elements here.
+      EXPECT_TRUE(loom::test::close_enough(op, got, expected, static_cast<std::int64_t>(n), 1.0,
                                            DType::f32))
           << to_string(op) << ": got " << got << ", expected " << expected;
     }
   }
 }
 
-// Segmented reductions: out[s * out_stride] for each segment, poisoned first.
+// Segmented reductions into a poisoned output; the results in the
+// reference's order (batch-major).
 std::vector<float> run_segments(ReduceOp op, const void* x, DType dtype, const Segments& s,
                                 DType out_dtype, std::int64_t out_stride) {
-  const auto slots = static_cast<std::size_t>(s.count * out_stride);
+  const auto at = [&](std::int64_t b, std::int64_t k) {
+    return b * s.out_batch_stride + k * out_stride;
+  };
+  const auto slots = static_cast<std::size_t>(at(s.batch - 1, s.count - 1) + 1);
   DeviceBuffer<std::byte> out(std::max<std::size_t>(slots, 1) * 4);
   out.poison();
   DeviceBuffer<std::byte> workspace(loom::kernels::reduce_segments_workspace_bytes(s));
@@ -232,8 +264,10 @@ std::vector<float> run_segments(ReduceOp op, const void* x, DType dtype, const S
   stream.synchronize();
   const auto bytes = out.download();
   std::vector<float> values;
-  for (std::int64_t i = 0; i < s.count; ++i) {
-    values.push_back(loom::test::element_at(bytes.data(), out_dtype, i * out_stride));
+  for (std::int64_t b = 0; b < s.batch; ++b) {
+    for (std::int64_t k = 0; k < s.count; ++k) {
+      values.push_back(loom::test::element_at(bytes.data(), out_dtype, at(b, k)));
+    }
   }
   return values;
 }
@@ -241,7 +275,7 @@ std::vector<float> run_segments(ReduceOp op, const void* x, DType dtype, const S
 void expect_segments(ReduceOp op, const Input& in, const Segments& s, DType out_dtype,
                      std::int64_t out_stride, const std::string& what) {
   const auto got = run_segments(op, in.device_at(0), in.dtype, s, out_dtype, out_stride);
-  std::vector<double> expected(static_cast<std::size_t>(s.count));
+  std::vector<double> expected(static_cast<std::size_t>(s.batch * s.count));
   loom::kernels::reduce_segments_reference(op, in.host.data(), in.dtype, s, expected.data());
   std::size_t bad = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
@@ -287,6 +321,35 @@ TEST(ReduceSegmentsGpu, StridedViewsAndStridedOutputs) {
       // Rows 2 * cols + 1 apart: each starts at another 16-byte misalignment.
       expect_segments(op, in, Segments{rows / 2 - 1, cols - 1, 2 * cols + 1, 1}, DType::bf16, 2,
                       "skewed rows");
+    }
+  }
+}
+
+// Batches of segments: the middle dimension of [B, S, H] tensors, and rows
+// of a view whose rows do not merge with its batches.
+TEST(ReduceSegmentsGpu, BatchesOfSegments) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::random_engine();
+  struct Case {
+    Segments segments;
+    std::int64_t out_stride;
+    std::int64_t elements;
+    const char* what;
+  };
+  const Case cases[] = {
+      {Segments{67, 1001, 1, 67, 5, 1001 * 67, 67}, 1, 5 * 1001 * 67, "middle of [5, 1001, 67]"},
+      {Segments{1, 3000, 1, 1, 4, 3000, 1}, 1, 4 * 3000, "middle of [4, 3000, 1]"},
+      {Segments{4, 5000, 5000, 1, 3, 30000, 8}, 2, 3 * 6 * 5000,
+       "rows 0-3 of each [6, 5000] of three, into a strided output"},
+      {Segments{3, 100000, 1, 3, 2, 300000, 3}, 1, 2 * 100000 * 3, "middle of [2, 100000, 3]"},
+      {Segments{33, 20, 1, 33, 4099, 660, 33}, 1, 4099 * 660, "middle of [4099, 20, 33]"},
+  };
+  for (const Case& c : cases) {
+    for (DType dtype : kDtypes) {
+      const Input in(dtype, static_cast<std::size_t>(c.elements), rng);
+      for (ReduceOp op : kOps) {
+        expect_segments(op, in, c.segments, DType::f32, c.out_stride, c.what);
+      }
     }
   }
 }

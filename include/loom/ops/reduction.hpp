@@ -23,11 +23,12 @@
 /// Reductions along a dimension are always cut by the shape alone.
 ///
 /// Strided views. A whole-tensor reduction takes any view whose elements
-/// form one or two evenly strided runs (slices, transposes, reshapes of
-/// those); a reduction along `dim` takes any view whose other dimensions
-/// merge into one evenly strided run, and writes an output that may be
-/// strided likewise. Other views are rejected at submit, saying so (call
-/// contiguous() first).
+/// form at most three evenly strided runs (slices, transposes, reshapes of
+/// those, in any order of dimensions); a reduction along `dim` takes any view
+/// whose other dimensions merge into at most two evenly strided runs (so the
+/// middle dimension of a rank-3 tensor is fine), and writes an output that
+/// may be strided likewise. Other views are rejected at submit, saying so
+/// (call contiguous() first).
 
 #include <loom/export.hpp>
 #include <loom/op.hpp>
