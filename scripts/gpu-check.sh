@@ -40,7 +40,8 @@ if [ -n "${LOOM_BASELINE_DIR:-}" ] && [ -d "$LOOM_BASELINE_DIR" ]; then
 fi
 loom_configure -DLOOM_WERROR=ON >"$logs/configure.log" 2>&1
 configure_rc=$?
-cmake --build "$LOOM_BUILD_DIR" -j "$LOOM_JOBS" >"$logs/build.log" 2>&1
+# -k 0: one broken target leaves the rest built and tested.
+cmake --build "$LOOM_BUILD_DIR" -j "$LOOM_JOBS" -- -k 0 >"$logs/build.log" 2>&1
 build_rc=$?
 build_s=$(( $(date +%s) - start ))
 
