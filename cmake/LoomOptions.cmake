@@ -1,5 +1,6 @@
 # Build options and language settings shared by every loom target.
 option(LOOM_BUILD_TESTS "Build the GoogleTest suite" ON)
+option(LOOM_BUILD_GPU_TESTS "Build the GPU tests too (they skip without a GPU); instrumented CPU-only passes leave them out" ON)
 option(LOOM_BUILD_SAMPLES "Build the samples" ON)
 option(LOOM_BUILD_BENCHMARKS "Build the Google Benchmark programs (needs Google Benchmark)" ON)
 option(LOOM_WERROR "Treat compiler warnings as errors" OFF)
