@@ -64,14 +64,22 @@ std::string_view to_string(SgemmWarpTile tile) noexcept {
   switch (tile) {
     case SgemmWarpTile::t128x128x8: return "128x128x8";
     case SgemmWarpTile::t128x128x16: return "128x128x16";
+    case SgemmWarpTile::t128x64x8: return "128x64x8";
     case SgemmWarpTile::t64x64x8: return "64x64x8";
   }
   return "unknown";
 }
 
 SgemmWarpTile default_warp_tile(std::int64_t m, std::int64_t n, int sm_count) noexcept {
-  const std::int64_t big_blocks = static_cast<std::int64_t>(tiles(m, 128)) * tiles(n, 128);
-  return big_blocks < sm_count ? SgemmWarpTile::t64x64x8 : SgemmWarpTile::t128x128x8;
+  const auto blocks = [&](int bm, int bn) {
+    return static_cast<std::int64_t>(tiles(m, bm)) * tiles(n, bn);
+  };
+  if (blocks(128, 128) >= sm_count) return SgemmWarpTile::t128x128x8;
+  // Most of a wave of the half-size tile beats two waves' worth of quarters.
+  if (4 * blocks(128, 64) >= 3 * static_cast<std::int64_t>(sm_count)) {
+    return SgemmWarpTile::t128x64x8;
+  }
+  return SgemmWarpTile::t64x64x8;
 }
 
 void sgemm(const SgemmArgs& args, StreamView stream, SgemmVariant variant, SgemmWarpTile tile) {

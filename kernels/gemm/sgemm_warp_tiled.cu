@@ -42,6 +42,7 @@ void sgemm_warp_tiled(const SgemmArgs& args, StreamView stream, SgemmWarpTile ti
   switch (tile) {
     case SgemmWarpTile::t128x128x8: launch<WarpTile128x128x8>(args, stream); break;
     case SgemmWarpTile::t128x128x16: launch<WarpTile128x128x16>(args, stream); break;
+    case SgemmWarpTile::t128x64x8: launch<WarpTile128x64x8>(args, stream); break;
     case SgemmWarpTile::t64x64x8: launch<WarpTile64x64x8>(args, stream); break;
   }
   LOOM_KERNEL_CHECK_LAUNCH("sgemm warp_tiled kernel launch");

@@ -229,6 +229,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 // The tiles the benchmark sweeps (SgemmWarpTile).
 using WarpTile128x128x8 = WarpTileConfig<128, 128, 8, 4, 2>;
 using WarpTile128x128x16 = WarpTileConfig<128, 128, 16, 4, 2>;
+using WarpTile128x64x8 = WarpTileConfig<128, 64, 8, 4, 1>;
 using WarpTile64x64x8 = WarpTileConfig<64, 64, 8, 2, 2>;
 
 }  // namespace

@@ -141,7 +141,8 @@ class SgemmGpu : public ::testing::TestWithParam<SgemmVariant> {
   // Every tile for warp_tiled; the one launch shape for the others.
   std::vector<SgemmWarpTile> tiles() const {
     if (GetParam() != SgemmVariant::warp_tiled) return {SgemmWarpTile::t128x128x8};
-    return {SgemmWarpTile::t128x128x8, SgemmWarpTile::t128x128x16, SgemmWarpTile::t64x64x8};
+    return {SgemmWarpTile::t128x128x8, SgemmWarpTile::t128x128x16, SgemmWarpTile::t128x64x8,
+            SgemmWarpTile::t64x64x8};
   }
 };
 

@@ -127,6 +127,7 @@ void run(const SgemmArgs& p, SgemmVariant variant, SgemmWarpTile tile) {
       switch (tile) {
         case SgemmWarpTile::t128x128x8: run_warp_tiled<emu::WarpTile128x128x8>(p); break;
         case SgemmWarpTile::t128x128x16: run_warp_tiled<emu::WarpTile128x128x16>(p); break;
+        case SgemmWarpTile::t128x64x8: run_warp_tiled<emu::WarpTile128x64x8>(p); break;
         case SgemmWarpTile::t64x64x8: run_warp_tiled<emu::WarpTile64x64x8>(p); break;
       }
       break;
@@ -216,6 +217,10 @@ TEST(SgemmEmulated, WarpTiled128x128x8) {
 
 TEST(SgemmEmulated, WarpTiled128x128x16) {
   check_layouts(SgemmVariant::warp_tiled, SgemmWarpTile::t128x128x16, 129, 128, 40);
+}
+
+TEST(SgemmEmulated, WarpTiled128x64x8) {
+  check_layouts(SgemmVariant::warp_tiled, SgemmWarpTile::t128x64x8, 131, 130, 17);
 }
 
 TEST(SgemmEmulated, WarpTiled64x64x8) {
