@@ -74,12 +74,9 @@ SgemmWarpTile default_warp_tile(std::int64_t m, std::int64_t n, int sm_count) no
   const auto blocks = [&](int bm, int bn) {
     return static_cast<std::int64_t>(tiles(m, bm)) * tiles(n, bn);
   };
-  if (blocks(128, 128) >= sm_count) return SgemmWarpTile::t128x128x8;
-  // Most of a wave of the half-size tile beats two waves' worth of quarters.
-  if (4 * blocks(128, 64) >= 3 * static_cast<std::int64_t>(sm_count)) {
-    return SgemmWarpTile::t128x64x8;
-  }
-  return SgemmWarpTile::t64x64x8;
+  // Below a wave of 128 x 128 blocks, 64 x 64 ones keep more warps on each
+  // SM than 128 x 64 ones would (one 4-warp block an SM at 1024^3).
+  return blocks(128, 128) >= sm_count ? SgemmWarpTile::t128x128x8 : SgemmWarpTile::t64x64x8;
 }
 
 void sgemm(const SgemmArgs& args, StreamView stream, SgemmVariant variant, SgemmWarpTile tile) {

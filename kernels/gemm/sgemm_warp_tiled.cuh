@@ -45,9 +45,10 @@ struct WarpTileConfig {
   static constexpr int kWarpsM = WarpsM;
   static constexpr int kWarpsN = WarpsN;
   static constexpr int kThreads = WarpsM * WarpsN * 32;
-  // Two blocks an SM at 256 threads caps registers at 128 a thread, which the
-  // 8 x 8 thread tile fits without spilling.
-  static constexpr int kMinBlocks = 65536 / (kThreads * 128);
+  // Blocks an SM the registers must allow: two at 256 threads caps a thread
+  // at 128 registers, which the 8 x 8 thread tile fits without spilling; at
+  // 128 threads, three (170 registers) leave room for the K-major loads.
+  static constexpr int kMinBlocks = kThreads >= 256 ? 2 : 3;
   static constexpr int kLanesM = 4;
   static constexpr int kLanesN = 8;
   static constexpr int kVec = 4;  // floats in a 128-bit access; a lane's sub-tile is kVec x kVec

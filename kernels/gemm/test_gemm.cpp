@@ -110,7 +110,7 @@ TEST(SgemmDispatch, DefaultTileFillsTheSms) {
   using loom::kernels::default_warp_tile;
   using loom::kernels::SgemmWarpTile;
   EXPECT_EQ(default_warp_tile(4096, 4096, 132), SgemmWarpTile::t128x128x8);
-  EXPECT_EQ(default_warp_tile(1024, 1024, 132), SgemmWarpTile::t128x64x8);  // 128 blocks
+  EXPECT_EQ(default_warp_tile(1024, 1024, 132), SgemmWarpTile::t64x64x8);  // 64 blocks of 128
   EXPECT_EQ(default_warp_tile(256, 256, 132), SgemmWarpTile::t64x64x8);
   EXPECT_EQ(default_warp_tile(1, 1, 132), SgemmWarpTile::t64x64x8);
 }
