@@ -62,29 +62,32 @@ unsigned tiles(std::int64_t extent, int tile) {
   return static_cast<unsigned>((extent + tile - 1) / tile);
 }
 
-// kernel() on every thread of every block of `grid`, one block at a time.
+// kernel() on every thread of every block of `grid`, one block at a time:
+// one std::thread per thread of a block, walking the blocks together, with a
+// barrier between blocks (their static "shared" arrays are reused).
 void run_grid(dim3 grid, dim3 block, const std::function<void()>& kernel) {
   emu::blockDim = block;
   emu::gridDim = grid;
   const unsigned threads = block.x * block.y * block.z;
-  for (unsigned bz = 0; bz < grid.z; ++bz) {
-    for (unsigned by = 0; by < grid.y; ++by) {
-      for (unsigned bx = 0; bx < grid.x; ++bx) {
-        std::barrier<> barrier(threads);
-        emu::block_barrier = &barrier;
-        std::vector<std::thread> team;
-        team.reserve(threads);
-        for (unsigned t = 0; t < threads; ++t) {
-          team.emplace_back([&, t] {
+  std::barrier<> barrier(static_cast<std::ptrdiff_t>(threads));
+  emu::block_barrier = &barrier;
+  std::vector<std::thread> team;
+  team.reserve(threads);
+  for (unsigned t = 0; t < threads; ++t) {
+    team.emplace_back([&, t] {
+      emu::threadIdx = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+      for (unsigned bz = 0; bz < grid.z; ++bz) {
+        for (unsigned by = 0; by < grid.y; ++by) {
+          for (unsigned bx = 0; bx < grid.x; ++bx) {
             emu::blockIdx = uint3{bx, by, bz};
-            emu::threadIdx = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
             kernel();
-          });
+            barrier.arrive_and_wait();
+          }
         }
-        for (auto& th : team) th.join();
       }
-    }
+    });
   }
+  for (auto& th : team) th.join();
 }
 
 template <class Cfg>
@@ -213,6 +216,8 @@ TEST(SgemmEmulated, RegisterTiled) {
 TEST(SgemmEmulated, WarpTiled128x128x8) {
   // Whole tiles (the vector path) beside edge tiles, and a partial last k tile.
   check_layouts(SgemmVariant::warp_tiled, SgemmWarpTile::t128x128x8, 136, 132, 28);
+  // Whole blocks only, through many turns of the double buffer.
+  check_layouts(SgemmVariant::warp_tiled, SgemmWarpTile::t128x128x8, 128, 256, 203);
 }
 
 TEST(SgemmEmulated, WarpTiled128x128x16) {
