@@ -176,7 +176,7 @@ void BM_Sgemm(benchmark::State& state) {
 }
 
 constexpr int kVariantCount = 5;
-constexpr int kTileCount = 3;
+constexpr int kTileCount = 4;
 
 void sgemm_arguments(benchmark::internal::Benchmark* b) {
   const std::vector<std::vector<std::int64_t>> shapes = {

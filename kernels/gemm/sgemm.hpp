@@ -37,7 +37,7 @@ namespace loom::kernels {
 enum class SgemmVariant { naive, tiled_manual, tiled_cute, register_tiled, warp_tiled };
 
 /// Block tiles of warp_tiled (BM x BN x BK), swept by the benchmark.
-enum class SgemmWarpTile { t128x128x8, t128x128x16, t64x64x8 };
+enum class SgemmWarpTile { t128x128x8, t128x128x16, t128x64x8, t64x64x8 };
 
 inline constexpr SgemmVariant kSgemmDefault = SgemmVariant::warp_tiled;
 
@@ -62,8 +62,9 @@ struct SgemmArgs {
   MatrixRef<float> c;
 };
 
-/// The warp-tiled tile the default picks for a shape: 64 x 64 when 128 x 128
-/// blocks would leave most of the GPU's SMs idle.
+/// The warp-tiled tile the default picks for a shape: the largest whose
+/// blocks still fill the GPU's SMs (a first guess, to be tuned from
+/// bench_gemm's tile sweep).
 SgemmWarpTile default_warp_tile(std::int64_t m, std::int64_t n, int sm_count) noexcept;
 
 /// Enqueues C = alpha * A * B + beta * C on `stream`; device pointers. m or n

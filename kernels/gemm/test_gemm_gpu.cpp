@@ -14,6 +14,7 @@
 #include "gemm/sgemm.hpp"
 #include "gemm/test_support.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -140,7 +141,8 @@ class SgemmGpu : public ::testing::TestWithParam<SgemmVariant> {
   // Every tile for warp_tiled; the one launch shape for the others.
   std::vector<SgemmWarpTile> tiles() const {
     if (GetParam() != SgemmVariant::warp_tiled) return {SgemmWarpTile::t128x128x8};
-    return {SgemmWarpTile::t128x128x8, SgemmWarpTile::t128x128x16, SgemmWarpTile::t64x64x8};
+    return {SgemmWarpTile::t128x128x8, SgemmWarpTile::t128x128x16, SgemmWarpTile::t128x64x8,
+            SgemmWarpTile::t64x64x8};
   }
 };
 
@@ -290,6 +292,50 @@ TEST(MatmulGpu, ThroughAGraphWithATransposedOperand) {
   HostMatrix got(m, n, Order::row_major);
   got.data = host_values(out);
   const HostMatrix mag = loom::test::gemm::magnitudes(ha, hb, hc, 0.5F, 2.0F);
+  std::string first;
+  EXPECT_EQ(loom::test::gemm::count_mismatches(got, expected, mag, k, &first), 0) << first;
+}
+
+TEST(MatmulGpu, BetaZeroThroughAGraphIgnoresANaNC) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  auto rng = loom::test::random_engine();
+  const std::int64_t m = 70, n = 130, k = 33;
+  auto host_a = rt.tensor<float>({m, k}, loom::Memory::pageable);
+  auto host_bt = rt.tensor<float>({n, k}, loom::Memory::pageable);  // B column-major
+  auto host_c = rt.tensor<float>({m, n}, loom::Memory::pageable);
+  for (auto* t : {&host_a, &host_bt}) {
+    const auto values = loom::test::random_floats(static_cast<std::size_t>(t->numel()), rng);
+    std::copy(values.begin(), values.end(), t->data_as<float>());
+  }
+  std::fill(host_c.data_as<float>(), host_c.data_as<float>() + m * n, std::nanf(""));
+  auto a = rt.tensor<float>({m, k});
+  auto bt = rt.tensor<float>({n, k});
+  auto c = rt.tensor<float>({m, n});
+  auto out = rt.tensor<float>({m, n}, loom::Memory::pageable);
+  loom::Graph g;
+  g.copy(host_a, a);
+  g.copy(host_bt, bt);
+  g.copy(host_c, c);
+  g.add(loom::ops::matmul(a, bt.transpose(0, 1), c, 1.0F, 0.0F));
+  g.copy(c, out);
+  rt.submit(g).wait();
+
+  HostMatrix ha(m, k, Order::row_major), hb(k, n, Order::col_major), zero(m, n, Order::row_major);
+  ha.data = host_values(host_a);
+  hb.data = host_values(host_bt);  // B^T row-major is B column-major
+  HostMatrix expected = zero;
+  SgemmArgs p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = ha.ref<const float>(ha.data.data());
+  p.b = hb.ref<const float>(hb.data.data());
+  p.c = expected.ref<float>(expected.data.data());
+  loom::kernels::sgemm_reference(p);
+  HostMatrix got(m, n, Order::row_major);
+  got.data = host_values(out);
+  const HostMatrix mag = loom::test::gemm::magnitudes(ha, hb, zero, 1.0F, 0.0F);
   std::string first;
   EXPECT_EQ(loom::test::gemm::count_mismatches(got, expected, mag, k, &first), 0) << first;
 }

@@ -1,6 +1,13 @@
 # kernels/gemm: its tests (tests/CMakeLists.txt includes this), with loom_add_gtest.
 loom_add_gtest(loom_gemm_tests LABEL cpu SOURCES
-  ${CMAKE_CURRENT_LIST_DIR}/test_gemm.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/test_gemm.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_sgemm_emulated.cpp)
 loom_add_gtest(loom_gemm_gpu_tests LABEL gpu SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_gemm_gpu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_cute_gpu.cu)
+# The emulated kernels compile CuTe with the host compiler, which (unlike nvcc)
+# does not add the toolkit's libcu++ to the include path; CuTe's vectorized
+# copies write floats through 128-bit integers, which the host optimizer may
+# reorder under strict aliasing (nvcc's device code does not).
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/test_sgemm_emulated.cpp PROPERTIES
+  COMPILE_OPTIONS "-isystem;${CUDAToolkit_INCLUDE_DIRS}/cccl;-fno-strict-aliasing")

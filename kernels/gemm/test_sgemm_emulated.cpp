@@ -1,0 +1,235 @@
+// The SGEMM kernels' own code, run on the CPU under a small emulation of
+// CUDA's execution model: every thread of a block is a std::thread, blocks
+// run one after another (so a kernel's __shared__ arrays, made static, are
+// its block's), and __syncthreads is a barrier. It checks what a GPU run
+// would, the CuTe partitions, predicates and double buffering included, at
+// small shapes and without a GPU; timing and memory-model effects are not
+// emulated (the GPU tests cover those).
+#include "gemm/sgemm.hpp"  // first: CUDA's headers define the qualifiers redefined below
+
+#include <gtest/gtest.h>
+
+#include "gemm/test_support.hpp"
+#include "support/seed.hpp"
+
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#undef __global__
+#undef __device__
+#undef __forceinline__
+#undef __shared__
+#undef __launch_bounds__
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+#define __launch_bounds__(...)
+
+namespace loom::kernels::sgemm_detail {
+namespace {
+
+thread_local uint3 threadIdx;
+thread_local uint3 blockIdx;
+dim3 blockDim;
+dim3 gridDim;
+std::barrier<>* block_barrier = nullptr;
+
+void __syncthreads() { block_barrier->arrive_and_wait(); }
+
+}  // namespace
+}  // namespace loom::kernels::sgemm_detail
+
+#include "gemm/sgemm_kernels.cuh"
+#include "gemm/sgemm_warp_tiled.cuh"
+
+namespace {
+
+namespace emu = loom::kernels::sgemm_detail;
+using loom::kernels::SgemmArgs;
+using loom::kernels::SgemmVariant;
+using loom::kernels::SgemmWarpTile;
+using loom::test::gemm::HostMatrix;
+using loom::test::gemm::Order;
+
+unsigned tiles(std::int64_t extent, int tile) {
+  return static_cast<unsigned>((extent + tile - 1) / tile);
+}
+
+// kernel() on every thread of every block of `grid`, one block at a time:
+// one std::thread per thread of a block, walking the blocks together, with a
+// barrier between blocks (their static "shared" arrays are reused).
+void run_grid(dim3 grid, dim3 block, const std::function<void()>& kernel) {
+  emu::blockDim = block;
+  emu::gridDim = grid;
+  const unsigned threads = block.x * block.y * block.z;
+  std::barrier<> barrier(static_cast<std::ptrdiff_t>(threads));
+  emu::block_barrier = &barrier;
+  std::vector<std::thread> team;
+  team.reserve(threads);
+  for (unsigned t = 0; t < threads; ++t) {
+    team.emplace_back([&, t] {
+      emu::threadIdx = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+      for (unsigned bz = 0; bz < grid.z; ++bz) {
+        for (unsigned by = 0; by < grid.y; ++by) {
+          for (unsigned bx = 0; bx < grid.x; ++bx) {
+            emu::blockIdx = uint3{bx, by, bz};
+            kernel();
+            barrier.arrive_and_wait();
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : team) th.join();
+}
+
+template <class Cfg>
+void run_warp_tiled(const SgemmArgs& p) {
+  const dim3 grid(tiles(p.n, Cfg::kBN), tiles(p.m, Cfg::kBM));
+  const bool ak = p.a.col_stride == 1;
+  const bool bk = p.b.row_stride == 1;
+  const dim3 block(Cfg::kThreads);
+  if (ak && bk) {
+    run_grid(grid, block, [&] { emu::sgemm_warp_tiled_kernel<Cfg, true, true>(p); });
+  } else if (ak) {
+    run_grid(grid, block, [&] { emu::sgemm_warp_tiled_kernel<Cfg, true, false>(p); });
+  } else if (bk) {
+    run_grid(grid, block, [&] { emu::sgemm_warp_tiled_kernel<Cfg, false, true>(p); });
+  } else {
+    run_grid(grid, block, [&] { emu::sgemm_warp_tiled_kernel<Cfg, false, false>(p); });
+  }
+}
+
+// The launches of sgemm(), emulated.
+void run(const SgemmArgs& p, SgemmVariant variant, SgemmWarpTile tile) {
+  switch (variant) {
+    case SgemmVariant::naive:
+      run_grid(dim3(tiles(p.n, emu::kNaiveX), tiles(p.m, emu::kNaiveY)),
+               dim3(emu::kNaiveX, emu::kNaiveY), [&] { emu::sgemm_naive(p); });
+      break;
+    case SgemmVariant::tiled_manual:
+      run_grid(dim3(tiles(p.n, emu::kTile), tiles(p.m, emu::kTile)), dim3(emu::kTile, emu::kTile),
+               [&] { emu::sgemm_tiled_manual(p); });
+      break;
+    case SgemmVariant::tiled_cute:
+      run_grid(dim3(tiles(p.n, emu::kTile), tiles(p.m, emu::kTile)), dim3(emu::kTile * emu::kTile),
+               [&] { emu::sgemm_tiled_cute(p); });
+      break;
+    case SgemmVariant::register_tiled:
+      run_grid(dim3(tiles(p.n, emu::kRegBlock), tiles(p.m, emu::kRegBlock)), dim3(emu::kRegThreads),
+               [&] { emu::sgemm_register_tiled(p); });
+      break;
+    case SgemmVariant::warp_tiled:
+      switch (tile) {
+        case SgemmWarpTile::t128x128x8: run_warp_tiled<emu::WarpTile128x128x8>(p); break;
+        case SgemmWarpTile::t128x128x16: run_warp_tiled<emu::WarpTile128x128x16>(p); break;
+        case SgemmWarpTile::t128x64x8: run_warp_tiled<emu::WarpTile128x64x8>(p); break;
+        case SgemmWarpTile::t64x64x8: run_warp_tiled<emu::WarpTile64x64x8>(p); break;
+      }
+      break;
+  }
+}
+
+struct Case {
+  std::int64_t m, n, k;
+  Order a, b, c;
+  std::int64_t pad = 0;
+  std::int64_t offset = 0;  // misaligns A and B: the scalar residue path everywhere
+  float alpha = 1.5F, beta = -0.5F;
+};
+
+void check(const Case& t, SgemmVariant variant, SgemmWarpTile tile, std::mt19937_64& rng) {
+  HostMatrix a(t.m, t.k, t.a, t.pad), b(t.k, t.n, t.b, t.pad), c0(t.m, t.n, t.c, t.pad);
+  a.randomize(rng);
+  b.randomize(rng);
+  c0.randomize(rng);
+  if (t.beta == 0.0F) {
+    for (auto& x : c0.data) x = std::nanf("");
+  }
+  // Operands at `offset` elements into their buffers.
+  std::vector<float> abuf(static_cast<std::size_t>(t.offset), 0.0F), bbuf = abuf;
+  abuf.insert(abuf.end(), a.data.begin(), a.data.end());
+  bbuf.insert(bbuf.end(), b.data.begin(), b.data.end());
+  HostMatrix got = c0, expected = c0;
+  SgemmArgs p;
+  p.m = t.m;
+  p.n = t.n;
+  p.k = t.k;
+  p.alpha = t.alpha;
+  p.beta = t.beta;
+  p.a = a.ref<const float>(abuf.data() + t.offset);
+  p.b = b.ref<const float>(bbuf.data() + t.offset);
+  p.c = got.ref<float>(got.data.data());
+  run(p, variant, tile);
+  p.a = a.ref<const float>(a.data.data());
+  p.b = b.ref<const float>(b.data.data());
+  p.c = expected.ref<float>(expected.data.data());
+  loom::kernels::sgemm_reference(p);
+  const HostMatrix mag =
+      loom::test::gemm::magnitudes(a, b, c0, t.alpha, t.beta == 0.0F ? 0.0F : t.beta);
+  std::string first;
+  EXPECT_EQ(loom::test::gemm::count_mismatches(got, expected, mag, t.k, &first), 0)
+      << to_string(variant) << " " << to_string(tile) << " " << t.m << "x" << t.n << "x" << t.k
+      << " A " << to_string(t.a) << " B " << to_string(t.b) << " C " << to_string(t.c) << " pad "
+      << t.pad << " offset " << t.offset << " beta " << t.beta << "; first " << first;
+}
+
+// Shapes that cross tile edges in every dimension, kept small: the
+// emulation starts a thread per CUDA thread.
+void check_layouts(SgemmVariant variant, SgemmWarpTile tile, std::int64_t m, std::int64_t n,
+                   std::int64_t k) {
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  for (Order oa : {Order::row_major, Order::col_major}) {
+    for (Order ob : {Order::row_major, Order::col_major}) {
+      check({m, n, k, oa, ob, Order::row_major}, variant, tile, rng);
+    }
+  }
+  check({m, n, k, Order::col_major, Order::row_major, Order::col_major, 3, 0, 1.0F, 0.0F}, variant,
+        tile, rng);
+  check({m, n, k, Order::row_major, Order::col_major, Order::row_major, 4, 1, -2.0F, 1.0F}, variant,
+        tile, rng);
+}
+
+TEST(SgemmEmulated, Naive) {
+  check_layouts(SgemmVariant::naive, SgemmWarpTile::t128x128x8, 37, 41, 19);
+}
+
+TEST(SgemmEmulated, TiledManual) {
+  check_layouts(SgemmVariant::tiled_manual, SgemmWarpTile::t128x128x8, 33, 31, 40);
+}
+
+TEST(SgemmEmulated, TiledCute) {
+  check_layouts(SgemmVariant::tiled_cute, SgemmWarpTile::t128x128x8, 33, 31, 40);
+}
+
+TEST(SgemmEmulated, RegisterTiled) {
+  check_layouts(SgemmVariant::register_tiled, SgemmWarpTile::t128x128x8, 130, 129, 21);
+}
+
+TEST(SgemmEmulated, WarpTiled128x128x8) {
+  // Whole tiles (the vector path) beside edge tiles, and a partial last k tile.
+  check_layouts(SgemmVariant::warp_tiled, SgemmWarpTile::t128x128x8, 136, 132, 28);
+  // Whole blocks only, through many turns of the double buffer.
+  check_layouts(SgemmVariant::warp_tiled, SgemmWarpTile::t128x128x8, 128, 256, 203);
+}
+
+TEST(SgemmEmulated, WarpTiled128x128x16) {
+  check_layouts(SgemmVariant::warp_tiled, SgemmWarpTile::t128x128x16, 129, 128, 40);
+}
+
+TEST(SgemmEmulated, WarpTiled128x64x8) {
+  check_layouts(SgemmVariant::warp_tiled, SgemmWarpTile::t128x64x8, 131, 130, 17);
+}
+
+TEST(SgemmEmulated, WarpTiled64x64x8) {
+  check_layouts(SgemmVariant::warp_tiled, SgemmWarpTile::t64x64x8, 100, 70, 27);
+}
+
+}  // namespace
