@@ -444,6 +444,37 @@ TEST(ReductionOpsCuda, ThroughAGraph) {
   EXPECT_TRUE(loom::test::close_enough(ReduceOp::sum, h_wholes[5], row7, cols, 0.5, DType::f32));
 }
 
+TEST(ReductionOpsCuda, AlongTheMiddleOfARankThreeTensor) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  auto rng = loom::test::random_engine();
+  const std::int64_t b = 6;
+  const std::int64_t s = 5000;
+  const std::int64_t h = 33;
+  auto bytes = loom::test::random_elements(DType::bf16, static_cast<std::size_t>(b * s * h), rng);
+  auto hx = rt.provide(bytes.data(), DType::bf16, {b, s, h}, loom::Memory::pageable);
+  auto x = rt.tensor(DType::bf16, {b, s, h});
+  auto sums = rt.tensor<float>({b, h});
+  std::vector<float> h_sums(static_cast<std::size_t>(b * h));
+  loom::Graph g;
+  g.copy(hx, x);
+  g.add(loom::ops::fill(sums, std::numeric_limits<float>::quiet_NaN()));
+  g.add(loom::ops::sum(x, 1, sums));
+  g.copy(sums, rt.provide(h_sums.data(), DType::f32, {b, h}, loom::Memory::pageable));
+  rt.submit(g).wait();
+  for (std::int64_t i = 0; i < b; ++i) {
+    for (std::int64_t j = 0; j < h; ++j) {
+      double expected = 0;
+      for (std::int64_t k = 0; k < s; ++k) {
+        expected += loom::test::element_at(bytes.data(), DType::bf16, (i * s + k) * h + j);
+      }
+      EXPECT_TRUE(loom::test::close_enough(
+          ReduceOp::sum, h_sums[static_cast<std::size_t>(i * h + j)], expected, s, 0.5, DType::f32))
+          << "[" << i << ", :, " << j << "]";
+    }
+  }
+}
+
 TEST(ReductionOpsCuda, BadInputsAreRejectedAtSubmitNamingTheTask) {
   LOOM_REQUIRE_GPU();
   loom::Runtime rt;
