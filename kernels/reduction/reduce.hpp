@@ -80,6 +80,10 @@ struct ReduceConfig {
   bool deterministic = false;
   /// warp_shuffle: 16-byte loads in flight per thread (2, 4 or 8), for tuning.
   int unroll = kDefaultUnroll;
+  /// warp_shuffle, default mode: blocks a multiprocessor (0: as many as fit
+  /// at once, from the occupancy calculator), for tuning. The grid is capped
+  /// at kMaxBlocks.
+  int blocks_per_sm = 0;
 };
 
 /// Bytes of device workspace reduce() needs for n elements (0 when none).
