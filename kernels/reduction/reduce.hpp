@@ -39,7 +39,8 @@
 // to another; ReduceConfig::deterministic fixes that grid at
 // kDeterministicBlocks (a function of n only), so every GPU gives the same
 // bits (for one ReduceConfig::unroll: the tuning knob moves elements between
-// threads too). Segmented reductions never depend on the machine.
+// threads too). Segmented reductions never depend on the machine. Both
+// depend on the input's address modulo 16 bytes (where 16-byte loads start).
 
 #include <loom/cuda_interop.hpp>
 #include <loom/dtype.hpp>
