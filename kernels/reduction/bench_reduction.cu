@@ -22,6 +22,7 @@
 
 #include "bench_support.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -256,13 +257,16 @@ BENCHMARK(BM_Reduce)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
-// warp_shuffle's tuning: 16-byte loads in flight per thread (2, 4, 8; the
-// default is kDefaultUnroll), default and deterministic grids, sums.
-// Arguments: unroll, deterministic (0, 1), dtype.
-void BM_ReduceUnroll(benchmark::State& state) {
+// warp_shuffle's tuning, sums: 16-byte loads in flight per thread (2, 4, 8;
+// the default is kDefaultUnroll) and the grid: blocks a multiprocessor (0:
+// from the occupancy calculator, the default; -1: the deterministic grid of
+// kDeterministicBlocks). Arguments: unroll, blocks a multiprocessor, dtype.
+void BM_ReduceTuning(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
-  const ReduceConfig config{ReduceVariant::warp_shuffle, state.range(1) != 0,
-                            static_cast<int>(state.range(0))};
+  ReduceConfig config;
+  config.unroll = static_cast<int>(state.range(0));
+  config.deterministic = state.range(1) < 0;
+  config.blocks_per_sm = static_cast<int>(std::max<std::int64_t>(state.range(1), 0));
   const DType dtype = kDtypes[state.range(2)];
   const void* x = input(dtype);
   DeviceMemory out(2 * sizeof(float));
@@ -282,12 +286,13 @@ void BM_ReduceUnroll(benchmark::State& state) {
   report(state, static_cast<double>(kElements * element_bytes(dtype)), loom_ms, anchor, loom_value,
          read_result(result + 1));
   state.SetLabel("warp_shuffle unroll " + std::to_string(config.unroll) +
-                 (config.deterministic ? " deterministic" : "") + " sum " +
-                 std::string(to_string(dtype)));
+                 (config.deterministic ? std::string(" deterministic")
+                                       : " blocks/SM " + std::to_string(config.blocks_per_sm)) +
+                 " sum " + std::string(to_string(dtype)));
 }
-BENCHMARK(BM_ReduceUnroll)
-    ->ArgsProduct({{2, 4, 8}, {0, 1}, {0, 1}})
-    ->ArgNames({"unroll", "deterministic", "dtype"})
+BENCHMARK(BM_ReduceTuning)
+    ->ArgsProduct({{2, 4, 8}, {-1, 0, 2, 4, 16}, {0, 1}})
+    ->ArgNames({"unroll", "blocks_per_sm", "dtype"})
     ->UseManualTime()
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);

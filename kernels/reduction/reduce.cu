@@ -184,18 +184,20 @@ std::size_t max_first_pass_blocks(std::size_t n, ReduceVariant variant) {
 // or by what the machine holds at once. n alone sets the need (not the head
 // that alignment splits off), so the grid does not move with the address.
 template <class T, ReduceOp kOp, int kUnroll>
-unsigned warp_shuffle_blocks(std::size_t n, bool deterministic) {
+unsigned warp_shuffle_blocks(std::size_t n, const ReduceConfig& config) {
   const std::size_t per_block = std::size_t{kFastBlock} * kUnroll * reduce_detail::kPerVector<T>;
   const std::size_t needed = std::max<std::size_t>(1, ceil_div(n, per_block));
   std::size_t cap = kDeterministicBlocks;
-  if (!deterministic) {
+  if (!config.deterministic) {
     int device = 0;
     int sms = 0;
-    int per_sm = 0;
+    int per_sm = config.blocks_per_sm;
     LOOM_KERNEL_CHECK(cudaGetDevice(&device));
     LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    LOOM_KERNEL_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, reduce_warp_shuffle_kernel<T, kOp, kUnroll>, kFastBlock, 0));
+    if (per_sm <= 0) {
+      LOOM_KERNEL_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &per_sm, reduce_warp_shuffle_kernel<T, kOp, kUnroll>, kFastBlock, 0));
+    }
     cap =
         std::clamp<std::size_t>(static_cast<std::size_t>(sms) * std::max(per_sm, 1), 1, kMaxBlocks);
   }
@@ -225,7 +227,7 @@ WorkspaceLayout carve(void* workspace, std::size_t n, ReduceVariant variant) {
 template <class T, ReduceOp kOp, int kUnroll>
 unsigned launch_warp_shuffle(const T* x, std::size_t n, float* partials, ReduceConfig config,
                              StreamView stream) {
-  const unsigned blocks = warp_shuffle_blocks<T, kOp, kUnroll>(n, config.deterministic);
+  const unsigned blocks = warp_shuffle_blocks<T, kOp, kUnroll>(n, config);
   reduce_warp_shuffle_kernel<T, kOp, kUnroll><<<blocks, kFastBlock, 0, stream>>>(x, n, partials);
   return blocks;
 }

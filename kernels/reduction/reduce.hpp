@@ -39,7 +39,8 @@
 // to another; ReduceConfig::deterministic fixes that grid at
 // kDeterministicBlocks (a function of n only), so every GPU gives the same
 // bits (for one ReduceConfig::unroll: the tuning knob moves elements between
-// threads too). Segmented reductions never depend on the machine.
+// threads too). Segmented reductions never depend on the machine. Both
+// depend on the input's address modulo 16 bytes (where 16-byte loads start).
 
 #include <loom/cuda_interop.hpp>
 #include <loom/dtype.hpp>
@@ -80,6 +81,10 @@ struct ReduceConfig {
   bool deterministic = false;
   /// warp_shuffle: 16-byte loads in flight per thread (2, 4 or 8), for tuning.
   int unroll = kDefaultUnroll;
+  /// warp_shuffle, default mode: blocks a multiprocessor (0: as many as fit
+  /// at once, from the occupancy calculator), for tuning. The grid is capped
+  /// at kMaxBlocks.
+  int blocks_per_sm = 0;
 };
 
 /// Bytes of device workspace reduce() needs for n elements (0 when none).
@@ -117,11 +122,14 @@ std::size_t reduce_segments_workspace_bytes(const Segments& segments);
 
 /// Enqueues the reduction of every segment into out (see Segments). A
 /// warp per segment (split into chunks when few segments are long) where the
-/// elements are contiguous; a thread per segment, neighbours reading
-/// neighbouring segments, where the segments are (column sums). Empty
-/// segments give the identity. Deterministic: the chunking depends on the
-/// shape only. @throws CudaError if a launch fails; InvalidArgument for
-/// another dtype.
+/// elements are at least as close as the segments; a thread per segment,
+/// neighbours reading neighbouring segments (4 or 8 of them a thread with
+/// 16-byte loads where they are contiguous and aligned), where the segments
+/// are closer (column sums). Empty segments give the identity.
+/// Deterministic: the chunking depends on the shape and that alignment only.
+/// `workspace` holds reduce_segments_workspace_bytes() bytes, 16-byte
+/// aligned. @throws CudaError if a launch fails; InvalidArgument for another
+/// dtype.
 void reduce_segments(ReduceOp op, const void* x, DType dtype, const Segments& segments, void* out,
                      DType out_dtype, std::int64_t out_stride, void* workspace, StreamView stream);
 

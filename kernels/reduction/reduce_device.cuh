@@ -95,6 +95,19 @@ __device__ __forceinline__ float fold_vector(float acc, const uint4& raw) {
   return acc;
 }
 
+/// Element e of a 16-byte vector, as f32 (e a compile-time constant after unrolling).
+template <class T>
+__device__ __forceinline__ float vector_element(const uint4& raw, int e) {
+  const unsigned words[4] = {raw.x, raw.y, raw.z, raw.w};
+  if constexpr (std::is_same_v<T, float>) {
+    return __uint_as_float(words[e]);
+  } else {
+    const unsigned word = words[e / 2];
+    const auto bits = static_cast<unsigned short>(e % 2 == 0 ? word & 0xFFFFU : word >> 16);
+    return to_f32(from_bits<T>(bits));
+  }
+}
+
 /// The warp's combined value, in every lane (a butterfly: a fixed order).
 template <ReduceOp kOp>
 __device__ __forceinline__ float warp_reduce(float v) {

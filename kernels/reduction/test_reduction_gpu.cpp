@@ -273,10 +273,12 @@ std::vector<float> run_segments(ReduceOp op, const void* x, DType dtype, const S
 }
 
 void expect_segments(ReduceOp op, const Input& in, const Segments& s, DType out_dtype,
-                     std::int64_t out_stride, const std::string& what) {
-  const auto got = run_segments(op, in.device_at(0), in.dtype, s, out_dtype, out_stride);
+                     std::int64_t out_stride, const std::string& what, std::size_t offset = 0) {
+  const auto got = run_segments(op, in.device_at(offset), in.dtype, s, out_dtype, out_stride);
   std::vector<double> expected(static_cast<std::size_t>(s.batch * s.count));
-  loom::kernels::reduce_segments_reference(op, in.host.data(), in.dtype, s, expected.data());
+  loom::kernels::reduce_segments_reference(
+      op, in.host.data() + offset * loom::test::element_size(in.dtype), in.dtype, s,
+      expected.data());
   std::size_t bad = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
     if (!loom::test::close_enough(op, got[i], expected[i], s.length, 0.5, out_dtype)) {
@@ -343,12 +345,22 @@ TEST(ReduceSegmentsGpu, BatchesOfSegments) {
        "rows 0-3 of each [6, 5000] of three, into a strided output"},
       {Segments{3, 100000, 1, 3, 2, 300000, 3}, 1, 2 * 100000 * 3, "middle of [2, 100000, 3]"},
       {Segments{33, 20, 1, 33, 4099, 660, 33}, 1, 4099 * 660, "middle of [4099, 20, 33]"},
+      // Neighbouring segments contiguous and 16-byte aligned: 16-byte loads.
+      {Segments{64, 1001, 1, 64, 5, 1001 * 64, 64}, 1, 5 * 1001 * 64 + 8,
+       "middle of [5, 1001, 64]"},
+      {Segments{256, 40, 1, 256, 7, 40 * 256, 512}, 2, 7 * 40 * 256 + 8,
+       "middle of [7, 40, 256], into a strided output"},
   };
   for (const Case& c : cases) {
     for (DType dtype : kDtypes) {
       const Input in(dtype, static_cast<std::size_t>(c.elements), rng);
       for (ReduceOp op : kOps) {
         expect_segments(op, in, c.segments, DType::f32, c.out_stride, c.what);
+        // One element on: the same segments without 16-byte alignment.
+        if (c.elements > c.segments.batch * c.segments.batch_stride) {
+          expect_segments(op, in, c.segments, DType::f32, c.out_stride,
+                          std::string(c.what) + " from element 1", 1);
+        }
       }
     }
   }
@@ -359,7 +371,7 @@ TEST(ReduceSegmentsGpu, RepeatedRunsGiveTheSameBits) {
   auto rng = loom::test::random_engine();
   const Input in(DType::f32, 3 * 1000003, rng);
   for (const Segments& s : {Segments{3, 1000003, 1000003, 1}, Segments{1000003, 3, 1, 1000003},
-                            Segments{1, 3 * 1000003, 0, 1}}) {
+                            Segments{1, 3 * 1000003, 0, 1}, Segments{1000, 3000, 1, 1000}}) {
     const auto first = run_segments(ReduceOp::sum, in.device_at(0), DType::f32, s, DType::f32, 1);
     const auto second = run_segments(ReduceOp::sum, in.device_at(0), DType::f32, s, DType::f32, 1);
     ASSERT_EQ(first.size(), second.size());
@@ -442,6 +454,37 @@ TEST(ReductionOpsCuda, ThroughAGraph) {
       loom::test::close_enough(ReduceOp::sum, h_wholes[3], even_sum, n / 2, 0.5, DType::f32));
   EXPECT_TRUE(loom::test::close_enough(ReduceOp::sum, h_wholes[4], sum, n, 0.5, DType::f32));
   EXPECT_TRUE(loom::test::close_enough(ReduceOp::sum, h_wholes[5], row7, cols, 0.5, DType::f32));
+}
+
+TEST(ReductionOpsCuda, AlongTheMiddleOfARankThreeTensor) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  auto rng = loom::test::random_engine();
+  const std::int64_t b = 6;
+  const std::int64_t s = 5000;
+  const std::int64_t h = 33;
+  auto bytes = loom::test::random_elements(DType::bf16, static_cast<std::size_t>(b * s * h), rng);
+  auto hx = rt.provide(bytes.data(), DType::bf16, {b, s, h}, loom::Memory::pageable);
+  auto x = rt.tensor(DType::bf16, {b, s, h});
+  auto sums = rt.tensor<float>({b, h});
+  std::vector<float> h_sums(static_cast<std::size_t>(b * h));
+  loom::Graph g;
+  g.copy(hx, x);
+  g.add(loom::ops::fill(sums, std::numeric_limits<float>::quiet_NaN()));
+  g.add(loom::ops::sum(x, 1, sums));
+  g.copy(sums, rt.provide(h_sums.data(), DType::f32, {b, h}, loom::Memory::pageable));
+  rt.submit(g).wait();
+  for (std::int64_t i = 0; i < b; ++i) {
+    for (std::int64_t j = 0; j < h; ++j) {
+      double expected = 0;
+      for (std::int64_t k = 0; k < s; ++k) {
+        expected += loom::test::element_at(bytes.data(), DType::bf16, (i * s + k) * h + j);
+      }
+      EXPECT_TRUE(loom::test::close_enough(
+          ReduceOp::sum, h_sums[static_cast<std::size_t>(i * h + j)], expected, s, 0.5, DType::f32))
+          << "[" << i << ", :, " << j << "]";
+    }
+  }
 }
 
 TEST(ReductionOpsCuda, BadInputsAreRejectedAtSubmitNamingTheTask) {
