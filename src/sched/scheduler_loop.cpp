@@ -33,8 +33,7 @@ class SchedulerRole final : public ThreadRole {
 
 SchedulerLoop::~SchedulerLoop() { stop(); }
 
-void SchedulerLoop::start(RunMachine& machine, Launcher& host, Launcher* device,
-                          int cuda_device) {
+void SchedulerLoop::start(RunMachine& machine, Launcher& host, Launcher* device, int cuda_device) {
   machine_ = &machine;
   host_ = &host;
   device_ = device;
