@@ -142,7 +142,7 @@ void Waker::detach() {
   target_ = nullptr;
 }
 
-void Waker::fire(void* data) {
+void CUDART_CB Waker::fire(void* data) {
   auto* slot = static_cast<Slot*>(data);
   Waker& w = *slot->waker;
   w.armed_[slot->stream].store(false, std::memory_order_release);
