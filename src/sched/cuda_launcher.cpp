@@ -99,7 +99,8 @@ class CudaLauncher::Resources final : public TaskResources {
     return task_.workspaces.back()->base;
   }
   const DeviceProperties& properties() override {
-    if (!launcher_.properties_) launcher_.properties_ = device_properties(launcher_.options_.device);
+    if (!launcher_.properties_)
+      launcher_.properties_ = device_properties(launcher_.options_.device);
     return *launcher_.properties_;
   }
 
@@ -120,7 +121,8 @@ CudaLauncher::CudaLauncher(CudaLauncherOptions options, CopyEngine& copies, Pois
   events_ = std::make_unique<EventPool>(options_.device);
   timing_events_ = std::make_unique<EventPool>(options_.device, EventTiming::enabled);
   for (int p = 0; p < kPriorityLevels; ++p) {
-    for (int i = 0; i < k_; ++i) streams_.push_back(stream_pool_->acquire(static_cast<Priority>(p)));
+    for (int i = 0; i < k_; ++i)
+      streams_.push_back(stream_pool_->acquire(static_cast<Priority>(p)));
   }
   streams_.push_back(stream_pool_->acquire(Priority::normal));  // collectives
   events_->reserve(64);
@@ -157,7 +159,8 @@ void CudaLauncher::attach(Run& run) {
 std::size_t CudaLauncher::physical(const Run& run, int plan_stream) const noexcept {
   if (plan_stream >= run.plan().collective_stream()) return static_cast<std::size_t>(plan_stream);
   const int priority = plan_stream / k_;
-  return static_cast<std::size_t>(priority * k_ + (plan_stream % k_ + streams_of(run).rotation) % k_);
+  return static_cast<std::size_t>(priority * k_ +
+                                  (plan_stream % k_ + streams_of(run).rotation) % k_);
 }
 
 int CudaLauncher::least_used_rotation(const Run& run, const RunList& runs) {
@@ -236,8 +239,7 @@ void CudaLauncher::start(Run& run) {
   for (std::size_t plan_stream = 0; plan_stream < waited_on.size(); ++plan_stream) {
     if (waited_on[plan_stream] == 0) continue;
     mine.start_marks.push_back(events_->acquire());
-    mine.start_marks.back()->record(
-        streams_[physical(run, static_cast<int>(plan_stream))]->view());
+    mine.start_marks.back()->record(streams_[physical(run, static_cast<int>(plan_stream))]->view());
   }
   if (run.tracing) {
     mine.trace_base = timing_events_->acquire();
@@ -292,8 +294,7 @@ bool CudaLauncher::arm_wakeups(const RunList& runs) {
   return ok;
 }
 
-bool CudaLauncher::take_next_on_stream(RunMachine& machine, Run& run, std::uint32_t t,
-                                       int stream) {
+bool CudaLauncher::take_next_on_stream(RunMachine& machine, Run& run, std::uint32_t t, int stream) {
   const TaskState& ts = run.tasks_state[t];
   const bool skipped = ts.status == TaskStatus::cancelled || ts.status == TaskStatus::failed;
   if (!skipped && (ts.status != TaskStatus::pending || !ts.ready)) return false;

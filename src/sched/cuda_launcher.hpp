@@ -100,8 +100,8 @@ class CudaLauncher final : public Launcher {
   std::unique_ptr<EventPool> events_;
   std::unique_ptr<EventPool> timing_events_;
   std::vector<StreamPool::Lease> streams_;
-  std::vector<std::uint64_t> launches_;  // scheduling thread: launches per executor stream
-  std::vector<int> rotation_load_;       // scheduling thread: scratch
+  std::vector<std::uint64_t> launches_;         // scheduling thread: launches per executor stream
+  std::vector<int> rotation_load_;              // scheduling thread: scratch
   std::optional<DeviceProperties> properties_;  // scheduling thread: read once
   Waker* waker_ = nullptr;                      // host callbacks that wake the scheduler
 };

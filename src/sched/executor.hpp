@@ -79,8 +79,8 @@ class Executor {
   Poison poison_;
   Preparer preparer_;
   std::shared_ptr<WorkerPool> workers_;
-  SchedulerLoop loop_;                   // its thread starts last and stops first
-  CpuLauncher host_;                     // host tasks
+  SchedulerLoop loop_;                    // its thread starts last and stops first
+  CpuLauncher host_;                      // host tasks
   std::unique_ptr<CudaLauncher> device_;  // device tasks and staged copies; null on the CPU backend
   RunMachine machine_;
 };

@@ -30,10 +30,10 @@ using Clock = std::chrono::steady_clock;
 struct TaskState {
   std::uint32_t unmet = 0;  // predecessors not yet satisfied
   TaskStatus status = TaskStatus::pending;
-  bool ready = false;    // every predecessor satisfied (a device task then waits for its turn)
-  bool settled = false;  // terminal, or enqueued in order (later runs may follow it there)
-  bool skipped = false;  // a worker found the run cancelled and did not run it
-  int worker = -1;       // host tasks: the worker that ran it
+  bool ready = false;        // every predecessor satisfied (a device task then waits for its turn)
+  bool settled = false;      // terminal, or enqueued in order (later runs may follow it there)
+  bool skipped = false;      // a worker found the run cancelled and did not run it
+  int worker = -1;           // host tasks: the worker that ran it
   std::exception_ptr error;  // host tasks: what the worker caught
   double start_us = 0;       // host tasks and staged copies, since the run started (trace)
   double end_us = 0;

@@ -35,8 +35,8 @@ class RunMachine {
   /// `host` runs host tasks; `device` (null on the CPU backend) device tasks
   /// and staged copies. `workers` tear runs down and run continuations.
   /// `trace_path`: empty, or the base of each run's Chrome trace file.
-  RunMachine(Launcher& host, Launcher* device, Poison& poison,
-             std::shared_ptr<WorkerPool> workers, std::string trace_path);
+  RunMachine(Launcher& host, Launcher* device, Poison& poison, std::shared_ptr<WorkerPool> workers,
+             std::string trace_path);
   RunMachine(const RunMachine&) = delete;
   RunMachine& operator=(const RunMachine&) = delete;
 
@@ -90,8 +90,8 @@ class RunMachine {
   std::shared_ptr<WorkerPool> workers_;
   std::string trace_path_;
   std::atomic<unsigned long long> run_counter_{0};
-  RunList runs_;                          // scheduling thread only
-  std::vector<Run*> to_start_;            // scheduling thread only: gates just opened
+  RunList runs_;                           // scheduling thread only
+  std::vector<Run*> to_start_;             // scheduling thread only: gates just opened
   std::vector<RunOrdering::RunId> after_;  // scheduling thread only: scratch
   std::vector<Run*> earlier_;              // scheduling thread only: scratch
   RunOrdering ordering_;                   // scheduling thread only

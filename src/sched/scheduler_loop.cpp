@@ -33,8 +33,7 @@ class SchedulerRole final : public ThreadRole {
 
 SchedulerLoop::~SchedulerLoop() { stop(); }
 
-void SchedulerLoop::start(RunMachine& machine, Launcher& host, Launcher* device,
-                          int cuda_device) {
+void SchedulerLoop::start(RunMachine& machine, Launcher& host, Launcher* device, int cuda_device) {
   machine_ = &machine;
   host_ = &host;
   device_ = device;
@@ -143,7 +142,7 @@ void Waker::detach() {
   target_ = nullptr;
 }
 
-void Waker::fire(void* data) {
+void CUDART_CB Waker::fire(void* data) {
   auto* slot = static_cast<Slot*>(data);
   Waker& w = *slot->waker;
   w.armed_[slot->stream].store(false, std::memory_order_release);

@@ -80,7 +80,7 @@ class Waker {
     Waker* waker;
     std::size_t stream;
   };
-  static void fire(void* data);
+  static void CUDART_CB fire(void* data);
 
   std::mutex mutex_;
   SchedulerLoop* target_;  // under mutex_

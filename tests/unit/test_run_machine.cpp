@@ -1,0 +1,380 @@
+// The run state machine alone, driven through fake launchers: which tasks
+// become ready and when, what a failure and a cancel do to the rest of the
+// run, the ordering of runs over the same data, and the run's end, published
+// once. No backend: the fakes record what the machine asks of them, and the
+// test reports outcomes as a launcher would.
+#include "sched/prepare.hpp"
+#include "sched/run_machine.hpp"
+
+#include <loom/error.hpp>
+#include <loom/graph.hpp>
+#include <loom/runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include "support/cpu.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using loom::TaskStatus;
+using loom::detail::Launcher;
+using loom::detail::Placement;
+using TaskRun = loom::detail::Run;  // (gtest's Test::Run hides the plain name)
+using loom::detail::RunList;
+using loom::detail::RunMachine;
+
+// Records what the machine hands it; the test plays the launcher's part.
+class FakeLauncher final : public Launcher {
+ public:
+  bool orders = false;         // orders runs itself (as stream order does)
+  bool fail_on_start = false;  // its setup of a run throws
+  std::vector<std::pair<const TaskRun*, std::uint32_t>> readied;
+  std::vector<const TaskRun*> started;
+  int busy = 0;  // work handed out and not yet seen to end (keeps runs alive)
+
+  bool orders_runs() const noexcept override { return orders; }
+  void start(TaskRun& run) override {
+    started.push_back(&run);
+    if (fail_on_start) throw std::runtime_error("no event to wait with");
+  }
+  void ready(RunMachine&, TaskRun& run, std::uint32_t t) override { readied.emplace_back(&run, t); }
+  bool advance(RunMachine&, TaskRun&) override { return false; }
+  bool idle(const TaskRun&) const override { return busy == 0; }
+
+  std::vector<std::uint32_t> ready_of(const TaskRun& run) const {
+    std::vector<std::uint32_t> out;
+    for (const auto& [r, t] : readied) {
+      if (r == &run) out.push_back(t);
+    }
+    return out;
+  }
+  bool has_started(const TaskRun& run) const {
+    return std::find(started.begin(), started.end(), &run) != started.end();
+  }
+};
+
+using Tasks = std::vector<std::uint32_t>;
+
+class RunMachineTest : public ::testing::Test {
+ protected:
+  loom::Runtime rt{loom::test::cpu(1)};  // for tensors only
+  loom::detail::Poison poison;
+  FakeLauncher host;
+  FakeLauncher device;
+  std::shared_ptr<loom::detail::WorkerPool> workers = std::make_shared<loom::detail::WorkerPool>(1);
+  RunMachine machine{host, &device, poison, workers, ""};
+
+  ~RunMachineTest() override { workers->shutdown(); }
+
+  struct Submitted {
+    TaskRun* run;
+    loom::Future future;
+  };
+
+  // Admits a run of `graph` with the given placements (host for all when empty).
+  Submitted admit(const loom::Graph& graph, std::vector<Placement> placement = {},
+                  std::shared_ptr<loom::detail::CompletionState> completion = nullptr) {
+    if (placement.empty()) placement.assign(graph.size(), Placement::host);
+    auto run =
+        machine.make_run(loom::detail::make_prepared(graph, placement, 2), std::move(completion));
+    TaskRun* raw = run.get();
+    loom::Future future = loom::detail::FutureAccess::make(run->state);
+    machine.admit(std::move(run));
+    return {raw, future};
+  }
+
+  static TaskStatus status(const TaskRun& run, std::uint32_t t) {
+    return run.tasks_state[t].status;
+  }
+
+  // Ends the finished runs; their outcome is published on the worker.
+  void finish_and_wait(const loom::Future& future) {
+    ASSERT_TRUE(machine.finish_runs());
+    future.wait_for(std::chrono::seconds(10));
+    ASSERT_TRUE(future.ready());
+  }
+};
+
+TEST_F(RunMachineTest, ReadyOrderFollowsThePlansEdges) {
+  loom::Graph g;
+  auto a = g.host("a", [] {});
+  auto b = g.host("b", [] {});
+  auto c = g.host("c", [] {});
+  auto d = g.host("d", [] {});
+  a.precede(b, c);
+  d.succeed(b, c);
+  auto [run, future] = admit(g);
+  EXPECT_TRUE(host.ready_of(*run).empty()) << "nothing is ready before the run starts";
+  machine.start_ready_runs();
+  EXPECT_EQ(host.ready_of(*run), (Tasks{0})) << "only the root";
+  machine.running(*run, 0);
+  machine.complete(*run, 0);
+  EXPECT_EQ(host.ready_of(*run), (Tasks{0, 1, 2}));
+  machine.complete(*run, 2);
+  EXPECT_EQ(host.ready_of(*run), (Tasks{0, 1, 2})) << "d waits for b too";
+  EXPECT_FALSE(machine.finish_runs());
+  machine.complete(*run, 1);
+  EXPECT_EQ(host.ready_of(*run), (Tasks{0, 1, 2, 3}));
+  EXPECT_FALSE(machine.finish_runs()) << "d has not ended";
+  machine.complete(*run, 3);
+  EXPECT_TRUE(device.readied.empty());
+  ASSERT_NO_FATAL_FAILURE(finish_and_wait(future));
+  EXPECT_EQ(future.error(), nullptr);
+  for (const auto& r : future.report()) EXPECT_EQ(r.status, TaskStatus::completed) << r.name;
+}
+
+TEST_F(RunMachineTest, AFailureNamesItsTaskCancelsDependantsAndSparesIndependentTasks) {
+  loom::Graph g;
+  auto a = g.host("a", [] {});
+  auto b = g.host("b", [] {});
+  auto c = g.host("c", [] {});
+  g.host("x", [] {});
+  a.precede(b);
+  b.precede(c);
+  auto [run, future] = admit(g);
+  machine.start_ready_runs();
+  EXPECT_EQ(host.ready_of(*run), (Tasks{0, 3}));
+  machine.fail(*run, 0, std::make_exception_ptr(std::runtime_error("boom")));
+  EXPECT_EQ(status(*run, 0), TaskStatus::failed);
+  EXPECT_EQ(status(*run, 1), TaskStatus::cancelled);
+  EXPECT_EQ(status(*run, 2), TaskStatus::cancelled);
+  EXPECT_EQ(status(*run, 3), TaskStatus::pending) << "independent work is not lost";
+  EXPECT_FALSE(machine.finish_runs()) << "x has not run";
+  machine.complete(*run, 3);
+  EXPECT_EQ(host.ready_of(*run), (Tasks{0, 3})) << "no dependant of a became ready";
+  ASSERT_NO_FATAL_FAILURE(finish_and_wait(future));
+  try {
+    future.wait();
+    FAIL() << "the run's error was not rethrown";
+  } catch (const loom::Error& e) {
+    EXPECT_EQ(e.task(), "a");
+    EXPECT_NE(std::string(e.what()).find("boom"), std::string::npos) << e.what();
+  }
+  const auto report = future.report();
+  EXPECT_EQ(report[0].status, TaskStatus::failed);
+  EXPECT_NE(report[0].error.find("boom"), std::string::npos);
+  EXPECT_EQ(report[1].status, TaskStatus::cancelled);
+  EXPECT_EQ(report[1].error, "cancelled: task 'a' failed");
+  EXPECT_EQ(report[2].status, TaskStatus::cancelled);
+  EXPECT_EQ(report[3].status, TaskStatus::completed);
+}
+
+TEST_F(RunMachineTest, CancelTakesPendingTasksAndWaitsForRunningOnes) {
+  loom::Graph g;
+  auto a = g.host("a", [] {});
+  auto b = g.host("b", [] {});
+  g.host("c", [] {});
+  a.precede(b);
+  auto [run, future] = admit(g);
+  machine.start_ready_runs();
+  machine.running(*run, 0);  // a was handed to a worker; c waits for its round
+  future.cancel();
+  EXPECT_TRUE(machine.advance(*run));
+  EXPECT_EQ(status(*run, 0), TaskStatus::running);
+  EXPECT_EQ(status(*run, 1), TaskStatus::cancelled);
+  EXPECT_EQ(status(*run, 2), TaskStatus::cancelled) << "ready, not yet running: taken";
+  EXPECT_FALSE(machine.finish_runs()) << "a still runs: the run outlives it";
+  machine.complete(*run, 0);
+  EXPECT_EQ(host.ready_of(*run), (Tasks{0, 2})) << "b never became ready";
+  ASSERT_NO_FATAL_FAILURE(finish_and_wait(future));
+  EXPECT_THROW(future.wait(), loom::Cancelled);
+  EXPECT_EQ(future.report()[0].status, TaskStatus::completed);
+  EXPECT_EQ(future.report()[1].error, "cancelled: the run was cancelled by the user");
+}
+
+TEST_F(RunMachineTest, ATaskSkippedOnAWorkerCancelsItsDependants) {
+  loom::Graph g;
+  auto a = g.host("a", [] {});
+  auto b = g.host("b", [] {});
+  a.precede(b);
+  auto [run, future] = admit(g);
+  machine.start_ready_runs();
+  machine.running(*run, 0);
+  machine.skipped(*run, 0);
+  EXPECT_EQ(status(*run, 1), TaskStatus::cancelled);
+  ASSERT_NO_FATAL_FAILURE(finish_and_wait(future));
+  EXPECT_EQ(future.report()[1].error, "cancelled: task 'a' was cancelled");
+}
+
+TEST_F(RunMachineTest, DeviceSuccessorsAreReadyAtEnqueueHostSuccessorsAtCompletion) {
+  loom::Graph g;
+  auto a = g.host("a", [] {});
+  auto b = g.host("b", [] {});
+  auto h = g.host("h", [] {});
+  a.precede(b, h);
+  auto [run, future] = admit(g, {Placement::device, Placement::device, Placement::host});
+  machine.start_ready_runs();
+  EXPECT_EQ(device.ready_of(*run), (Tasks{0}));
+  machine.enqueued(*run, 0);
+  EXPECT_EQ(status(*run, 0), TaskStatus::running);
+  EXPECT_EQ(device.ready_of(*run), (Tasks{0, 1})) << "the device orders a -> b itself";
+  EXPECT_TRUE(host.ready_of(*run).empty()) << "h waits until a has ended";
+  machine.complete(*run, 0);
+  EXPECT_EQ(host.ready_of(*run), (Tasks{2}));
+  EXPECT_EQ(device.ready_of(*run), (Tasks{0, 1})) << "b is not made ready twice";
+  machine.enqueued(*run, 1);
+  machine.complete(*run, 1);
+  machine.running(*run, 2);
+  machine.complete(*run, 2);
+  device.busy = 1;  // the launcher still watches work of the run
+  EXPECT_FALSE(machine.finish_runs());
+  device.busy = 0;
+  ASSERT_NO_FATAL_FAILURE(finish_and_wait(future));
+  EXPECT_EQ(future.error(), nullptr);
+}
+
+TEST_F(RunMachineTest, RunsOverTheSameDataFollowRunsOverDisjointDataDoNot) {
+  auto x = rt.tensor<float>({16});
+  auto y = rt.tensor<float>({16});
+  loom::Graph first;
+  first.host("write x", [] {}, {}, {x});
+  loom::Graph second;
+  second.host("read x", [] {}, {x});
+  loom::Graph other;
+  other.host("write y", [] {}, {}, {y});
+  auto [r1, f1] = admit(first);
+  auto [r2, f2] = admit(second);
+  auto [r3, f3] = admit(other);
+  machine.start_ready_runs();
+  EXPECT_TRUE(host.has_started(*r1));
+  EXPECT_FALSE(host.has_started(*r2)) << "it reads what the first run writes";
+  EXPECT_TRUE(host.has_started(*r3)) << "disjoint data: the runs overlap";
+  machine.complete(*r1, 0);
+  EXPECT_FALSE(host.has_started(*r2));
+  ASSERT_TRUE(machine.finish_runs());
+  machine.start_ready_runs();
+  EXPECT_TRUE(host.has_started(*r2)) << "the first run is over";
+  EXPECT_EQ(host.ready_of(*r2), (Tasks{0}));
+  machine.complete(*r2, 0);
+  machine.complete(*r3, 0);
+  ASSERT_TRUE(machine.finish_runs());
+  f1.wait();
+  f2.wait();
+  f3.wait();
+}
+
+TEST_F(RunMachineTest, DeviceRunsFollowOnceTheEarlierRunIsWhollyEnqueued) {
+  device.orders = true;
+  auto x = rt.tensor<float>({16});
+  loom::Graph first;
+  auto w1 = first.host("w1", [] {}, {}, {x});
+  auto w2 = first.host("w2", [] {}, {}, {x});
+  (void)w1, (void)w2;
+  loom::Graph second;
+  second.host("r", [] {}, {x});
+  auto [r1, f1] = admit(first, {Placement::device, Placement::device});
+  auto [r2, f2] = admit(second, {Placement::device});
+  machine.start_ready_runs();
+  EXPECT_FALSE(device.has_started(*r2));
+  machine.enqueued(*r1, 0);
+  machine.start_ready_runs();
+  EXPECT_FALSE(device.has_started(*r2)) << "w2 is not enqueued yet";
+  machine.enqueued(*r1, 1);
+  machine.start_ready_runs();
+  EXPECT_TRUE(device.has_started(*r2)) << "the device orders it after the first run's work";
+  EXPECT_FALSE(f1.ready());
+  machine.complete(*r1, 0);
+  machine.complete(*r1, 1);
+  machine.enqueued(*r2, 0);
+  machine.complete(*r2, 0);
+  ASSERT_TRUE(machine.finish_runs());
+  f1.wait();
+  f2.wait();
+}
+
+TEST_F(RunMachineTest, ARunWithHostTasksFollowsOnlyOnceTheEarlierRunIsOver) {
+  device.orders = true;
+  auto x = rt.tensor<float>({16});
+  loom::Graph first;
+  first.host("w", [] {}, {}, {x});
+  loom::Graph second;
+  second.host("r", [] {}, {x});
+  auto [r1, f1] = admit(first, {Placement::device});
+  auto [r2, f2] = admit(second, {Placement::host});
+  machine.start_ready_runs();
+  machine.enqueued(*r1, 0);
+  machine.start_ready_runs();
+  EXPECT_FALSE(host.has_started(*r2)) << "host work cannot be ordered on a stream";
+  machine.complete(*r1, 0);
+  ASSERT_TRUE(machine.finish_runs());
+  machine.start_ready_runs();
+  EXPECT_TRUE(host.has_started(*r2));
+  machine.complete(*r2, 0);
+  ASSERT_TRUE(machine.finish_runs());
+  f2.wait();
+}
+
+TEST_F(RunMachineTest, ALauncherThatCannotStartARunFailsItsTasksByName) {
+  device.fail_on_start = true;
+  loom::Graph g;
+  auto a = g.host("first", [] {});
+  auto b = g.host("second", [] {});
+  a.precede(b);
+  auto [run, future] = admit(g, {Placement::device, Placement::device});
+  machine.start_ready_runs();
+  EXPECT_TRUE(device.readied.empty());
+  EXPECT_EQ(status(*run, 0), TaskStatus::failed);
+  EXPECT_NE(status(*run, 1), TaskStatus::pending);
+  ASSERT_NO_FATAL_FAILURE(finish_and_wait(future));
+  try {
+    future.wait();
+    FAIL() << "the run's error was not rethrown";
+  } catch (const loom::Error& e) {
+    EXPECT_EQ(e.task(), "first");
+    EXPECT_NE(std::string(e.what()).find("no event to wait with"), std::string::npos);
+  }
+}
+
+TEST_F(RunMachineTest, TheEndIsPublishedOnceWithContinuationsAndTheCompletion) {
+  loom::Graph g;
+  g.host("only", [] {});
+  auto completion = std::make_shared<loom::detail::CompletionState>();
+  auto [run, future] = admit(g, {}, completion);
+  std::atomic<int> continued{0};
+  std::promise<void> ran;
+  future.then([&](const loom::Future&) {
+    if (++continued == 1) ran.set_value();
+  });
+  machine.start_ready_runs();
+  machine.complete(*run, 0);
+  machine.complete(*run, 0);  // a repeated report ends nothing twice
+  ASSERT_TRUE(machine.finish_runs());
+  EXPECT_FALSE(machine.finish_runs()) << "the run is gone";
+  machine.wait_idle();
+  EXPECT_TRUE(future.ready());
+  EXPECT_TRUE(completion->done);
+  EXPECT_EQ(ran.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  workers->shutdown();
+  EXPECT_EQ(continued.load(), 1);
+}
+
+TEST_F(RunMachineTest, AStickyCudaFaultPoisons) {
+  loom::Graph g;
+  g.host("kernel", [] {});
+  g.host("other", [] {});
+  auto [run, future] = admit(g, {Placement::device, Placement::device});
+  machine.start_ready_runs();
+  machine.fail(*run, 0, std::make_exception_ptr(loom::CudaError(2, "out of memory")));
+  EXPECT_FALSE(poison.poisoned()) << "an ordinary CUDA error leaves the device usable";
+  machine.fail(*run, 1, std::make_exception_ptr(loom::CudaError(700, "illegal address")));
+  ASSERT_TRUE(poison.poisoned());
+  try {
+    poison.throw_if_poisoned();
+    FAIL();
+  } catch (const loom::CudaError& e) {
+    EXPECT_EQ(e.task(), "other") << "the poisoning error names its task";
+  }
+  ASSERT_NO_FATAL_FAILURE(finish_and_wait(future));
+}
+
+}  // namespace
