@@ -192,7 +192,9 @@ void sgemm_arguments(benchmark::internal::Benchmark* b) {
   }
   // The default variant's other operand layouts at 4096^3.
   const auto warp = static_cast<std::int64_t>(SgemmVariant::warp_tiled);
-  for (int layout = 1; layout < 4; ++layout) b->Args({warp, 0, 4096, 4096, 4096, layout});
+  for (int layout = 1; layout < 4; ++layout) {
+    for (int t : {0, 1}) b->Args({warp, t, 4096, 4096, 4096, layout});
+  }
 }
 
 BENCHMARK(BM_Sgemm)

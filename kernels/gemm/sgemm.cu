@@ -74,9 +74,12 @@ SgemmWarpTile default_warp_tile(std::int64_t m, std::int64_t n, int sm_count) no
   const auto blocks = [&](int bm, int bn) {
     return static_cast<std::int64_t>(tiles(m, bm)) * tiles(n, bn);
   };
-  // Below a wave of 128 x 128 blocks, 64 x 64 ones keep more warps on each
-  // SM than 128 x 64 ones would (one 4-warp block an SM at 1024^3).
-  return blocks(128, 128) >= sm_count ? SgemmWarpTile::t128x128x8 : SgemmWarpTile::t64x64x8;
+  // Measured on the H200 (bench_gemm, 2026-12-03): with a wave or more of
+  // 128 x 128 blocks, BK = 16 beats BK = 8 (45.2 against 39.1 TFLOP/s at
+  // 4096^3, 36.5 against 33.5 at 3000 x 5000 x 1000: half the barriers a K
+  // step, despite a few spilled bytes); below a wave, 64 x 64 blocks keep more
+  // warps on each SM (26.2 TFLOP/s at 1024^3 against 19.2 for 128 x 128 x 16).
+  return blocks(128, 128) >= sm_count ? SgemmWarpTile::t128x128x16 : SgemmWarpTile::t64x64x8;
 }
 
 void sgemm(const SgemmArgs& args, StreamView stream, SgemmVariant variant, SgemmWarpTile tile) {

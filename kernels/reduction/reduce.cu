@@ -180,24 +180,21 @@ std::size_t max_first_pass_blocks(std::size_t n, ReduceVariant variant) {
   return ceil_div(n, teaching_span(variant));
 }
 
-// warp_shuffle's grid: what n needs, capped by a fixed count (deterministic)
-// or by what the machine holds at once. n alone sets the need (not the head
-// that alignment splits off), so the grid does not move with the address.
+// warp_shuffle's grid: what n needs, capped by a fixed count (the default,
+// and always in deterministic mode) or, when tuning asks for blocks a
+// multiprocessor, by the machine. n alone sets the need (not the head that
+// alignment splits off), so the grid does not move with the address.
 template <class T, ReduceOp kOp, int kUnroll>
 unsigned warp_shuffle_blocks(std::size_t n, const ReduceConfig& config) {
   const std::size_t per_block = std::size_t{kFastBlock} * kUnroll * reduce_detail::kPerVector<T>;
   const std::size_t needed = std::max<std::size_t>(1, ceil_div(n, per_block));
   std::size_t cap = kDeterministicBlocks;
-  if (!config.deterministic) {
+  if (!config.deterministic && config.blocks_per_sm > 0) {
     int device = 0;
     int sms = 0;
-    int per_sm = config.blocks_per_sm;
+    const int per_sm = config.blocks_per_sm;
     LOOM_KERNEL_CHECK(cudaGetDevice(&device));
     LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    if (per_sm <= 0) {
-      LOOM_KERNEL_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &per_sm, reduce_warp_shuffle_kernel<T, kOp, kUnroll>, kFastBlock, 0));
-    }
     cap =
         std::clamp<std::size_t>(static_cast<std::size_t>(sms) * std::max(per_sm, 1), 1, kMaxBlocks);
   }

@@ -33,14 +33,16 @@
 //
 // Determinism: no variant uses atomics; every thread folds a fixed set of
 // elements in a fixed order and trees combine them in a fixed order, so the
-// same input on the same device gives the same bits on every run. The one
-// thing that depends on the machine is warp_shuffle's grid (the SM count
-// times the blocks an SM holds), which changes the rounding from one GPU model
-// to another; ReduceConfig::deterministic fixes that grid at
-// kDeterministicBlocks (a function of n only), so every GPU gives the same
-// bits (for one ReduceConfig::unroll: the tuning knob moves elements between
-// threads too). Segmented reductions never depend on the machine. Both
-// depend on the input's address modulo 16 bytes (where 16-byte loads start).
+// same input on the same device gives the same bits on every run.
+// warp_shuffle's grid is kDeterministicBlocks (capped by what n needs: a
+// function of n only), so every GPU gives the same bits too (for one
+// ReduceConfig::unroll: the tuning knob moves elements between threads).
+// That fixed grid is also the faster one on the H200 (bench_reduction,
+// 2026-12-03: 1.00x CUB for an f32 sum of 2^30 against 0.98x for a grid of
+// the SM count times the blocks an SM holds). Only the tuning knob
+// ReduceConfig::blocks_per_sm sizes the grid from the machine, and then
+// ReduceConfig::deterministic (keep the fixed grid) wins. Segmented reductions never depend on the
+// machine. Both depend on the input's address modulo 16 bytes (where 16-byte loads start).
 
 #include <loom/cuda_interop.hpp>
 #include <loom/dtype.hpp>
@@ -81,9 +83,8 @@ struct ReduceConfig {
   bool deterministic = false;
   /// warp_shuffle: 16-byte loads in flight per thread (2, 4 or 8), for tuning.
   int unroll = kDefaultUnroll;
-  /// warp_shuffle, default mode: blocks a multiprocessor (0: as many as fit
-  /// at once, from the occupancy calculator), for tuning. The grid is capped
-  /// at kMaxBlocks.
+  /// warp_shuffle, for tuning: blocks a multiprocessor (0: the fixed grid of
+  /// kDeterministicBlocks, the default). The grid is capped at kMaxBlocks.
   int blocks_per_sm = 0;
 };
 
