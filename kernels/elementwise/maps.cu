@@ -77,15 +77,14 @@ constexpr int kElemsPerVector = kVectorBytes / static_cast<int>(sizeof(Out));
 // Bytes one vector of T occupies, and so its alignment: 8 for the narrow
 // input of a widening cast, 16 otherwise (a 32-byte vector is two 16-byte accesses).
 template <class T, int N>
-constexpr int kPackAlign = std::min(kVectorBytes, N * static_cast<int>(sizeof(T)));
+constexpr int kPackAlign = std::min(kVectorBytes, N* static_cast<int>(sizeof(T)));
 
 // Vectors a thread moves: kMapVectorsPerThread, or more where an input
 // vector is narrower than 16 bytes, so that every thread keeps at least
 // 32 bytes of each input in flight.
 template <class In, class Out>
-constexpr int kVectorsPerThread =
-    kMapVectorsPerThread * std::max(1, kVectorBytes / (kElemsPerVector<In, Out> *
-                                                       static_cast<int>(sizeof(In))));
+constexpr int kVectorsPerThread = kMapVectorsPerThread* std::max(
+    1, kVectorBytes / (kElemsPerVector<In, Out> * static_cast<int>(sizeof(In))));
 
 template <class T, int N>
 struct alignas(kPackAlign<T, N>) Pack {
@@ -244,7 +243,8 @@ unsigned machine_blocks() {
 }
 
 bool aligned(const void* p, int alignment) {
-  return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % static_cast<unsigned>(alignment) == 0;
+  return p == nullptr ||
+         reinterpret_cast<std::uintptr_t>(p) % static_cast<unsigned>(alignment) == 0;
 }
 
 // The number of leading elements after which every operand is aligned to
@@ -286,7 +286,7 @@ void launch_contiguous(F f, const In* x, const In* y, Out* out, std::size_t n, S
       const std::size_t vectors = (n - h) / kV;
       constexpr std::size_t kPerBlock = std::size_t{kBlock} * kVectorsPerThread<In, Out>;
       map_vectorized<<<blocks_for(vectors, kPerBlock), kBlock, 0, stream>>>(f, x, y, out, n, h,
-                                                                             vectors);
+                                                                            vectors);
       break;
     }
   }

@@ -150,9 +150,8 @@ TEST(ElementwiseReference, GeluTanhIsTheTanhFormEvenAtTheEnds) {
         << "gelu(" << x[i] << ") = " << g[i] << ", want " << want;
   }
   const float inf = std::numeric_limits<float>::infinity();
-  const auto e = run_reference(MapKind::gelu_tanh, {inf, -inf, std::nanf(""), -20.0F, 20.0F,
-                                                    1e-30F, -1e-30F},
-                               {});
+  const auto e = run_reference(MapKind::gelu_tanh,
+                               {inf, -inf, std::nanf(""), -20.0F, 20.0F, 1e-30F, -1e-30F}, {});
   EXPECT_EQ(e[0], inf);
   EXPECT_TRUE(std::isnan(e[1])) << "-inf (1 + tanh(-inf)) is -inf * 0";
   EXPECT_TRUE(std::isnan(e[2]));
