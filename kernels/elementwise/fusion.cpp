@@ -233,24 +233,41 @@ std::string fused_source(const FusedProgram& p) {
   s << "  #pragma unroll\n  for (int u = 0; u < LOOM_U; ++u) {\n"
     << "    at[u] = (first + (loom_u64)u * " << kBlock << ") * LOOM_V;\n"
     << "    whole[u] = p.vector_ok && at[u] + LOOM_V <= p.n;\n  }\n";
-  // Loads: every input's elements for this thread, a vector (one 8- or
-  // 16-byte access, or two 16-byte ones) at a time where whole.
+  // Loads: every whole vector of every input first, as raw words, so that
+  // they are all in flight together; only then are they widened. (Widening
+  // in the branch that loads would make each load wait for its data before
+  // the next is issued: one DRAM latency a vector instead of one in all.)
+  const auto chunk_type = [&](DType d) {
+    return v * element_bytes(d) < kVectorBytes ? "loom_v8" : "loom_v16";
+  };
+  const auto chunk_count = [&](DType d) {
+    return std::max(1, v * element_bytes(d) / kVectorBytes);
+  };
+  for (std::size_t i = 0; i < p.inputs.size(); ++i) {
+    s << "  " << chunk_type(p.inputs[i]) << " raw" << i << "[LOOM_U][" << chunk_count(p.inputs[i])
+      << "];\n";
+  }
+  s << "  #pragma unroll\n  for (int u = 0; u < LOOM_U; ++u) {\n    if (whole[u]) {\n";
+  for (std::size_t i = 0; i < p.inputs.size(); ++i) {
+    const DType d = p.inputs[i];
+    const std::string chunk = chunk_type(d);
+    s << "      #pragma unroll\n      for (int j = 0; j < " << chunk_count(d) << "; ++j) raw" << i
+      << "[u][j] = ((const " << chunk << "*)((const " << storage_type(d) << "*)p.in[" << i
+      << "] + at[u]))[j];\n";
+  }
+  s << "    }\n  }\n";
+  // Widening, and the element-wise loads of a partial or misaligned vector.
   for (std::size_t i = 0; i < p.inputs.size(); ++i) {
     const DType d = p.inputs[i];
     const std::string t = storage_type(d);
-    const int vector_bytes = v * element_bytes(d);
-    const std::string chunk = vector_bytes < kVectorBytes ? "loom_v8" : "loom_v16";
-    const int chunks = std::max(1, vector_bytes / kVectorBytes);
     s << "  float x" << i << "[" << elements << "];\n";
     s << "  #pragma unroll\n  for (int u = 0; u < LOOM_U; ++u) {\n"
-      << "    const " << t << "* src = (const " << t << "*)p.in[" << i << "] + at[u];\n"
-      << "    if (whole[u]) {\n      " << chunk << " raw[" << chunks << "];\n"
-      << "      #pragma unroll\n      for (int j = 0; j < " << chunks << "; ++j) raw[j] = ((const "
-      << chunk << "*)src)[j];\n"
-      << "      const " << t << "* e_ = (const " << t << "*)raw;\n"
+      << "    if (whole[u]) {\n"
+      << "      const " << t << "* e_ = (const " << t << "*)raw" << i << "[u];\n"
       << "      #pragma unroll\n      for (int e = 0; e < LOOM_V; ++e) x" << i
       << "[u * LOOM_V + e] = " << widen_expr(d, "e_[e]") << ";\n"
       << "    } else {\n"
+      << "      const " << t << "* src = (const " << t << "*)p.in[" << i << "] + at[u];\n"
       << "      #pragma unroll\n      for (int e = 0; e < LOOM_V; ++e) x" << i
       << "[u * LOOM_V + e] = at[u] + e < p.n ? " << widen_expr(d, "src[e]") << " : 0.0f;\n"
       << "    }\n  }\n";

@@ -533,17 +533,17 @@ TEST(ElementwiseFusion, GeneratedKernelsMoveWholeVectors) {
   };
   const std::string bf16 = source(DType::bf16, DType::bf16);
   EXPECT_TRUE(has(bf16, "#define LOOM_V 8\n#define LOOM_U 2\n")) << bf16;
-  EXPECT_TRUE(has(bf16, "loom_v16 raw[1];")) << bf16;
+  EXPECT_TRUE(has(bf16, "loom_v16 raw0[LOOM_U][1];")) << bf16;
   EXPECT_TRUE(has(bf16, "raw.w[w] = loom_f2bf2(")) << bf16;
   EXPECT_FALSE(has(bf16, "tanhf")) << bf16;
   const std::string f16 = source(DType::f16, DType::f16);
   EXPECT_TRUE(has(f16, "raw.w[w] = loom_f2h2(")) << f16;
   const std::string widening = source(DType::f16, DType::f32);  // 8-byte input vectors, 4 a thread
   EXPECT_TRUE(has(widening, "#define LOOM_V 4\n#define LOOM_U 4\n")) << widening;
-  EXPECT_TRUE(has(widening, "loom_v8 raw[1];")) << widening;
+  EXPECT_TRUE(has(widening, "loom_v8 raw0[LOOM_U][1];")) << widening;
   const std::string narrowing = source(DType::f32, DType::bf16);  // 32-byte input vectors
   EXPECT_TRUE(has(narrowing, "#define LOOM_V 8\n#define LOOM_U 2\n")) << narrowing;
-  EXPECT_TRUE(has(narrowing, "loom_v16 raw[2];")) << narrowing;
+  EXPECT_TRUE(has(narrowing, "loom_v16 raw0[LOOM_U][2];")) << narrowing;
   const std::string f32 = source(DType::f32, DType::f32);
   EXPECT_TRUE(has(f32, "#define LOOM_V 4\n#define LOOM_U 2\n")) << f32;
 }
