@@ -297,7 +297,7 @@ TEST(ElementwiseGpu, FusedKernelMatchesItsCpuInterpretation) {
                                    stream.view());
           stream.synchronize();
           std::string trespass;
-          // gelu (tanhf) and axpby (a fused multiply-add) differ in the last bits.
+          // gelu (exp2f, a fast division) and axpby (a fused multiply-add) differ in the last bits.
           EXPECT_EQ(loom::test::compare(dout.download(&trespass), want, false), "")
               << to_string(in) << "->" << to_string(out) << " n=" << n << " misalign " << misalign;
           EXPECT_EQ(trespass, "");
