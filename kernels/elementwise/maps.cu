@@ -77,14 +77,16 @@ constexpr int kElemsPerVector = kVectorBytes / static_cast<int>(sizeof(Out));
 // Bytes one vector of T occupies, and so its alignment: 8 for the narrow
 // input of a widening cast, 16 otherwise (a 32-byte vector is two 16-byte accesses).
 template <class T, int N>
-constexpr int kPackAlign = std::min(kVectorBytes, N* static_cast<int>(sizeof(T)));
+constexpr int kPackAlign = std::min(kVectorBytes, static_cast<int>(sizeof(T)) * N);
 
 // Vectors a thread moves: kMapVectorsPerThread, or more where an input
 // vector is narrower than 16 bytes, so that every thread keeps at least
 // 32 bytes of each input in flight.
 template <class In, class Out>
-constexpr int kVectorsPerThread = kMapVectorsPerThread* std::max(
-    1, kVectorBytes / (kElemsPerVector<In, Out> * static_cast<int>(sizeof(In))));
+constexpr int kInputVectorBytes = static_cast<int>(sizeof(In)) * kElemsPerVector<In, Out>;
+template <class In, class Out>
+constexpr int kVectorsPerThread =
+    std::max(1, kVectorBytes / kInputVectorBytes<In, Out>) * kMapVectorsPerThread;
 
 template <class T, int N>
 struct alignas(kPackAlign<T, N>) Pack {
@@ -139,10 +141,10 @@ __global__ void __launch_bounds__(kBlock)
 }
 
 // The body is `vectors` vectors of kV elements from element `head` on, where
-// every operand is aligned to its vector (kPackAlign). Block b owns kBlock * kU consecutive
-// vectors and thread t takes vectors t, t + kBlock, ... of them, so each
-// warp's accesses stay contiguous. All loads come before any store: the
-// loads of a thread are in flight together.
+// every operand is aligned to its part of a vector (kPackAlign). Block b
+// owns kBlock * kU consecutive vectors and thread t takes vectors t,
+// t + kBlock, ... of them, so each warp's accesses stay contiguous. All
+// loads come before any store: the loads of a thread are in flight together.
 template <class F, class In, class Out>
 __global__ void __launch_bounds__(kBlock)
     map_vectorized(F f, const In* gX, const In* gY, Out* gOut, std::size_t n, std::size_t head,
