@@ -505,8 +505,10 @@ TEST(ElementwiseFusion, GeneratedKernelsCompileWithNvrtc) {
                 {Op::round, 6, -1, 0, DType::f16},
                 {Op::round, 7, -1, 0, DType::bf16},
                 {Op::add, 8, 0}};
-      // sm_90 (the target) and sm_75, which lacks the paired 16-bit conversions.
+      // sm_90 (the target); for 16-bit outputs also sm_75, which lacks the
+      // hardware bf16 and paired 16-bit conversions (the fallbacks compile).
       for (const auto& [major, minor] : {std::pair{9, 0}, std::pair{7, 5}}) {
+        if (major == 7 && out == DType::f32) continue;
         const auto cubin =
             loom::kernels::nvrtc_compile(loom::kernels::fused_source(p), major, minor);
         EXPECT_GT(cubin.size(), 0U)
