@@ -195,8 +195,9 @@ BENCHMARK(BM_MapStrided)
 
 // gelu(relu(1.5 x - 0.5 y) * x) over inputs and output of one dtype (arg 0):
 // four maps. Fused: one kernel, 2 reads + 1 write an element. Unfused: four
-// kernels through an f32 temporary. One pass: an add over the same inputs
-// and output, the same bytes, the least any kernel of this shape can take.
+// kernels through a temporary of that dtype. One pass: an add over the same
+// inputs and output (the same dtype, so the same bytes), the least any
+// kernel of this shape can take.
 void BM_FusedChain(benchmark::State& state) {
   if (loom::bench::skip_without_gpu(state)) return;
   const auto d = static_cast<DType>(state.range(0));
@@ -246,6 +247,7 @@ void BM_FusedChain(benchmark::State& state) {
 }
 BENCHMARK(BM_FusedChain)
     ->Arg(static_cast<int>(DType::f32))
+    ->Arg(static_cast<int>(DType::f16))
     ->Arg(static_cast<int>(DType::bf16))
     ->UseManualTime()
     ->Iterations(1)

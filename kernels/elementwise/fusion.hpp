@@ -50,7 +50,9 @@ namespace loom::kernels {
 inline constexpr int kFusedMaxInputs = 8;
 inline constexpr int kFusedMaxConstants = 32;
 inline constexpr int kFusedMaxInstructions = 256;
-/// 16-byte vectors of the narrowest operand each thread of the fused kernel moves.
+/// 16-byte vectors of the output each thread of the fused kernel moves;
+/// twice as many where an input is 16-bit and the output f32 (8-byte input
+/// vectors), so that each thread keeps 32 bytes of every input in flight.
 inline constexpr int kFusedVectorsPerThread = 2;
 inline constexpr const char* kFusedKernelName = "loom_fused_map";
 

@@ -63,17 +63,61 @@ __device__ __forceinline__ void map_one(const F& f, const In* gX, const In* gY, 
   }
 }
 
-// Elements a 16-byte vector of the narrower operand holds; the wider operand
-// then moves a whole number of 16-byte vectors too.
+// Elements one vector holds: 16 bytes of the output, so that every store
+// instruction of a warp writes 512 contiguous bytes. L1 merges no stores
+// across instructions: were the output wider than 16 bytes a thread (as when
+// the vector followed the narrower input of a widening cast), each of a
+// thread's two stores would fill half of every 32-byte sector it touches,
+// doubling the write requests the L2 sees (widening casts laid out so ran at
+// 0.71 of a copy). A wider input is harmless: of its two 16-byte loads the
+// second is served from the lines L1 kept for the first.
 template <class In, class Out>
-constexpr int kElemsPerVector = kVectorBytes / static_cast<int>(sizeof(In) < sizeof(Out)
-                                                                    ? sizeof(In)
-                                                                    : sizeof(Out));
+constexpr int kElemsPerVector = kVectorBytes / static_cast<int>(sizeof(Out));
+
+// Bytes one vector of T occupies, and so its alignment: 8 for the narrow
+// input of a widening cast, 16 otherwise (a 32-byte vector is two 16-byte accesses).
+template <class T, int N>
+constexpr int kPackAlign = std::min(kVectorBytes, static_cast<int>(sizeof(T)) * N);
+
+// Vectors a thread moves: kMapVectorsPerThread, or more where an input
+// vector is narrower than 16 bytes, so that every thread keeps at least
+// 32 bytes of each input in flight.
+template <class In, class Out>
+constexpr int kInputVectorBytes = static_cast<int>(sizeof(In)) * kElemsPerVector<In, Out>;
+template <class In, class Out>
+constexpr int kVectorsPerThread =
+    std::max(1, kVectorBytes / kInputVectorBytes<In, Out>) * kMapVectorsPerThread;
 
 template <class T, int N>
-struct alignas(kVectorBytes) Pack {
+struct alignas(kPackAlign<T, N>) Pack {
   T v[N];
 };
+
+// Rounds a vector's results to Out; 16-bit formats two at a time (one
+// conversion instruction a pair, each rounded to nearest even as narrow() does).
+template <class Out, int N>
+__device__ __forceinline__ Pack<Out, N> narrow_pack(const float (&r)[N]) {
+  Pack<Out, N> p;
+  if constexpr (std::is_same_v<Out, float>) {
+#pragma unroll
+    for (int e = 0; e < N; ++e) p.v[e] = r[e];
+  } else {
+    static_assert(N % 2 == 0, "16-bit vectors hold pairs");
+#pragma unroll
+    for (int e = 0; e < N; e += 2) {
+      if constexpr (std::is_same_v<Out, __half>) {
+        const __half2 pair = __floats2half2_rn(r[e], r[e + 1]);
+        p.v[e] = pair.x;
+        p.v[e + 1] = pair.y;
+      } else {
+        const __nv_bfloat162 pair = __floats2bfloat162_rn(r[e], r[e + 1]);
+        p.v[e] = pair.x;
+        p.v[e + 1] = pair.y;
+      }
+    }
+  }
+  return p;
+}
 
 // Not __restrict__: out may be x or y (in place); each element is read
 // before it is written, by the same thread, in every variant.
@@ -97,16 +141,16 @@ __global__ void __launch_bounds__(kBlock)
 }
 
 // The body is `vectors` vectors of kV elements from element `head` on, where
-// every operand is 16-byte aligned. Block b owns kBlock * kU consecutive
-// vectors and thread t takes vectors t, t + kBlock, ... of them, so each
-// warp's accesses stay contiguous. All loads come before any store: the
-// loads of a thread are in flight together.
+// every operand is aligned to its part of a vector (kPackAlign). Block b
+// owns kBlock * kU consecutive vectors and thread t takes vectors t,
+// t + kBlock, ... of them, so each warp's accesses stay contiguous. All
+// loads come before any store: the loads of a thread are in flight together.
 template <class F, class In, class Out>
 __global__ void __launch_bounds__(kBlock)
     map_vectorized(F f, const In* gX, const In* gY, Out* gOut, std::size_t n, std::size_t head,
                    std::size_t vectors) {
   constexpr int kV = kElemsPerVector<In, Out>;
-  constexpr int kU = kMapVectorsPerThread;
+  constexpr int kU = kVectorsPerThread<In, Out>;
   using InPack = Pack<In, kV>;
   using OutPack = Pack<Out, kV>;
   const auto* gX4 = reinterpret_cast<const InPack*>(gX + head);
@@ -128,16 +172,16 @@ __global__ void __launch_bounds__(kBlock)
   for (int u = 0; u < kU; ++u) {
     const std::size_t v = first + static_cast<std::size_t>(u) * kBlock;
     if (v < vectors) {
-      OutPack rOut;
+      float rR[kV];
 #pragma unroll
       for (int e = 0; e < kV; ++e) {
         if constexpr (F::kArity == 2) {
-          rOut.v[e] = narrow<Out>(f(widen(rX[u].v[e]), widen(rY[u].v[e])));
+          rR[e] = f(widen(rX[u].v[e]), widen(rY[u].v[e]));
         } else {
-          rOut.v[e] = narrow<Out>(f(widen(rX[u].v[e])));
+          rR[e] = f(widen(rX[u].v[e]));
         }
       }
-      gOut4[v] = rOut;
+      gOut4[v] = narrow_pack<Out>(rR);
     }
   }
 
@@ -200,16 +244,22 @@ unsigned machine_blocks() {
   return static_cast<unsigned>(sms) * kBlocksPerSm;
 }
 
-bool aligned(const void* p) {
-  return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % kVectorBytes == 0;
+bool aligned(const void* p, int alignment) {
+  return p == nullptr ||
+         reinterpret_cast<std::uintptr_t>(p) % static_cast<unsigned>(alignment) == 0;
 }
 
-// The number of leading elements after which every operand is 16-byte
-// aligned, if there is one below kV.
+// The number of leading elements after which every operand is aligned to
+// its vector, if there is one below kV.
 template <class In, class Out>
 std::optional<std::size_t> aligning_head(const In* x, const In* y, Out* out) {
-  for (std::size_t h = 0; h < static_cast<std::size_t>(kElemsPerVector<In, Out>); ++h) {
-    if (aligned(x + h) && (y == nullptr || aligned(y + h)) && aligned(out + h)) return h;
+  constexpr int kV = kElemsPerVector<In, Out>;
+  constexpr int kIn = kPackAlign<In, kV>;
+  constexpr int kOut = kPackAlign<Out, kV>;
+  for (std::size_t h = 0; h < static_cast<std::size_t>(kV); ++h) {
+    if (aligned(x + h, kIn) && (y == nullptr || aligned(y + h, kIn)) && aligned(out + h, kOut)) {
+      return h;
+    }
   }
   return std::nullopt;
 }
@@ -236,8 +286,9 @@ void launch_contiguous(F f, const In* x, const In* y, Out* out, std::size_t n, S
       constexpr std::size_t kV = kElemsPerVector<In, Out>;
       const std::size_t h = std::min(*head, n);
       const std::size_t vectors = (n - h) / kV;
-      map_vectorized<<<blocks_for(vectors, std::size_t{kBlock} * kMapVectorsPerThread), kBlock, 0,
-                       stream>>>(f, x, y, out, n, h, vectors);
+      constexpr std::size_t kPerBlock = std::size_t{kBlock} * kVectorsPerThread<In, Out>;
+      map_vectorized<<<blocks_for(vectors, kPerBlock), kBlock, 0, stream>>>(f, x, y, out, n, h,
+                                                                            vectors);
       break;
     }
   }

@@ -15,11 +15,15 @@
 //   naive        one thread an element, the grid covers n exactly.
 //   grid_stride  a grid sized to the machine (8 blocks an SM); each thread
 //                strides through n, so one launch shape serves every n.
-//   vectorized   16-byte loads and stores, kMapVectorsPerThread vectors a
-//                thread (bytes in flight hide DRAM latency), a scalar head
-//                and tail. Pointers whose misalignments can be peeled together
-//                (offset views of one layout) take a scalar head until all are
-//                16-byte aligned; others fall back to grid_stride.
+//   vectorized   a vector is 16 bytes of the output (one 16-byte store; the
+//                input's part is 8 bytes for a widening cast, 32 for a
+//                narrowing one), kMapVectorsPerThread vectors a thread (twice
+//                as many with 8-byte input parts: bytes in flight hide DRAM
+//                latency), a scalar head and tail. Pointers whose
+//                misalignments can be peeled together (offset views of one
+//                layout) take a scalar head until each is aligned to its part
+//                of a vector (16 bytes, 8 for a widening cast's input);
+//                others fall back to grid_stride.
 // map() picks vectorized for `automatic` (see kMapDefault for why).
 //
 // Strided views (slices, transposes, any strides, inputs with zero strides)
@@ -49,7 +53,7 @@ enum class MapVariant { automatic, naive, grid_stride, vectorized };
 /// grid_stride and naive are for teaching and comparison; at small n every
 /// variant is one launch and costs the same.
 inline constexpr MapVariant kMapDefault = MapVariant::vectorized;
-/// 16-byte vectors each thread of the vectorized variant moves an operand.
+/// Vectors each thread of the vectorized variant moves (doubled for widening casts).
 inline constexpr int kMapVectorsPerThread = 2;
 inline constexpr int kMapMaxRank = 8;
 

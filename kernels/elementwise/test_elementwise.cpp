@@ -22,6 +22,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -132,6 +133,33 @@ TEST(ElementwiseReference, HandCheckedCases) {
   EXPECT_NEAR(g[1], -0.1588080F, 1e-6);
   EXPECT_EQ(g[2], 0.0F);
   EXPECT_NEAR(g[3], 2.9963627F, 1e-6);
+}
+
+// gelu is computed as x / (1 + exp(-2u)): the same function as the textbook
+// 0.5 x (1 + tanh(u)), checked here against that form in double, with the
+// textbook's values at the ends of the range.
+TEST(ElementwiseReference, GeluTanhIsTheTanhFormEvenAtTheEnds) {
+  std::vector<float> x;
+  for (int k = -8 * 64; k <= 8 * 64; ++k) x.push_back(static_cast<float>(k) / 64.0F);
+  const auto g = run_reference(MapKind::gelu_tanh, x, {});
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    const double u = 0.7978845608028654 * (v + 0.044715 * v * v * v);
+    const auto want = static_cast<float>(0.5 * v * (1.0 + std::tanh(u)));
+    EXPECT_TRUE(loom::test::close(g[i], want, DType::f32, false))
+        << "gelu(" << x[i] << ") = " << g[i] << ", want " << want;
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  const auto e = run_reference(MapKind::gelu_tanh,
+                               {inf, -inf, std::nanf(""), -20.0F, 20.0F, 1e-30F, -1e-30F}, {});
+  EXPECT_EQ(e[0], inf);
+  EXPECT_TRUE(std::isnan(e[1])) << "-inf (1 + tanh(-inf)) is -inf * 0";
+  EXPECT_TRUE(std::isnan(e[2]));
+  EXPECT_EQ(e[3], 0.0F);
+  EXPECT_TRUE(std::signbit(e[3])) << "gelu(-20) is a negative zero, as -10 (1 - 1) is";
+  EXPECT_EQ(e[4], 20.0F);
+  EXPECT_EQ(e[5], 0.5e-30F);
+  EXPECT_EQ(e[6], -0.5e-30F);
 }
 
 TEST(ElementwiseReference, CastRoundsOnceToTheOutputDtype) {
@@ -477,10 +505,49 @@ TEST(ElementwiseFusion, GeneratedKernelsCompileWithNvrtc) {
                 {Op::round, 6, -1, 0, DType::f16},
                 {Op::round, 7, -1, 0, DType::bf16},
                 {Op::add, 8, 0}};
-      const auto cubin = loom::kernels::nvrtc_compile(loom::kernels::fused_source(p), 9, 0);
-      EXPECT_GT(cubin.size(), 0U) << to_string(in) << " -> " << to_string(out);
+      // sm_90 (the target); for 16-bit outputs also sm_75, which lacks the
+      // hardware bf16 and paired 16-bit conversions (the fallbacks compile).
+      for (const auto& [major, minor] : {std::pair{9, 0}, std::pair{7, 5}}) {
+        if (major == 7 && out == DType::f32) continue;
+        const auto cubin =
+            loom::kernels::nvrtc_compile(loom::kernels::fused_source(p), major, minor);
+        EXPECT_GT(cubin.size(), 0U)
+            << to_string(in) << " -> " << to_string(out) << " sm_" << major << minor;
+      }
     }
   }
+}
+
+// Every whole vector moves as 16 bytes of the output (one store a warp
+// instruction covering whole sectors), the inputs as 8, 16 or 32 bytes, and
+// 16-bit outputs are rounded a pair at a time.
+TEST(ElementwiseFusion, GeneratedKernelsMoveWholeVectors) {
+  using Op = loom::kernels::FusedOpcode;
+  const auto source = [](DType in, DType out) {
+    loom::kernels::FusedProgram p;
+    p.inputs = {in, in};
+    p.output = out;
+    p.code = {{Op::input, -1, -1, 0}, {Op::input, -1, -1, 1}, {Op::add, 0, 1}, {Op::gelu_tanh, 2}};
+    return loom::kernels::fused_source(p);
+  };
+  const auto has = [](const std::string& s, const std::string& what) {
+    return s.find(what) != std::string::npos;
+  };
+  const std::string bf16 = source(DType::bf16, DType::bf16);
+  EXPECT_TRUE(has(bf16, "#define LOOM_V 8\n#define LOOM_U 2\n")) << bf16;
+  EXPECT_TRUE(has(bf16, "loom_v16 raw0[LOOM_U][1];")) << bf16;
+  EXPECT_TRUE(has(bf16, "raw.w[w] = loom_f2bf2(")) << bf16;
+  EXPECT_FALSE(has(bf16, "tanhf")) << bf16;
+  const std::string f16 = source(DType::f16, DType::f16);
+  EXPECT_TRUE(has(f16, "raw.w[w] = loom_f2h2(")) << f16;
+  const std::string widening = source(DType::f16, DType::f32);  // 8-byte input vectors, 4 a thread
+  EXPECT_TRUE(has(widening, "#define LOOM_V 4\n#define LOOM_U 4\n")) << widening;
+  EXPECT_TRUE(has(widening, "loom_v8 raw0[LOOM_U][1];")) << widening;
+  const std::string narrowing = source(DType::f32, DType::bf16);  // 32-byte input vectors
+  EXPECT_TRUE(has(narrowing, "#define LOOM_V 8\n#define LOOM_U 2\n")) << narrowing;
+  EXPECT_TRUE(has(narrowing, "loom_v16 raw0[LOOM_U][2];")) << narrowing;
+  const std::string f32 = source(DType::f32, DType::f32);
+  EXPECT_TRUE(has(f32, "#define LOOM_V 4\n#define LOOM_U 2\n")) << f32;
 }
 
 TEST(ElementwiseFusion, ACompileErrorCarriesTheLog) {
