@@ -18,9 +18,11 @@
 //          registers (a ring of rows loaded 8 rows ahead), column sums are
 //          packed two 16-bit sums to a word, and the horizontal window takes
 //          the neighbouring strips' column sums by warp shuffles (lanes 0 and
-//          31 only lend theirs). Interior pixels divide by a multiply-high
-//          with the reciprocal of the compile-time area; border pixels by a
-//          corrected float quotient. Other widths and pointers run tiled_v1.
+//          31 only lend theirs). Rows at least R from the top and bottom
+//          divide by a multiply-high with a compile-time reciprocal (of the
+//          area, or of the outer columns' own counts at the left and right
+//          edges); the R rows at the top and bottom by a corrected float
+//          quotient. Other widths and pointers run tiled_v1.
 //          The radius is a template parameter, 1..kBlurTiledMaxRadius (the
 //          16-bit window sums must not overflow); other radii run naive.
 //          The default.

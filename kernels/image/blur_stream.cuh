@@ -93,6 +93,11 @@ __device__ __forceinline__ unsigned column_pair(const unsigned* ext, int u) {
   return (u % 2 == 0) ? ext[u / 2] : __byte_perm(ext[u / 2], ext[u / 2 + 1], 0x5432);
 }
 
+// The window sum of strip column j from the packed sums.
+__device__ __forceinline__ unsigned lane_sum(const unsigned (&sums)[8], int j) {
+  return (j % 2 == 0) ? (sums[j / 2] & 0xFFFFU) : (sums[j / 2] >> 16);
+}
+
 __device__ __forceinline__ unsigned pack_bytes(unsigned a, unsigned b, unsigned c, unsigned d) {
   return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
 }
@@ -101,7 +106,7 @@ __device__ __forceinline__ unsigned pack_bytes(unsigned a, unsigned b, unsigned 
 // the shuffles need the whole warp); lanes with `store` write it.
 template <int R>
 __device__ __forceinline__ void emit_row(const unsigned (&cs)[8], std::uint8_t* gRow, int x,
-                                         int width, unsigned count_y, bool interior, bool store) {
+                                         int width, unsigned count_y, bool border_row, bool store) {
   using S = StreamShape<R>;
   constexpr int kH = S::kHaloWords;
   unsigned ext[S::kExtWords];  // extended column u is strip column u - 2 kH
@@ -129,7 +134,12 @@ __device__ __forceinline__ void emit_row(const unsigned (&cs)[8], std::uint8_t* 
   }
 
   unsigned words[4] = {0, 0, 0, 0};
-  if (interior) {
+  if (!border_row) {
+    // Every pixel by the area's reciprocal, then the strips at the image's
+    // left and right edges redo their outer R columns, whose counts are
+    // compile-time constants too: (j + R + 1) K on the left, (16 - j + R) K
+    // on the right (the width is at least 16 > 2R, so no window passes both
+    // edges).
     constexpr std::uint32_t kMagic = blur_magic(S::kArea);
     unsigned q[16];
 #pragma unroll
@@ -137,21 +147,36 @@ __device__ __forceinline__ void emit_row(const unsigned (&cs)[8], std::uint8_t* 
       q[2 * m] = divide_by_magic(sums[m] & 0xFFFFU, kMagic);
       q[2 * m + 1] = divide_by_magic(sums[m] >> 16, kMagic);
     }
+    if (x == 0) {
+#pragma unroll
+      for (int j = 0; j < R; ++j) {
+        constexpr unsigned kK = S::kWindow;
+        const unsigned count = static_cast<unsigned>(j + R + 1) * kK;
+        q[j] = divide_by_magic(lane_sum(sums, j) - kHalf + count / 2, blur_magic(count));
+      }
+    }
+    if (x + kStripBytes == width) {
+#pragma unroll
+      for (int j = kStripBytes - R; j < kStripBytes; ++j) {
+        constexpr unsigned kK = S::kWindow;
+        const unsigned count = static_cast<unsigned>(kStripBytes - j + R) * kK;
+        q[j] = divide_by_magic(lane_sum(sums, j) - kHalf + count / 2, blur_magic(count));
+      }
+    }
 #pragma unroll
     for (int w = 0; w < 4; ++w)
       words[w] = pack_bytes(q[4 * w], q[4 * w + 1], q[4 * w + 2], q[4 * w + 3]);
   } else {
-    // Four pixels at a time, rotating the sums and words through fixed
-    // registers: the border's divisions, all in flight at once, would
-    // otherwise cost the kernel ~45 registers everywhere.
+    // Rows within R of the top or bottom: every pixel its own count, four
+    // at a time, rotating the sums and words through fixed registers (the
+    // divisions, all in flight at once, would cost the kernel ~45 registers).
 #pragma unroll 1
     for (int g = 0; g < 4; ++g) {
       unsigned q[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const unsigned sum = ((j % 2 == 0) ? (sums[j / 2] & 0xFFFFU) : (sums[j / 2] >> 16)) - kHalf;
         const unsigned count = stream_window_count(x + 4 * g + j, R, width) * count_y;
-        q[j] = divide_small(sum + count / 2, count);
+        q[j] = divide_small(lane_sum(sums, j) - kHalf + count / 2, count);
       }
 #pragma unroll
       for (int w = 0; w < 3; ++w) words[w] = words[w + 1];
@@ -180,7 +205,6 @@ __global__ void __launch_bounds__(kWarpLanes)
   const bool in_image = strip >= 0 && strip < strips;
   const bool owner = lane >= 1 && lane <= kStripsPerWarp && strip < strips;
   const int x = strip * kStripBytes;
-  const bool interior_x = x - R >= 0 && x + kStripBytes + R <= width;
   const int segments = (height + kSegmentRows - 1) / kSegmentRows;
   const std::size_t plane_size = static_cast<std::size_t>(height) * width;
 
@@ -221,9 +245,9 @@ __global__ void __launch_bounds__(kWarpLanes)
           slide_columns(cs, ring[(k + 2 * R) % kN], ring[(k + kN - 1) % kN]);
           ring[(k + kN - 1) % kN] = load(t + kN - 1);
           const int y = y0 + t;
-          const bool interior = interior_x && y - R >= 0 && y + R < height;
+          const bool border_row = y - R < 0 || y + R >= height;  // the same on every lane
           emit_row<R>(cs, gOut + static_cast<std::size_t>(y) * width, x, width,
-                      stream_window_count(y, R, height), interior, owner);
+                      stream_window_count(y, R, height), border_row, owner);
         }
       }
     }
