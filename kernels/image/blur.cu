@@ -318,8 +318,8 @@ void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, s
   Access access = Access::bytes;
   if (width % 4 == 0 && aligned(src, 4) && aligned(dst, 4)) access = Access::words;
   if (access == Access::words && width % 16 == 0 && aligned(src, 16)) access = Access::vectors;
-  const bool streams =
-      variant == BlurVariant::tiled && width % 16 == 0 && aligned(src, 16) && aligned(dst, 16);
+  const bool streams = variant == BlurVariant::tiled && width % 16 == 0 && height >= 2 &&
+                       aligned(src, 16) && aligned(dst, 16);
   if (variant == BlurVariant::naive || radius < 1 || radius > kBlurTiledMaxRadius) {
     launch_naive(src, dst, p, h, w, radius, stream);
   } else if (streams) {

@@ -11,21 +11,19 @@
 // Variants, in the order the lecture teaches them:
 //   naive  one thread per output pixel, summing its whole window from global
 //          memory (every input byte read (2r+1)^2 times, mostly from L1/L2).
-//   tiled  when the width is a multiple of 16 and both pointers are 16-byte
-//          aligned: a stream down the image. A block is one warp; each lane
-//          owns a 16-column strip and walks down 32 rows, one 16-byte load
-//          and one 16-byte store a row: the vertical window slides in
-//          registers (a ring of rows loaded 8 rows ahead), column sums are
-//          packed two 16-bit sums to a word, and the horizontal window takes
-//          the neighbouring strips' column sums by warp shuffles (lanes 0 and
-//          31 only lend theirs). Rows at least R from the top and bottom
-//          divide by a multiply-high with a compile-time reciprocal (of the
-//          area, or of the outer columns' own counts at the left and right
-//          edges); the R rows at the top and bottom by a corrected float
-//          quotient. Other widths and pointers run tiled_v1.
-//          The radius is a template parameter, 1..kBlurTiledMaxRadius (the
-//          16-bit window sums must not overflow); other radii run naive.
-//          The default.
+//   tiled  when the width is a multiple of 16, the height at least 2 and
+//          both pointers 16-byte aligned: a stream down the image. A block
+//          is one warp; each lane owns a 16-column strip and walks down 32
+//          rows, one 16-byte load and one 16-byte store a row: the vertical
+//          window slides in registers (a ring of rows loaded 8 rows ahead),
+//          column sums are packed two 16-bit sums to a word, and the
+//          horizontal window takes the neighbouring strips' column sums by
+//          warp shuffles (lanes 0 and 31 only lend theirs). Every pixel
+//          divides by multiply-highs with reciprocals, compile-time
+//          constants but in the R rows at the top and bottom. Other shapes
+//          and pointers run tiled_v1. The radius is a template parameter,
+//          1..kBlurTiledMaxRadius (the 16-bit window sums must not
+//          overflow); other radii run naive. The default.
 //   tiled_v1  a 128 x 64 output tile per block: the tile and its halo are
 //          loaded once into shared memory (16-byte vectors when the width is
 //          a multiple of 16, 4-byte words when it is a multiple of 4, with

@@ -51,21 +51,22 @@ __host__ __device__ inline unsigned divide_by_magic(unsigned n, std::uint32_t ma
   return static_cast<unsigned>((static_cast<std::uint64_t>(n) * magic) >> 32);
 }
 
-/// floor(n / c) for 1 <= c and n < 2^20 without an integer division: a float
-/// quotient is within 1 of it, and one correction step makes it exact.
-__host__ __device__ inline unsigned divide_small(unsigned n, unsigned c) {
-#ifdef __CUDA_ARCH__
-  auto q = static_cast<unsigned>(__fdividef(static_cast<float>(n), static_cast<float>(c)));
-#else
-  auto q = static_cast<unsigned>(static_cast<float>(n) / static_cast<float>(c));
-#endif
-  const int rest = static_cast<int>(n) - static_cast<int>(q * c);
-  if (rest < 0) {
-    --q;
-  } else if (rest >= static_cast<int>(c)) {
-    ++q;
-  }
-  return q;
+/// The divisors of one output row: interior columns divide by K cy (K the
+/// window's side, cy the rows of the window inside the image), the outer
+/// columns of the edge strips first by cy, then by their own column count.
+struct RowDivisors {
+  unsigned half;          // (K cy) / 2, added to every sum for the rounding
+  std::uint32_t magic;    // of K cy
+  std::uint32_t magic_y;  // of cy
+};
+
+/// A pixel of an edge strip whose window has cx columns in the image: the
+/// count is cx cy, and floor(n / (cx cy)) = floor(floor(n / cy) / cx).
+/// `sum` holds the window sum plus d.half, as the packed sums do.
+__host__ __device__ inline unsigned edge_quotient(unsigned sum, unsigned cx, unsigned cy,
+                                                  const RowDivisors& d) {
+  const unsigned n = sum - d.half + cx * cy / 2;
+  return divide_by_magic(divide_by_magic(n, d.magic_y), blur_magic(cx));
 }
 
 // Pixels of the window around p inside [0, extent); at least 1, so that
@@ -106,7 +107,8 @@ __device__ __forceinline__ unsigned pack_bytes(unsigned a, unsigned b, unsigned 
 // the shuffles need the whole warp); lanes with `store` write it.
 template <int R>
 __device__ __forceinline__ void emit_row(const unsigned (&cs)[8], std::uint8_t* gRow, int x,
-                                         int width, unsigned count_y, bool border_row, bool store) {
+                                         int width, unsigned count_y, const RowDivisors& d,
+                                         bool store) {
   using S = StreamShape<R>;
   constexpr int kH = S::kHaloWords;
   unsigned ext[S::kExtWords];  // extended column u is strip column u - 2 kH
@@ -118,12 +120,11 @@ __device__ __forceinline__ void emit_row(const unsigned (&cs)[8], std::uint8_t* 
   for (int h = 0; h < kH; ++h) ext[kH + 8 + h] = __shfl_down_sync(kFullMask, cs[h], 1);
 
   // Window sums of columns 2m and 2m + 1, packed, with half the interior
-  // area added for the rounding (at most 57375 + 112 a lane).
-  constexpr unsigned kHalf = S::kArea / 2;
+  // columns' count added for the rounding (below 2^16 a lane).
   unsigned sums[8];
-  unsigned s = kHalf | (kHalf << 16);
+  unsigned s = d.half | (d.half << 16);
 #pragma unroll
-  for (int d = -R; d <= R; ++d) s += column_pair(ext, d + 2 * kH);
+  for (int dc = -R; dc <= R; ++dc) s += column_pair(ext, dc + 2 * kH);
   sums[0] = s;
 #pragma unroll
   for (int m = 0; m < 7; ++m) {
@@ -133,58 +134,32 @@ __device__ __forceinline__ void emit_row(const unsigned (&cs)[8], std::uint8_t* 
     sums[m + 1] = s;
   }
 
-  unsigned words[4] = {0, 0, 0, 0};
-  if (!border_row) {
-    // Every pixel by the area's reciprocal, then the strips at the image's
-    // left and right edges redo their outer R columns, whose counts are
-    // compile-time constants too: (j + R + 1) K on the left, (16 - j + R) K
-    // on the right (the width is at least 16 > 2R, so no window passes both
-    // edges).
-    constexpr std::uint32_t kMagic = blur_magic(S::kArea);
-    unsigned q[16];
+  unsigned q[16];
 #pragma unroll
-    for (int m = 0; m < 8; ++m) {
-      q[2 * m] = divide_by_magic(sums[m] & 0xFFFFU, kMagic);
-      q[2 * m + 1] = divide_by_magic(sums[m] >> 16, kMagic);
-    }
-    if (x == 0) {
+  for (int m = 0; m < 8; ++m) {
+    q[2 * m] = divide_by_magic(sums[m] & 0xFFFFU, d.magic);
+    q[2 * m + 1] = divide_by_magic(sums[m] >> 16, d.magic);
+  }
+  // The strips at the image's left and right edges redo their outer R
+  // columns, whose windows have (j + R + 1) and (16 - j + R) columns in the
+  // image (the width is at least 16 > 2R, so no window passes both edges).
+  if (x == 0) {
 #pragma unroll
-      for (int j = 0; j < R; ++j) {
-        constexpr unsigned kK = S::kWindow;
-        const unsigned count = static_cast<unsigned>(j + R + 1) * kK;
-        q[j] = divide_by_magic(lane_sum(sums, j) - kHalf + count / 2, blur_magic(count));
-      }
-    }
-    if (x + kStripBytes == width) {
-#pragma unroll
-      for (int j = kStripBytes - R; j < kStripBytes; ++j) {
-        constexpr unsigned kK = S::kWindow;
-        const unsigned count = static_cast<unsigned>(kStripBytes - j + R) * kK;
-        q[j] = divide_by_magic(lane_sum(sums, j) - kHalf + count / 2, blur_magic(count));
-      }
-    }
-#pragma unroll
-    for (int w = 0; w < 4; ++w)
-      words[w] = pack_bytes(q[4 * w], q[4 * w + 1], q[4 * w + 2], q[4 * w + 3]);
-  } else {
-    // Rows within R of the top or bottom: every pixel its own count, four
-    // at a time, rotating the sums and words through fixed registers (the
-    // divisions, all in flight at once, would cost the kernel ~45 registers).
-#pragma unroll 1
-    for (int g = 0; g < 4; ++g) {
-      unsigned q[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const unsigned count = stream_window_count(x + 4 * g + j, R, width) * count_y;
-        q[j] = divide_small(lane_sum(sums, j) - kHalf + count / 2, count);
-      }
-#pragma unroll
-      for (int w = 0; w < 3; ++w) words[w] = words[w + 1];
-      words[3] = pack_bytes(q[0], q[1], q[2], q[3]);
-#pragma unroll
-      for (int m = 0; m < 6; ++m) sums[m] = sums[m + 2];
+    for (int j = 0; j < R; ++j) {
+      q[j] = edge_quotient(lane_sum(sums, j), static_cast<unsigned>(j + R + 1), count_y, d);
     }
   }
+  if (x + kStripBytes == width) {
+#pragma unroll
+    for (int j = kStripBytes - R; j < kStripBytes; ++j) {
+      q[j] =
+          edge_quotient(lane_sum(sums, j), static_cast<unsigned>(kStripBytes - j + R), count_y, d);
+    }
+  }
+  unsigned words[4];
+#pragma unroll
+  for (int w = 0; w < 4; ++w)
+    words[w] = pack_bytes(q[4 * w], q[4 * w + 1], q[4 * w + 2], q[4 * w + 3]);
   if (store) {
     *reinterpret_cast<uint4*>(gRow + x) = make_uint4(words[0], words[1], words[2], words[3]);
   }
@@ -192,7 +167,8 @@ __device__ __forceinline__ void emit_row(const unsigned (&cs)[8], std::uint8_t* 
 
 // Grid: x over groups of kStripsPerWarp strips, y over row segments, z over
 // planes (y and z stride when they pass the grid's limits). Needs width % 16
-// == 0 and 16-byte aligned pointers.
+// == 0, height >= 2 (so that cy >= 2: the reciprocals need a divisor of at
+// least 2) and 16-byte aligned pointers.
 template <int R>
 __global__ void __launch_bounds__(kWarpLanes)
     blur_stream(const std::uint8_t* __restrict__ gSrc, std::uint8_t* __restrict__ gDst, int planes,
@@ -245,9 +221,15 @@ __global__ void __launch_bounds__(kWarpLanes)
           slide_columns(cs, ring[(k + 2 * R) % kN], ring[(k + kN - 1) % kN]);
           ring[(k + kN - 1) % kN] = load(t + kN - 1);
           const int y = y0 + t;
-          const bool border_row = y - R < 0 || y + R >= height;  // the same on every lane
-          emit_row<R>(cs, gOut + static_cast<std::size_t>(y) * width, x, width,
-                      stream_window_count(y, R, height), border_row, owner);
+          // The same on every lane; all constants but in the R rows at the
+          // top and bottom.
+          const unsigned count_y = stream_window_count(y, R, height);
+          RowDivisors d{S::kArea / 2, blur_magic(S::kArea), blur_magic(S::kWindow)};
+          if (y - R < 0 || y + R >= height) {
+            d = RowDivisors{S::kWindow * count_y / 2, blur_magic(S::kWindow * count_y),
+                            blur_magic(count_y)};
+          }
+          emit_row<R>(cs, gOut + static_cast<std::size_t>(y) * width, x, width, count_y, d, owner);
         }
       }
     }

@@ -170,7 +170,8 @@ TEST(BlurStreamEmulated, MatchesTheReferenceAtEveryRadius) {
   // One strip (narrower than the widest window), one full warp of strips and
   // one strip more, single rows, segments exact and not, and a grid that
   // strides over segments and planes.
-  const Case cases[] = {{1, 5, 16}, {1, 1, 32}, {1, 33, 48}, {1, 3, 496}, {2, 70, 64, 2, 1}};
+  const Case cases[] = {{1, 5, 16},   {1, 2, 32},  {1, 33, 48},
+                        {1, 40, 496}, {1, 3, 496}, {2, 70, 64, 2, 1}};
   for (int r = 1; r <= loom::kernels::kBlurTiledMaxRadius; ++r) {
     for (const Case& c : cases) check(c, r, rng);
   }
@@ -200,11 +201,24 @@ TEST(BlurStreamDivision, TheReciprocalIsExactForEveryWindowSum) {
   }
 }
 
-TEST(BlurStreamDivision, TheCorrectedFloatQuotientIsExactForEveryBorderSum) {
-  for (unsigned c = 1; c <= 225; ++c) {
-    for (unsigned s = 0; s <= 255 * c; ++s) {
-      const unsigned n = s + c / 2;
-      ASSERT_EQ(emu::divide_small(n, c), n / c) << "sum " << s << " count " << c;
+TEST(BlurStreamDivision, EdgeColumnsDivideExactlyInEveryRow) {
+  // Every count an edge strip's outer column meets (cx in R + 1..K, cy in
+  // 2..K: heights of 1 run tiled_v1), every sum, against the plain formula.
+  for (unsigned r = 1; r <= loom::kernels::kBlurTiledMaxRadius; ++r) {
+    const unsigned k = 2 * r + 1;
+    for (unsigned cy = 2; cy <= k; ++cy) {
+      const emu::RowDivisors d{k * cy / 2, emu::blur_magic(k * cy), emu::blur_magic(cy)};
+      for (unsigned cx = r + 1; cx <= k; ++cx) {
+        const unsigned c = cx * cy;
+        for (unsigned s = 0; s <= 255 * c; ++s) {
+          ASSERT_EQ(emu::edge_quotient(s + d.half, cx, cy, d), (s + c / 2) / c)
+              << "r " << r << " cx " << cx << " cy " << cy << " sum " << s;
+        }
+      }
+      // And the interior columns of the same row, by the reciprocal of K cy.
+      for (unsigned s = 0; s <= 255 * k * cy; ++s) {
+        ASSERT_EQ(emu::divide_by_magic(s + d.half, d.magic), (s + k * cy / 2) / (k * cy));
+      }
     }
   }
 }

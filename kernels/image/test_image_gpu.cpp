@@ -137,11 +137,11 @@ TEST_P(BlurGpu, MatchesTheReferenceBitForBitAtEveryRadius) {
   struct Size {
     std::int64_t h, w;
   };
-  // Single pixels and lines, widths a multiple of 16 (vector loads), of 4
-  // (word loads) and neither,
-  // tiles exact and not, images narrower than the window.
-  const Size sizes[] = {{1, 1},    {1, 31},    {31, 1},     {5, 7},   {64, 128},
-                        {65, 129}, {127, 256}, {200, 4097}, {3, 1000}};
+  // Single pixels and lines, widths a multiple of 16 (vector loads; tiled
+  // streams from a height of 2), of 4 (word loads) and neither, tiles and
+  // row segments exact and not, images narrower than the window.
+  const Size sizes[] = {{1, 1},  {1, 31},  {31, 1},    {5, 7},      {64, 128}, {65, 129}, {1, 32},
+                        {2, 32}, {33, 16}, {127, 256}, {200, 4097}, {3, 1000}, {70, 496}};
   for (int r : {0, 1, 2, 3, 4, 5, 7, 8, 20}) {
     for (const Size& s : sizes) check_blur(GetParam(), 1, s.h, s.w, r, 0);
   }
