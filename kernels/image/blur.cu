@@ -48,7 +48,7 @@ __global__ void blur_naive(const std::uint8_t* __restrict__ gSrc, std::uint8_t* 
   }
 }
 
-// --- tiled -------------------------------------------------------------------
+// --- tiled_v1 (and tiled where the stream cannot run) ------------------------
 
 constexpr int kTileW = 128;  // output columns a block: 32 threads x 4 columns
 constexpr int kTileH = 64;   // output rows a block: 8 threads x 8 rows
