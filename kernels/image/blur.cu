@@ -1,6 +1,7 @@
 #include "image/blur.hpp"
 
 #include "common/check.hpp"
+#include "image/blur_stream.cuh"
 
 #include <algorithm>
 #include <cstdint>
@@ -47,7 +48,7 @@ __global__ void blur_naive(const std::uint8_t* __restrict__ gSrc, std::uint8_t* 
   }
 }
 
-// --- tiled -------------------------------------------------------------------
+// --- tiled_v1 (and tiled where the stream cannot run) ------------------------
 
 constexpr int kTileW = 128;  // output columns a block: 32 threads x 4 columns
 constexpr int kTileH = 64;   // output rows a block: 8 threads x 8 rows
@@ -259,6 +260,22 @@ void launch_tiled(const std::uint8_t* src, std::uint8_t* dst, int planes, int he
       <<<grid, dim3(kThreadsX, kThreadsY), 0, stream>>>(src, dst, planes, height, width, access);
 }
 
+template <int R>
+void launch_stream(const std::uint8_t* src, std::uint8_t* dst, int planes, int height, int width,
+                   StreamView stream) {
+  using blur_detail::kSegmentRows;
+  using blur_detail::kStripBytes;
+  using blur_detail::kStripsPerWarp;
+  const int strips = width / kStripBytes;
+  const dim3 grid(
+      static_cast<unsigned>((strips + kStripsPerWarp - 1) / kStripsPerWarp),
+      std::min<unsigned>(static_cast<unsigned>((height + kSegmentRows - 1) / kSegmentRows),
+                         kMaxGridYZ),
+      std::min<unsigned>(static_cast<unsigned>(planes), kMaxGridYZ));
+  blur_detail::blur_stream<R>
+      <<<grid, dim3(blur_detail::kWarpLanes), 0, stream>>>(src, dst, planes, height, width);
+}
+
 void launch_naive(const std::uint8_t* src, std::uint8_t* dst, int planes, int height, int width,
                   int radius, StreamView stream) {
   const dim3 grid(
@@ -280,12 +297,13 @@ std::string_view to_string(BlurVariant variant) noexcept {
   switch (variant) {
     case BlurVariant::naive: return "naive";
     case BlurVariant::tiled: return "tiled";
+    case BlurVariant::tiled_v1: return "tiled_v1";
   }
   return "unknown";
 }
 
 std::optional<BlurVariant> parse_blur_variant(std::string_view name) noexcept {
-  for (BlurVariant v : {BlurVariant::naive, BlurVariant::tiled}) {
+  for (BlurVariant v : {BlurVariant::naive, BlurVariant::tiled, BlurVariant::tiled_v1}) {
     if (name == to_string(v)) return v;
   }
   return std::nullopt;
@@ -300,7 +318,21 @@ void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, s
   Access access = Access::bytes;
   if (width % 4 == 0 && aligned(src, 4) && aligned(dst, 4)) access = Access::words;
   if (access == Access::words && width % 16 == 0 && aligned(src, 16)) access = Access::vectors;
-  if (variant == BlurVariant::tiled) {
+  const bool streams = variant == BlurVariant::tiled && width % 16 == 0 && height >= 2 &&
+                       aligned(src, 16) && aligned(dst, 16);
+  if (variant == BlurVariant::naive || radius < 1 || radius > kBlurTiledMaxRadius) {
+    launch_naive(src, dst, p, h, w, radius, stream);
+  } else if (streams) {
+    switch (radius) {
+      case 1: launch_stream<1>(src, dst, p, h, w, stream); break;
+      case 2: launch_stream<2>(src, dst, p, h, w, stream); break;
+      case 3: launch_stream<3>(src, dst, p, h, w, stream); break;
+      case 4: launch_stream<4>(src, dst, p, h, w, stream); break;
+      case 5: launch_stream<5>(src, dst, p, h, w, stream); break;
+      case 6: launch_stream<6>(src, dst, p, h, w, stream); break;
+      default: launch_stream<7>(src, dst, p, h, w, stream); break;
+    }
+  } else {
     switch (radius) {
       case 1: launch_tiled<1>(src, dst, p, h, w, access, stream); break;
       case 2: launch_tiled<2>(src, dst, p, h, w, access, stream); break;
@@ -308,11 +340,8 @@ void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, s
       case 4: launch_tiled<4>(src, dst, p, h, w, access, stream); break;
       case 5: launch_tiled<5>(src, dst, p, h, w, access, stream); break;
       case 6: launch_tiled<6>(src, dst, p, h, w, access, stream); break;
-      case 7: launch_tiled<7>(src, dst, p, h, w, access, stream); break;
-      default: launch_naive(src, dst, p, h, w, radius, stream); break;
+      default: launch_tiled<7>(src, dst, p, h, w, access, stream); break;
     }
-  } else {
-    launch_naive(src, dst, p, h, w, radius, stream);
   }
   LOOM_KERNEL_CHECK_LAUNCH("box_blur kernel launch");
 }

@@ -11,7 +11,20 @@
 // Variants, in the order the lecture teaches them:
 //   naive  one thread per output pixel, summing its whole window from global
 //          memory (every input byte read (2r+1)^2 times, mostly from L1/L2).
-//   tiled  a 128 x 64 output tile per block: the tile and its halo are
+//   tiled  when the width is a multiple of 16, the height at least 2 and
+//          both pointers 16-byte aligned: a stream down the image. A block
+//          is one warp; each lane owns a 16-column strip and walks down 32
+//          rows, one 16-byte load and one 16-byte store a row: the vertical
+//          window slides in registers (a ring of rows loaded 8 rows ahead),
+//          column sums are packed two 16-bit sums to a word, and the
+//          horizontal window takes the neighbouring strips' column sums by
+//          warp shuffles (lanes 0 and 31 only lend theirs). Every pixel
+//          divides by multiply-highs with reciprocals, compile-time
+//          constants but in the R rows at the top and bottom. Other shapes
+//          and pointers run tiled_v1. The radius is a template parameter,
+//          1..kBlurTiledMaxRadius (the 16-bit window sums must not
+//          overflow); other radii run naive. The default.
+//   tiled_v1  a 128 x 64 output tile per block: the tile and its halo are
 //          loaded once into shared memory (16-byte vectors when the width is
 //          a multiple of 16, 4-byte words when it is a multiple of 4, with
 //          aligned pointers; else bytes), then summed separably: row sums of
@@ -19,9 +32,7 @@
 //          16-bit sums to a word, then column sums by sliding down each
 //          thread's 8 rows. Interior tiles divide by a compile-time
 //          constant; tiles that touch a border divide by their pixels' own
-//          counts. The radius is a template parameter, 1..kBlurTiledMaxRadius
-//          (the 16-bit column sums must not overflow); other radii run naive.
-//          The default.
+//          counts. Radii 1..kBlurTiledMaxRadius; other radii run naive.
 
 #include <loom/cuda_interop.hpp>
 
@@ -32,16 +43,16 @@
 
 namespace loom::kernels {
 
-enum class BlurVariant { naive, tiled };
+enum class BlurVariant { naive, tiled, tiled_v1 };
 
 inline constexpr BlurVariant kBlurDefault = BlurVariant::tiled;
 /// The largest radius any variant takes: sums stay well inside 32 bits.
 inline constexpr int kBlurMaxRadius = 127;
-/// The largest radius the tiled variant takes; larger ones run naive.
+/// The largest radius the tiled variants take; larger ones run naive.
 inline constexpr int kBlurTiledMaxRadius = 7;
 
 std::string_view to_string(BlurVariant variant) noexcept;
-/// "naive" or "tiled"; nullopt for any other name.
+/// "naive", "tiled" or "tiled_v1"; nullopt for any other name.
 std::optional<BlurVariant> parse_blur_variant(std::string_view name) noexcept;
 
 /// Enqueues the blur of `planes` planes of height x width bytes each (one

@@ -155,7 +155,7 @@ class BoxBlur final : public Op {
   kernels::BlurVariant variant() const {
     if (variant_ == "auto") return kernels::kBlurDefault;
     if (auto v = kernels::parse_blur_variant(variant_)) return *v;
-    reject("box_blur", "unknown variant '" + variant_ + "' (auto, naive, tiled)");
+    reject("box_blur", "unknown variant '" + variant_ + "' (auto, naive, tiled, tiled_v1)");
   }
 
   Tensor src_, dst_;

@@ -118,7 +118,7 @@ TEST(ImageOpsCpu, BlurTakesPlanesAndEveryNamedVariant) {
   std::memcpy(src.data(), pixels.data(), pixels.size());
   Bytes want(pixels.size());
   loom::kernels::box_blur_reference(pixels.data(), want.data(), 3, 17, 29, 2);
-  for (const char* variant : {"auto", "naive", "tiled"}) {
+  for (const char* variant : {"auto", "naive", "tiled", "tiled_v1"}) {
     auto dst = rt.tensor<std::uint8_t>({3, 17, 29});
     loom::Graph g;
     g.add(loom::ops::box_blur(src, dst, 2, variant));

@@ -14,6 +14,8 @@
 #include <loom/ops.hpp>
 #include <loom/runtime.hpp>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <ostream>
@@ -103,11 +105,14 @@ INSTANTIATE_TEST_SUITE_P(Variants, GrayGpu,
 
 class BlurGpu : public ::testing::TestWithParam<BlurVariant> {};
 
+// `saturated`: the first quarter of the pixels 255, so that the window sums
+// reach their largest values.
 void check_blur(BlurVariant variant, std::int64_t planes, std::int64_t h, std::int64_t w, int r,
-                std::size_t offset) {
+                std::size_t offset, bool saturated = false) {
   auto rng = loom::test::random_engine();
   const auto n = static_cast<std::size_t>(planes * h * w);
-  const Bytes src = random_bytes(n, rng);
+  Bytes src = random_bytes(n, rng);
+  if (saturated) std::fill(src.begin(), src.begin() + static_cast<std::ptrdiff_t>(n / 4), 255);
   Bytes want(n);
   loom::kernels::box_blur_reference(src.data(), want.data(), planes, h, w, r);
   loom::test::DeviceBuffer<std::uint8_t> d_src(n + offset);
@@ -132,11 +137,11 @@ TEST_P(BlurGpu, MatchesTheReferenceBitForBitAtEveryRadius) {
   struct Size {
     std::int64_t h, w;
   };
-  // Single pixels and lines, widths a multiple of 16 (vector loads), of 4
-  // (word loads) and neither,
-  // tiles exact and not, images narrower than the window.
-  const Size sizes[] = {{1, 1},    {1, 31},    {31, 1},     {5, 7},   {64, 128},
-                        {65, 129}, {127, 256}, {200, 4097}, {3, 1000}};
+  // Single pixels and lines, widths a multiple of 16 (vector loads; tiled
+  // streams from a height of 2), of 4 (word loads) and neither, tiles and
+  // row segments exact and not, images narrower than the window.
+  const Size sizes[] = {{1, 1},  {1, 31},  {31, 1},    {5, 7},      {64, 128}, {65, 129}, {1, 32},
+                        {2, 32}, {33, 16}, {127, 256}, {200, 4097}, {3, 1000}, {70, 496}};
   for (int r : {0, 1, 2, 3, 4, 5, 7, 8, 20}) {
     for (const Size& s : sizes) check_blur(GetParam(), 1, s.h, s.w, r, 0);
   }
@@ -149,10 +154,21 @@ TEST_P(BlurGpu, PlanesAndUnalignedPointers) {
   check_blur(GetParam(), 2, 70, 128, 3, 1);  // a vector-wide width, unaligned pointer: bytes
   check_blur(GetParam(), 2, 70, 128, 3, 4);  // the same, 4-byte aligned pointer: words
   check_blur(GetParam(), 1, 1080, 1920, 3, 0);
+  check_blur(GetParam(), 1, 1000, 4096, 7, 0);  // many row segments, the widest window
+  check_blur(GetParam(), 2, 300, 496, 1, 16);   // 16-byte aligned at an offset: streams
+}
+
+TEST_P(BlurGpu, SaturatedWindowsAtEveryRadius) {
+  LOOM_REQUIRE_GPU();
+  for (int r = 1; r <= loom::kernels::kBlurTiledMaxRadius; ++r) {
+    check_blur(GetParam(), 1, 70, 512, r, 0, true);
+    check_blur(GetParam(), 2, 33, 496, r, 0, true);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, BlurGpu,
-                         ::testing::Values(BlurVariant::naive, BlurVariant::tiled),
+                         ::testing::Values(BlurVariant::naive, BlurVariant::tiled,
+                                           BlurVariant::tiled_v1),
                          [](const auto& param_info) {
                            return std::string(to_string(param_info.param));
                          });

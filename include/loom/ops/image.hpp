@@ -35,8 +35,10 @@ LOOM_API OpPtr rgb_to_gray(const Tensor& rgb, const Tensor& gray,
 /// each output averages only the window's pixels that lie inside the image,
 /// rounded half up ((sum + count / 2) / count); the same on both backends
 /// bit for bit. 0 <= radius <= 127; dst must not overlap src.
-/// `variant`: "auto", "naive" or "tiled" (shared memory; radius 1..7, others
-/// run naive). Bad inputs are rejected at submit, naming the task.
+/// `variant`: "auto", "naive", "tiled" (radius 1..7, others run naive: a
+/// register-streaming kernel when the width is a multiple of 16 and the data
+/// 16-byte aligned, else tiled_v1) or "tiled_v1" (shared-memory tiles; radius
+/// 1..7, others run naive). Bad inputs are rejected at submit, naming the task.
 LOOM_API OpPtr box_blur(const Tensor& src, const Tensor& dst, int radius,
                         std::string_view variant = "auto");
 

@@ -1,0 +1,226 @@
+// The streaming blur kernel's own code (blur_stream.cuh), run on the CPU
+// under a small emulation of one warp: every lane is a std::thread, blocks
+// (one warp each) run one after another, and a shuffle is a write to a
+// double-buffered exchange slot and a barrier. It checks what a GPU run would
+// (the strip and segment arithmetic, the ring of rows, the shuffles, the
+// border counts, the divisions) against the CPU reference at small shapes;
+// timing and memory-model effects are not emulated (the GPU tests cover
+// those). The divisions are also checked for every sum they can meet.
+#include "image/blur.hpp"  // first: CUDA's headers define the qualifiers redefined below
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include "support/seed.hpp"
+
+#include <algorithm>
+#include <array>
+#include <barrier>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <thread>
+#include <vector>
+
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __forceinline__
+#undef __launch_bounds__
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+
+namespace loom::kernels::blur_detail {
+namespace {
+
+thread_local uint3 threadIdx;
+thread_local uint3 blockIdx;
+dim3 gridDim;
+std::barrier<>* warp_barrier = nullptr;
+// Shuffle k writes buffer k % 2; a lane can reach shuffle k + 2 only after
+// every lane has passed shuffle k + 1's barrier, so after it read shuffle k.
+std::array<std::array<unsigned, 32>, 2> exchange;
+thread_local unsigned shuffles = 0;
+
+unsigned shuffle_from(unsigned value, int source) {
+  const auto lane = static_cast<int>(threadIdx.x);
+  auto& slots = exchange[shuffles++ % 2];
+  slots[static_cast<std::size_t>(lane)] = value;
+  warp_barrier->arrive_and_wait();
+  return source >= 0 && source < 32 ? slots[static_cast<std::size_t>(source)] : value;
+}
+
+unsigned __shfl_up_sync(unsigned /*mask*/, unsigned value, int delta) {
+  const int lane = static_cast<int>(threadIdx.x);
+  return shuffle_from(value, lane - delta >= 0 ? lane - delta : lane);
+}
+
+unsigned __shfl_down_sync(unsigned /*mask*/, unsigned value, int delta) {
+  const int lane = static_cast<int>(threadIdx.x);
+  return shuffle_from(value, lane + delta < 32 ? lane + delta : lane);
+}
+
+// Byte i of the result is byte (selector nibble i) of the 8 bytes y:x.
+unsigned __byte_perm(unsigned x, unsigned y, unsigned selector) {
+  const std::uint64_t bytes = (static_cast<std::uint64_t>(y) << 32) | x;
+  unsigned out = 0;
+  for (unsigned i = 0; i < 4; ++i) {
+    const unsigned pick = (selector >> (4 * i)) & 7U;
+    out |= static_cast<unsigned>((bytes >> (8 * pick)) & 0xFFU) << (8 * i);
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace loom::kernels::blur_detail
+
+#include "image/blur_stream.cuh"
+
+namespace {
+
+namespace emu = loom::kernels::blur_detail;
+using Bytes = std::vector<std::uint8_t>;
+
+// kernel() on the 32 lanes of every block of `grid`, one block at a time.
+void run_grid(dim3 grid, const std::function<void()>& kernel) {
+  emu::gridDim = grid;
+  std::barrier<> barrier(32);
+  emu::warp_barrier = &barrier;
+  std::vector<std::thread> lanes;
+  lanes.reserve(32);
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    lanes.emplace_back([&, lane] {
+      emu::threadIdx = uint3{lane, 0, 0};
+      emu::shuffles = 0;
+      for (unsigned bz = 0; bz < grid.z; ++bz) {
+        for (unsigned by = 0; by < grid.y; ++by) {
+          for (unsigned bx = 0; bx < grid.x; ++bx) {
+            emu::blockIdx = uint3{bx, by, bz};
+            kernel();
+            barrier.arrive_and_wait();
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : lanes) t.join();
+}
+
+template <int R>
+void launch(const std::uint8_t* src, std::uint8_t* dst, int planes, int h, int w, unsigned max_y,
+            unsigned max_z) {
+  const int strips = w / emu::kStripBytes;
+  const dim3 grid(
+      static_cast<unsigned>((strips + emu::kStripsPerWarp - 1) / emu::kStripsPerWarp),
+      std::min(static_cast<unsigned>((h + emu::kSegmentRows - 1) / emu::kSegmentRows), max_y),
+      std::min(static_cast<unsigned>(planes), max_z));
+  run_grid(grid, [&] { emu::blur_stream<R>(src, dst, planes, h, w); });
+}
+
+void launch(int r, const std::uint8_t* src, std::uint8_t* dst, int planes, int h, int w,
+            unsigned max_y, unsigned max_z) {
+  switch (r) {
+    case 1: launch<1>(src, dst, planes, h, w, max_y, max_z); break;
+    case 2: launch<2>(src, dst, planes, h, w, max_y, max_z); break;
+    case 3: launch<3>(src, dst, planes, h, w, max_y, max_z); break;
+    case 4: launch<4>(src, dst, planes, h, w, max_y, max_z); break;
+    case 5: launch<5>(src, dst, planes, h, w, max_y, max_z); break;
+    case 6: launch<6>(src, dst, planes, h, w, max_y, max_z); break;
+    default: launch<7>(src, dst, planes, h, w, max_y, max_z); break;
+  }
+}
+
+struct Case {
+  int planes, h, w;
+  unsigned max_y = 65535;  // smaller: blocks stride over segments and planes
+  unsigned max_z = 65535;
+};
+
+void check(const Case& c, int r, std::mt19937_64& rng) {
+  const auto n = static_cast<std::size_t>(c.planes) * static_cast<std::size_t>(c.h) *
+                 static_cast<std::size_t>(c.w);
+  std::uniform_int_distribution<int> dist(0, 255);
+  Bytes src(n);
+  for (auto& b : src) b = static_cast<std::uint8_t>(dist(rng));
+  // Saturated patches reach the largest sums the 16-bit lanes hold.
+  for (std::size_t i = 0; i < n / 4; ++i) src[i] = 255;
+  Bytes want(n);
+  loom::kernels::box_blur_reference(src.data(), want.data(), c.planes, c.h, c.w, r);
+  // 16 bytes of poison past the end: a store past the image would show.
+  Bytes got(n + 16, 0xA5);
+  launch(r, src.data(), got.data(), c.planes, c.h, c.w, c.max_y, c.max_z);
+  std::size_t bad = 0;
+  std::size_t first = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (got[i] != want[i]) {
+      ++bad;
+      first = std::min(first, i);
+    }
+  }
+  for (std::size_t i = n; i < got.size(); ++i) bad += got[i] != 0xA5 ? 1 : 0;
+  EXPECT_EQ(bad, 0U) << "r=" << r << " planes=" << c.planes << " " << c.h << "x" << c.w
+                     << " first mismatch at " << first;
+}
+
+TEST(BlurStreamEmulated, MatchesTheReferenceAtEveryRadius) {
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  // One strip (narrower than the widest window), one full warp of strips and
+  // one strip more, single rows, segments exact and not, and a grid that
+  // strides over segments and planes.
+  const Case cases[] = {{1, 5, 16},   {1, 2, 32},  {1, 33, 48},
+                        {1, 40, 496}, {1, 3, 496}, {2, 70, 64, 2, 1}};
+  for (int r = 1; r <= loom::kernels::kBlurTiledMaxRadius; ++r) {
+    for (const Case& c : cases) check(c, r, rng);
+  }
+}
+
+TEST(BlurStreamEmulated, WholeSegmentsAcrossAWideImage) {
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  check({1, 64, 512}, 3, rng);
+}
+
+TEST(BlurStreamDivision, TheReciprocalIsExactForEveryWindowSum) {
+  // Interior pixels: the area's reciprocal, for each tiled radius.
+  for (int r = 1; r <= loom::kernels::kBlurTiledMaxRadius; ++r) {
+    const auto area = static_cast<unsigned>((2 * r + 1) * (2 * r + 1));
+    const std::uint32_t magic = emu::blur_magic(area);
+    for (unsigned s = 0; s <= 255 * area; ++s) {
+      const unsigned n = s + area / 2;
+      ASSERT_EQ(emu::divide_by_magic(n, magic), n / area) << "sum " << s << " area " << area;
+    }
+  }
+  // And every count up to the largest area, for the claim in its comment.
+  for (unsigned c = 2; c <= 225; ++c) {
+    const std::uint32_t magic = emu::blur_magic(c);
+    for (unsigned n = 0; n < (1U << 16); ++n) {
+      ASSERT_EQ(emu::divide_by_magic(n, magic), n / c) << "n " << n << " count " << c;
+    }
+  }
+}
+
+TEST(BlurStreamDivision, EdgeColumnsDivideExactlyInEveryRow) {
+  // Every count an edge strip's outer column meets (cx in R + 1..K, cy in
+  // 2..K: heights of 1 run tiled_v1), every sum, against the plain formula.
+  for (unsigned r = 1; r <= loom::kernels::kBlurTiledMaxRadius; ++r) {
+    const unsigned k = 2 * r + 1;
+    for (unsigned cy = 2; cy <= k; ++cy) {
+      const emu::RowDivisors d{k * cy / 2, emu::blur_magic(k * cy), emu::blur_magic(cy)};
+      for (unsigned cx = r + 1; cx <= k; ++cx) {
+        const unsigned c = cx * cy;
+        for (unsigned s = 0; s <= 255 * c; ++s) {
+          ASSERT_EQ(emu::edge_quotient(s + d.half, cx, cy, d), (s + c / 2) / c)
+              << "r " << r << " cx " << cx << " cy " << cy << " sum " << s;
+        }
+      }
+      // And the interior columns of the same row, by the reciprocal of K cy.
+      for (unsigned s = 0; s <= 255 * k * cy; ++s) {
+        ASSERT_EQ(emu::divide_by_magic(s + d.half, d.magic), (s + k * cy / 2) / (k * cy));
+      }
+    }
+  }
+}
+
+}  // namespace
