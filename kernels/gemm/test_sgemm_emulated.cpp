@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -69,8 +70,10 @@ void run_grid(dim3 grid, dim3 block, const std::function<void()>& kernel) {
   emu::blockDim = block;
   emu::gridDim = grid;
   const unsigned threads = block.x * block.y * block.z;
-  std::barrier<> barrier(static_cast<std::ptrdiff_t>(threads));
-  emu::block_barrier = &barrier;
+  // On the heap: the global the emulated barrier calls reach must not point
+  // at a local (g++ 13 rejects that even when it is reset before return).
+  auto barrier = std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(threads));
+  emu::block_barrier = barrier.get();
   std::vector<std::thread> team;
   team.reserve(threads);
   for (unsigned t = 0; t < threads; ++t) {

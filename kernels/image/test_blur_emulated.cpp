@@ -18,6 +18,7 @@
 #include <barrier>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -87,8 +88,10 @@ using Bytes = std::vector<std::uint8_t>;
 // kernel() on the 32 lanes of every block of `grid`, one block at a time.
 void run_grid(dim3 grid, const std::function<void()>& kernel) {
   emu::gridDim = grid;
-  std::barrier<> barrier(32);
-  emu::warp_barrier = &barrier;
+  // On the heap: the global the emulated barrier calls reach must not point
+  // at a local (g++ 13 rejects that even when it is reset before return).
+  auto barrier = std::make_unique<std::barrier<>>(32);
+  emu::warp_barrier = barrier.get();
   std::vector<std::thread> lanes;
   lanes.reserve(32);
   for (unsigned lane = 0; lane < 32; ++lane) {
