@@ -84,7 +84,7 @@ void run_grid(dim3 grid, dim3 block, const std::function<void()>& kernel) {
           for (unsigned bx = 0; bx < grid.x; ++bx) {
             emu::blockIdx = uint3{bx, by, bz};
             kernel();
-            barrier.arrive_and_wait();
+            barrier->arrive_and_wait();
           }
         }
       }
