@@ -61,7 +61,15 @@ class Executor {
   /// dst = src as a run of one task (ordered like any run). @throws as submit.
   Completion submit_copy(const Tensor& src, const Tensor& dst);
 
+  /// The graph's prepared form (validated, checked, planned; cached in its
+  /// slot), without running it. @throws as submit.
+  std::shared_ptr<const PreparedGraph> prepare(const Graph& graph) {
+    return preparer_.prepare(graph);
+  }
+
   bool cuda() const noexcept { return options_.cuda; }
+  int device() const noexcept { return options_.device; }
+  cudaStream_t entry_stream() const noexcept { return options_.entry_stream; }
 
   /// Blocks until no run is in flight. @throws InvalidArgument on loom's own threads.
   void wait_idle();
