@@ -185,8 +185,8 @@ cudaGraphExec_t capture_segment(const PreparedGraph& prepared, const CompiledSte
   if (ended != cudaSuccess) {
     if (graph != nullptr) (void)cudaGraphDestroy(graph);
     (void)cudaGetLastError();
-    InvalidArgument e(step.name + " could not be captured into a CUDA graph: " +
-                      cudaGetErrorString(ended));
+    InvalidArgument e(step.name +
+                      " could not be captured into a CUDA graph: " + cudaGetErrorString(ended));
     e.attach_task(tasks[step.tasks.front()].name);
     throw e;
   }
@@ -216,8 +216,8 @@ std::shared_ptr<CapturedGraphs> capture_segments(const PreparedGraph& prepared,
     std::vector<Tensor> reads;
     std::vector<Tensor> writes;
     step_accesses(prepared, steps[i], reads, writes);
-    segment_ops[i] = std::make_shared<SegmentOp>(graphs, graphs->execs.size() - 1,
-                                                 std::move(reads), std::move(writes));
+    segment_ops[i] = std::make_shared<SegmentOp>(graphs, graphs->execs.size() - 1, std::move(reads),
+                                                 std::move(writes));
   }
   return graphs;
 }

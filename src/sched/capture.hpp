@@ -44,9 +44,9 @@ class CapturedGraphs {
   CapturedGraphs(const CapturedGraphs&) = delete;
   CapturedGraphs& operator=(const CapturedGraphs&) = delete;
 
-  std::vector<cudaGraphExec_t> execs;                 ///< one a segment
+  std::vector<cudaGraphExec_t> execs;                ///< one a segment
   std::vector<std::shared_ptr<Storage>> workspaces;  ///< scratch the tasks asked for at capture
-  std::vector<std::size_t> nodes;                     ///< nodes a segment's graph holds
+  std::vector<std::size_t> nodes;                    ///< nodes a segment's graph holds
 };
 
 /// Captures and instantiates every segment of `steps`, and makes the op that

@@ -28,7 +28,8 @@ struct Executable::Impl {
 namespace {
 
 const Executable::Impl& checked(const std::shared_ptr<const Executable::Impl>& impl) {
-  if (!impl) throw InvalidArgument("Executable::run: an empty executable (make one with Runtime::compile)");
+  if (!impl)
+    throw InvalidArgument("Executable::run: an empty executable (make one with Runtime::compile)");
   return *impl;
 }
 
@@ -49,13 +50,14 @@ Use use_of(const detail::PreparedGraph& prepared, const Tensor& placeholder) {
 }
 
 [[noreturn]] void refuse_binding(const Binding& b, const std::string& why) {
-  throw InvalidArgument("Executable::run: cannot bind " +
-                        (b.tensor.defined() ? b.tensor.describe() : std::string("an undefined tensor")) +
-                        " to placeholder " +
-                        (b.placeholder.defined() ? b.placeholder.describe() : std::string("(undefined)")) +
-                        ": " + why +
-                        "; a binding keeps the compiled graph as it is (same dtype, shape and "
-                        "memory space, contiguous, a tensor the graph uses)");
+  throw InvalidArgument(
+      "Executable::run: cannot bind " +
+      (b.tensor.defined() ? b.tensor.describe() : std::string("an undefined tensor")) +
+      " to placeholder " +
+      (b.placeholder.defined() ? b.placeholder.describe() : std::string("(undefined)")) + ": " +
+      why +
+      "; a binding keeps the compiled graph as it is (same dtype, shape and "
+      "memory space, contiguous, a tensor the graph uses)");
 }
 
 Use check_binding(const detail::PreparedGraph& prepared, const Binding& b) {

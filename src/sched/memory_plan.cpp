@@ -63,8 +63,9 @@ ArenaPlan plan_arena(const std::vector<std::size_t>& sizes,
     busy.clear();
     for (const auto j : placed) {
       if (!may_share(i, j)) {
-        busy.emplace_back(plan.offsets[j],
-                          plan.offsets[j] + round_up(std::max<std::size_t>(sizes[j], 1), alignment));
+        busy.emplace_back(
+            plan.offsets[j],
+            plan.offsets[j] + round_up(std::max<std::size_t>(sizes[j], 1), alignment));
       }
     }
     plan.offsets[i] = first_fit(busy, bytes);
