@@ -23,7 +23,11 @@
 /// with (a placeholder) and a caller's tensor of the same dtype, shape and
 /// memory space, contiguous. The executable copies each bound input into its
 /// placeholder before the replay, and each bound output out of it after, as
-/// tasks of the same run (device-to-device copies, stream-ordered). Why
+/// tasks of the same run (device-to-device copies, stream-ordered), so a
+/// bound input's placeholder holds the bound values afterwards. That run's
+/// graph (copies around the shared, already instantiated segments) is put
+/// together and planned on the calling thread, per call: host work linear in
+/// the steps and bindings, no pool memory, no capture. Why
 /// copies rather than patching kernel-node parameters: a loom op is opaque
 /// (its kernels, their argument layout, and any pointer it derives from a
 /// tensor, such as a workspace carve or a view's offset, are its own

@@ -146,35 +146,42 @@ cudaGraphExec_t capture_segment(const PreparedGraph& prepared, const CompiledSte
       if (in_step[p]) awaited[p] = 1;
     }
   }
+  // Streams and events are made before the capture begins: nothing but
+  // stream-ordered work is asked of the driver while it records.
   Stream origin(options.device, 0);
   std::vector<std::optional<Stream>> lanes(static_cast<std::size_t>(plan.stream_count));
   std::vector<std::optional<Event>> done(tasks.size());
+  for (auto t : step.tasks) {
+    auto& lane = lanes[static_cast<std::size_t>(plan.tasks[t].stream)];
+    if (!lane) lane.emplace(options.device, 0);
+    if (awaited[t]) done[t].emplace(options.device);
+  }
   std::vector<Event> joins;
+  joins.reserve(lanes.size());
+  for (const auto& lane : lanes) {
+    if (lane) joins.emplace_back(options.device);
+  }
   Event fork(options.device);
   LOOM_CUDA_CHECK(cudaStreamBeginCapture(origin.view().native(), cudaStreamCaptureModeRelaxed));
   try {
     fork.record(origin.view());
-    for (auto t : step.tasks) {
-      auto& lane = lanes[static_cast<std::size_t>(plan.tasks[t].stream)];
-      if (!lane) {
-        lane.emplace(options.device, 0);
-        fork.make_wait(lane->view());
-      }
-      for (auto p : plan.tasks[t].waits) {
-        if (in_step[p]) done[p]->make_wait(lane->view());
-      }
-      capture_task(tasks[t], lane->view(), options, graphs);
-      if (awaited[t]) {
-        done[t].emplace(options.device);
-        done[t]->record(lane->view());
-      }
+    for (auto& lane : lanes) {
+      if (lane) fork.make_wait(lane->view());
     }
-    joins.reserve(lanes.size());
+    for (auto t : step.tasks) {
+      const StreamView lane = lanes[static_cast<std::size_t>(plan.tasks[t].stream)]->view();
+      for (auto p : plan.tasks[t].waits) {
+        if (in_step[p]) done[p]->make_wait(lane);
+      }
+      capture_task(tasks[t], lane, options, graphs);
+      if (awaited[t]) done[t]->record(lane);
+    }
+    std::size_t j = 0;
     for (auto& lane : lanes) {
       if (!lane) continue;
-      joins.emplace_back(options.device);
-      joins.back().record(lane->view());
-      joins.back().make_wait(origin.view());
+      joins[j].record(lane->view());
+      joins[j].make_wait(origin.view());
+      ++j;
     }
   } catch (...) {
     abandon_capture(origin.view().native());
