@@ -91,8 +91,7 @@ class HandGraph {
       if (s) joins.emplace_back(0);
     }
     const auto t0 = Clock::now();
-    LOOM_CUDA_CHECK(
-        cudaStreamBeginCapture(origin_.view().native(), cudaStreamCaptureModeThreadLocal));
+    LOOM_CUDA_CHECK(cudaStreamBeginCapture(origin_.view().native(), cudaStreamCaptureModeRelaxed));
     fork_.record(origin_.view());
     for (const auto& s : streams) {
       if (s) fork_.make_wait(s->view());

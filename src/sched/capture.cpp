@@ -92,7 +92,7 @@ bool is_capture_error(cudaError_t rc) {
   throw e;
 }
 
-// Enqueues task t on `lane` while it is being captured; refuses it, by
+// Enqueues op task t on `lane` while it is being captured; refuses it, by
 // name, when it broke the capture.
 void capture_task(const Task& task, StreamView lane, const CaptureOptions& options,
                   CapturedGraphs& graphs) {
@@ -100,11 +100,8 @@ void capture_task(const Task& task, StreamView lane, const CaptureOptions& optio
   CaptureResources resources(options, graphs);
   const ExecutionContext ctx(options.device, lane.native(), &resources);
   try {
-    if (task.kind == TaskKind::op) {
-      task.op->run_cuda(ctx);
-    } else {
-      options.copies->enqueue(task.copy_src, task.copy_dst, lane);
-    }
+    if (task.kind != TaskKind::op) throw InternalError("only ops are captured: " + task.name);
+    task.op->run_cuda(ctx);
   } catch (const CudaError& e) {
     if (is_capture_error(static_cast<cudaError_t>(e.code()))) refuse_capture(task, e.message());
     throw;

@@ -30,7 +30,7 @@ namespace loom::detail {
 
 struct CaptureOptions {
   int device = 0;
-  CopyEngine* copies = nullptr;
+  CopyEngine* copies = nullptr;  ///< where workspaces come from
   /// Where workspaces are allocated (a stream every run waits for at its start).
   cudaStream_t resource_stream = nullptr;
 };

@@ -5,17 +5,10 @@
 namespace loom::detail {
 
 bool capturable_task(const PreparedGraph& prepared, std::uint32_t t) {
-  if (prepared.plan.tasks[t].placement != Placement::device) return false;
-  const Task& task = prepared.tasks()[t];
-  switch (task.kind) {
-    case TaskKind::op: return true;
-    case TaskKind::copy:
-      return task.copy_src.memory().is_device() && task.copy_dst.memory().is_device() &&
-             task.copy_src.memory() == task.copy_dst.memory();
-    case TaskKind::host:
-    case TaskKind::collective: return false;
-  }
-  return false;
+  // Copy tasks stay out: a stream copy tells the pools which streams used
+  // its memory, and a capture's private streams do not outlive the capture.
+  return prepared.plan.tasks[t].placement == Placement::device &&
+         prepared.tasks()[t].kind == TaskKind::op;
 }
 
 namespace {

@@ -1,7 +1,7 @@
 #pragma once
 // How a compiled graph is cut for capture: each maximal run of device tasks
-// that are consecutive in the plan (no host task, staged or host-side copy
-// between them) becomes one segment, captured once into a CUDA graph; the
+// ops that are consecutive in the plan (no host task or copy between them)
+// becomes one segment, captured once into a CUDA graph; the
 // other tasks stay as they are, between segments. Segments are intervals of
 // a topological order, so the graph of steps is acyclic: an edge between two
 // tasks becomes an edge between their steps.
@@ -29,7 +29,8 @@ struct CompiledStep {
   std::string name;                  ///< the step's task name in the replay graph
 };
 
-/// True when task t may go into a segment: a device op, or a copy within the device.
+/// True when task t may go into a segment: an op on the device (copy tasks
+/// run as in an eager run, between segments).
 bool capturable_task(const PreparedGraph& prepared, std::uint32_t t);
 
 /// The steps of a prepared graph, in plan order.

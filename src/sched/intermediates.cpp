@@ -28,6 +28,9 @@ void bind_storage(Storage& storage, const std::shared_ptr<Storage>& memory, std:
   storage.base = static_cast<char*>(memory->base) + offset;
   storage.memory = memory->memory;
   storage.stream = memory->stream;
+  // The pool's owner answers for the intermediate as for provided memory
+  // (copy paths tell it about other streams; not owned, so never freed here).
+  storage.owner = memory->owner;
   storage.keep_alive = memory;
   storage.bound = true;
 }
