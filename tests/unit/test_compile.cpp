@@ -404,3 +404,34 @@ TEST(Executable, RebindingThatWouldChangeTheGraphIsRefused) {
                loom::InvalidArgument);
   EXPECT_THROW((void)loom::Executable().run(), loom::InvalidArgument);
 }
+
+TEST(Executable, EmptyAndHostOnlyGraphsCompile) {
+  loom::Runtime rt(cpu(2));
+  auto empty = rt.compile(loom::Graph{});
+  EXPECT_TRUE(empty.valid());
+  EXPECT_NO_THROW(empty.run().wait());
+  int calls = 0;
+  loom::Graph g;
+  g.host("count", [&] { ++calls; });
+  auto exe = rt.compile(g);
+  exe.run().wait();
+  exe.run().wait();
+  EXPECT_EQ(calls, 2);
+}
+
+TEST(Executable, AFailingTaskFailsTheReplayByName) {
+  loom::Runtime rt(cpu(2));
+  auto x = rt.tensor<float>({4});
+  loom::Graph g;
+  g.add(loom::ops::fill(x, 1.0F));
+  g.host("thrower", [] { throw std::runtime_error("boom"); }, {x}, {});
+  auto exe = rt.compile(g);
+  for (int i = 0; i < 2; ++i) {
+    try {
+      exe.run().wait();
+      FAIL() << "the replay hid the failure";
+    } catch (const loom::Error& e) {
+      EXPECT_EQ(e.task(), "thrower") << e.what();
+    }
+  }
+}
