@@ -37,7 +37,9 @@
 /// costs bandwidth only, keeps the instantiated graphs untouched, and the
 /// placeholder keeps the arena's lifetimes valid. A binding that would change
 /// the graph (another dtype, shape or memory space, a strided view, or a
-/// tensor the graph does not use) is refused with InvalidArgument saying so.
+/// tensor the graph does not use) is refused with InvalidArgument saying so;
+/// so is binding an intermediate (its bytes are shared with others over the
+/// run: bind tensors made outside the graph).
 ///
 /// @code
 /// loom::Graph g;

@@ -62,6 +62,13 @@ Use use_of(const detail::PreparedGraph& prepared, const Tensor& placeholder) {
 
 Use check_binding(const detail::PreparedGraph& prepared, const Binding& b) {
   if (!b.placeholder.defined() || !b.tensor.defined()) refuse_binding(b, "both must be defined");
+  if (detail::TensorAccess::storage(b.placeholder)->intermediate) {
+    // Its bytes may be shared with other intermediates at other times of
+    // the run: a copy in before the run or out after it would meet them.
+    refuse_binding(b,
+                   "the placeholder is a graph-scoped intermediate, whose memory the graph "
+                   "shares out; bind a tensor made outside the graph");
+  }
   const Use use = use_of(prepared, b.placeholder);
   if (!use.read && !use.written) refuse_binding(b, "the graph does not use the placeholder");
   if (b.tensor.dtype() != b.placeholder.dtype()) refuse_binding(b, "the dtype differs");

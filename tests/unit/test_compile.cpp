@@ -400,6 +400,14 @@ TEST(Executable, RebindingThatWouldChangeTheGraphIsRefused) {
   refused({in, rt.tensor<float>({8, 8}).transpose(0, 1)}, "contiguous");
   refused({rt.tensor<float>({8, 8}), rt.tensor<float>({8, 8})}, "does not use");
   refused({in, loom::Tensor()}, "defined");
+  {
+    loom::Graph h;
+    auto tmp = h.intermediate(loom::DType::f32, {8, 8});
+    h.add(loom::ops::scale_copy(in, tmp, 1.0F));
+    h.add(loom::ops::scale_copy(tmp, out, 1.0F));
+    auto with_tmp = rt.compile(h);
+    EXPECT_THROW((void)with_tmp.run({{tmp, rt.tensor<float>({8, 8})}}), loom::InvalidArgument);
+  }
   EXPECT_THROW((void)exe.run({{in, rt.tensor<float>({8, 8})}, {in, rt.tensor<float>({8, 8})}}),
                loom::InvalidArgument);
   EXPECT_THROW((void)loom::Executable().run(), loom::InvalidArgument);
