@@ -10,6 +10,10 @@
 //     cuda_launcher.hpp   streams and events, eagerly (wake-ups armed there)
 //   scheduler_loop.hpp  the scheduling thread, its queue and its wake-ups
 //   run_trace.hpp       a run's Chrome trace
+// and, beside it, compile.hpp (Runtime::compile): a graph planned once, its
+// intermediates in one arena (memory_plan.hpp), its device segments captured
+// into CUDA graphs (compile_plan.hpp, capture.hpp); a replay is an ordinary
+// submit of the graph of segments.
 // The scheduling thread never blocks on a stream, never allocates or frees
 // device memory (finished runs are torn down on a worker), and sleeps while
 // device work runs: a host callback queued behind the watched work wakes it.
