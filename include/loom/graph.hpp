@@ -127,6 +127,20 @@ class LOOM_API Graph {
   /// Appends a collective (implemented by communicators).
   TaskId collective(CollectivePtr collective, TaskOptions options = {});
 
+  /// A graph-scoped intermediate: a contiguous tensor whose memory belongs to
+  /// the graph's runs rather than to the caller. It has no memory until the
+  /// graph is submitted or compiled: Runtime::submit gives it memory from the
+  /// pool of the runtime's default space at the graph's first submit (kept
+  /// while any tensor or task refers to it); Runtime::compile places every
+  /// intermediate of the graph in one arena, planned from their lifetimes
+  /// (two share bytes only when every use of one is ordered before every use
+  /// of the other). Its data() is null until then. An intermediate belongs to
+  /// one graph: its memory is given once, by the first submit or compile.
+  /// @throws InvalidArgument for a bad shape.
+  Tensor intermediate(DType dtype, const Shape& shape);
+  /// The intermediates, in the order they were declared.
+  const std::vector<Tensor>& intermediates() const noexcept { return intermediates_; }
+
   /// `before` runs before `after`. @throws InvalidArgument for unknown ids.
   void precede(TaskId before, TaskId after);
   /// `after` runs after `before`.
@@ -200,6 +214,7 @@ class LOOM_API Graph {
   friend struct detail::GraphAccess;
 
   std::vector<Task> tasks_;
+  std::vector<Tensor> intermediates_;
   std::size_t edges_ = 0;
   std::unordered_map<const void*, StorageHistory> history_;  // keyed by the storage's address
   std::vector<std::uint32_t> inferred_;  // the appended task's inferred predecessors

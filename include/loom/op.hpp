@@ -88,6 +88,18 @@ class LOOM_API Op {
   virtual void run_cpu() const;
   /// Enqueues the work on ctx's stream, on device memory; must not block.
   virtual void run_cuda(const ExecutionContext& ctx) const = 0;
+  /// True when run_cuda() may be captured into a CUDA graph (Runtime::compile):
+  /// it enqueues only stream-ordered work on ctx's stream (kernel launches,
+  /// cudaMemcpyAsync, cudaMemsetAsync, event records and waits), makes no
+  /// synchronizing call (no cudaStreamSynchronize, cudaDeviceSynchronize,
+  /// cudaMalloc or cudaFree, no synchronous cudaMemcpy), reads no result
+  /// back, and enqueues the same work with the same arguments each time for
+  /// the same tensors (a capture is replayed as recorded). Setting function
+  /// attributes or asking the occupancy calculator is fine; so is
+  /// ctx.workspace(), which a compiled graph gives the task once and keeps.
+  /// An op that returns false makes compile() fail, naming the task; it
+  /// still runs in graphs submitted eagerly. The default is true.
+  virtual bool capturable() const noexcept { return true; }
 };
 
 using OpPtr = std::shared_ptr<const Op>;

@@ -17,6 +17,7 @@
 
 #include <loom/completion.hpp>
 #include <loom/dtype.hpp>
+#include <loom/executable.hpp>
 #include <loom/export.hpp>
 #include <loom/future.hpp>
 #include <loom/graph.hpp>
@@ -77,6 +78,16 @@ class LOOM_API Runtime {
   /// memory space for the backend), naming the task; after a kernel fault
   /// made the device unusable, that fault's CudaError.
   Future submit(const Graph& graph);
+  /// Compiles the graph for replay (see executable.hpp): validates and plans
+  /// it as submit does, places its unbound intermediates in one arena from
+  /// the default memory's pool, and on the CUDA backend captures and
+  /// instantiates each group of device tasks as a CUDA graph, here, on the
+  /// caller's thread. The graph may change afterwards; the executable keeps
+  /// what it was. The executable must not outlive the runtime.
+  /// @throws InvalidArgument, naming the task, for what submit refuses, for
+  /// an op that cannot be captured (Op::capturable) and for a collective;
+  /// OutOfMemory; after a kernel fault, that fault's CudaError.
+  Executable compile(const Graph& graph);
   /// Where tensors go by default: the default device, or pageable host memory.
   Memory default_memory() const noexcept;
 

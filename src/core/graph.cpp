@@ -203,8 +203,14 @@ void Graph::AccessLane::prune_covered(std::uintptr_t lo, std::uintptr_t hi, std:
 
 void Graph::infer(std::uint32_t task, const Tensor& tensor, bool write) {
   if (!tensor.defined() || tensor.numel() == 0) return;
-  const auto [lo, hi] = detail::byte_span(tensor);
-  auto& history = history_[detail::TensorAccess::storage(tensor).get()];
+  // Spans relative to the storage's start: an intermediate gets its memory
+  // only once the graph is submitted or compiled.
+  const auto& storage = detail::TensorAccess::storage(tensor);
+  const auto start = reinterpret_cast<std::uintptr_t>(storage->base);
+  auto [lo, hi] = detail::byte_span(tensor);
+  lo -= start;
+  hi -= start;
+  auto& history = history_[storage.get()];
   const auto depend = [&](std::uint32_t from) {
     if (from != task) inferred_.push_back(from);
   };
@@ -283,6 +289,17 @@ TaskId Graph::host(std::function<void()> fn, std::vector<Tensor> reads, std::vec
                    TaskOptions options) {
   return host(std::move(options.name), std::move(fn), std::move(reads), std::move(writes),
               options.priority);
+}
+
+Tensor Graph::intermediate(DType dtype, const Shape& shape) {
+  check_element_count(dtype, shape);
+  auto storage = std::make_shared<detail::Storage>();
+  storage->intermediate = true;
+  storage->bytes = bytes_for(dtype, static_cast<std::uint64_t>(shape.product()));
+  intermediates_.push_back(
+      detail::TensorAccess::make(std::move(storage), dtype, shape, contiguous_strides(shape), 0));
+  changed();
+  return intermediates_.back();
 }
 
 TaskId Graph::collective(CollectivePtr collective, TaskOptions options) {

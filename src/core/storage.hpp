@@ -61,6 +61,12 @@ struct Storage {
   Allocation allocation;      ///< empty for provided storage
   bool owned = false;
   std::shared_ptr<MemoryOwner> owner;
+  /// A graph-scoped intermediate (Graph::intermediate): no memory until a
+  /// runtime binds it (bound false), at its graph's first submit or compile.
+  bool intermediate = false;
+  bool bound = false;
+  /// What a bound intermediate's memory lives in (a compiled graph's arena).
+  std::shared_ptr<const void> keep_alive;
 
   Storage() = default;
   Storage(const Storage&) = delete;

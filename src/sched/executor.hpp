@@ -10,6 +10,10 @@
 //     cuda_launcher.hpp   streams and events, eagerly (wake-ups armed there)
 //   scheduler_loop.hpp  the scheduling thread, its queue and its wake-ups
 //   run_trace.hpp       a run's Chrome trace
+// and, beside it, compile.hpp (Runtime::compile): a graph planned once, its
+// intermediates in one arena (memory_plan.hpp), its device segments captured
+// into CUDA graphs (compile_plan.hpp, capture.hpp); a replay is an ordinary
+// submit of the graph of segments.
 // The scheduling thread never blocks on a stream, never allocates or frees
 // device memory (finished runs are torn down on a worker), and sleeps while
 // device work runs: a host callback queued behind the watched work wakes it.
@@ -61,7 +65,15 @@ class Executor {
   /// dst = src as a run of one task (ordered like any run). @throws as submit.
   Completion submit_copy(const Tensor& src, const Tensor& dst);
 
+  /// The graph's prepared form (validated, checked, planned; cached in its
+  /// slot), without running it. @throws as submit.
+  std::shared_ptr<const PreparedGraph> prepare(const Graph& graph) {
+    return preparer_.prepare(graph);
+  }
+
   bool cuda() const noexcept { return options_.cuda; }
+  int device() const noexcept { return options_.device; }
+  cudaStream_t entry_stream() const noexcept { return options_.entry_stream; }
 
   /// Blocks until no run is in flight. @throws InvalidArgument on loom's own threads.
   void wait_idle();

@@ -12,7 +12,9 @@
 #include "cuda/device_owner.hpp"
 #include "cuda/event_pool.hpp"
 #include "memory/host_owner.hpp"
+#include "sched/compile.hpp"
 #include "sched/executor.hpp"
+#include "sched/intermediates.hpp"
 #include "transfer/copy_paths.hpp"
 #include "transfer/staging.hpp"
 #include "transfer/strided.hpp"
@@ -244,7 +246,19 @@ Runtime::~Runtime() {
   if (m.pinned) m.pinned->pool().forget_other_streams();
 }
 
-Future Runtime::submit(const Graph& graph) { return impl_->executor->submit(graph); }
+Future Runtime::submit(const Graph& graph) {
+  if (!graph.intermediates().empty()) {
+    impl_->executor->throw_if_poisoned();
+    detail::bind_from_pool(graph, impl_->owner_of(default_memory()));
+  }
+  return impl_->executor->submit(graph);
+}
+
+Executable Runtime::compile(const Graph& graph) {
+  auto& m = *impl_;
+  return detail::compile_graph(
+      graph, detail::CompileServices{*m.executor, m, m.owner_of(default_memory())});
+}
 
 bool Runtime::has_gpu() const noexcept { return impl_->gpu; }
 

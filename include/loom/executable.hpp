@@ -1,0 +1,111 @@
+#pragma once
+/// @file executable.hpp
+/// A compiled graph (Runtime::compile): planned once, replayed often.
+///
+/// On the CUDA backend each maximal group of ops that are consecutive in the
+/// plan (no host task or copy task between them) is captured
+/// once into a CUDA graph, on streams private to the executable, following
+/// the plan's stream assignment and cross-stream waits, and instantiated once;
+/// run() launches each group's graph in turn (one cudaGraphLaunch a group),
+/// with host tasks and copy tasks between groups, run as in an eager submit
+/// (a copy task tells the pools which streams use its memory, which a
+/// capture's private streams would outlive). The graph's intermediates (Graph::intermediate) live
+/// in one arena allocated at compile time, packed by their lifetimes; scratch
+/// memory an op asks for (ExecutionContext::workspace) is given once, at
+/// capture, and kept. A replay therefore allocates no pool memory and creates
+/// no stream or event. On the CPU backend an executable runs the same plan on
+/// the host workers, with the same arena.
+///
+/// Runs are ordered as eager runs are: by the data they touch. Replays of one
+/// executable touch the same memory, so each follows the previous one; a
+/// replay and an eager run or copy over the same tensors are ordered likewise.
+///
+/// Rebinding (run(bindings)): a binding names a tensor the graph was built
+/// with (a placeholder) and a caller's tensor of the same dtype, shape and
+/// memory space, contiguous. The executable copies each bound input into its
+/// placeholder before the replay, and each bound output out of it after, as
+/// tasks of the same run (device-to-device copies, stream-ordered), so a
+/// bound input's placeholder holds the bound values afterwards. That run's
+/// graph (copies around the shared, already instantiated segments) is put
+/// together and planned on the calling thread, per call: host work linear in
+/// the steps and bindings, no pool memory, no capture. Why
+/// copies rather than patching kernel-node parameters: a loom op is opaque
+/// (its kernels, their argument layout, and any pointer it derives from a
+/// tensor, such as a workspace carve or a view's offset, are its own
+/// business), so the only parameter update that is always right is a fresh
+/// capture, which costs a capture and a cudaGraphExecUpdate a run. A copy
+/// costs bandwidth only, keeps the instantiated graphs untouched, and the
+/// placeholder keeps the arena's lifetimes valid. A binding that would change
+/// the graph (another dtype, shape or memory space, a strided view, or a
+/// tensor the graph does not use) is refused with InvalidArgument saying so;
+/// so is binding an intermediate (its bytes are shared with others over the
+/// run: bind tensors made outside the graph).
+///
+/// @code
+/// loom::Graph g;
+/// auto x = rt.tensor<float>({n});
+/// auto tmp = g.intermediate(loom::DType::f32, {n});  // memory planned by compile
+/// g.add(loom::ops::scale_copy(x, tmp, 2.0f));
+/// g.add(loom::ops::vector_add(tmp, x, y));
+/// loom::Executable exe = rt.compile(g);              // captures, instantiates, plans
+/// for (int i = 0; i < 100; ++i) exe.run();           // ordered replays, no allocation
+/// exe.run({{x, other_x}, {y, other_y}}).wait();      // the same graph on other tensors
+/// @endcode
+///
+/// Thread-safety: run() may be called from any thread. An executable holds
+/// its runtime's executor: destroy it (and let its runs finish) before the
+/// runtime.
+
+#include <loom/export.hpp>
+#include <loom/future.hpp>
+#include <loom/tensor.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace loom {
+
+/// A placeholder the graph was built with, and the tensor a run uses instead.
+struct Binding {
+  Tensor placeholder;
+  Tensor tensor;
+};
+
+class LOOM_API Executable {
+ public:
+  /// An empty executable; valid() is false.
+  Executable() = default;
+
+  bool valid() const noexcept { return impl_ != nullptr; }
+  /// Replays the graph; returns at once. @throws InvalidArgument for an
+  /// empty executable; after a kernel fault, that fault's CudaError.
+  Future run() const;
+  /// Replays with `bindings`. @throws InvalidArgument for a binding that
+  /// would change the graph, saying what was expected.
+  Future run(const std::vector<Binding>& bindings) const;
+
+  /// Bytes of the intermediates' arena, and of the intermediates laid side by side.
+  std::size_t arena_bytes() const noexcept;
+  std::size_t intermediate_bytes() const noexcept;
+  /// CUDA graphs captured (0 on the CPU backend), and the tasks in them.
+  std::size_t segments() const noexcept;
+  std::size_t captured_tasks() const noexcept;
+
+  struct Impl;  ///< loom's own (defined in the library)
+
+ private:
+  friend struct ExecutableAccess;
+  explicit Executable(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
+
+/// loom's way to make an Executable.
+struct ExecutableAccess {
+  static Executable make(std::shared_ptr<const Executable::Impl> impl) {
+    return Executable(std::move(impl));
+  }
+};
+
+}  // namespace loom

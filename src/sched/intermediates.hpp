@@ -1,0 +1,25 @@
+#pragma once
+// Giving a graph's intermediates (Graph::intermediate) their memory: one
+// pool block each at an eager submit, or one planned arena at compile. An
+// intermediate gets memory once; later submits and compiles find it bound
+// and treat it as any tensor (ordering across runs keeps its users apart).
+//
+// Thread-safety: any thread (binding is serialized process-wide; it happens
+// once an intermediate).
+
+#include "core/storage.hpp"
+#include "sched/memory_plan.hpp"
+
+#include <loom/graph.hpp>
+
+namespace loom::detail {
+
+/// Gives each unbound intermediate of `graph` its own block from `owner`.
+/// @throws OutOfMemory.
+void bind_from_pool(const Graph& graph, MemoryOwner& owner);
+
+/// Plans the unbound intermediates of `graph` into one arena from `owner`
+/// and binds them there. @throws OutOfMemory.
+ArenaPlan bind_in_arena(const Graph& graph, MemoryOwner& owner);
+
+}  // namespace loom::detail
