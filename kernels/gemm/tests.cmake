@@ -9,5 +9,15 @@ loom_add_gtest(loom_gemm_gpu_tests LABEL gpu SOURCES
 # does not add the toolkit's libcu++ to the include path; CuTe's vectorized
 # copies write floats through 128-bit integers, which the host optimizer may
 # reorder under strict aliasing (nvcc's device code does not).
+# Newer CMake lists the toolkit's cccl folder in CUDAToolkit_INCLUDE_DIRS
+# already; older ones list only the include folder above it.
+set(loom_emulated_options -fno-strict-aliasing)
+if(NOT CUDAToolkit_INCLUDE_DIRS MATCHES "/cccl(;|$)")
+  foreach(dir IN LISTS CUDAToolkit_INCLUDE_DIRS)
+    if(EXISTS "${dir}/cccl")
+      list(APPEND loom_emulated_options -isystem "${dir}/cccl")
+    endif()
+  endforeach()
+endif()
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/test_sgemm_emulated.cpp PROPERTIES
-  COMPILE_OPTIONS "-isystem;${CUDAToolkit_INCLUDE_DIRS}/cccl;-fno-strict-aliasing")
+  COMPILE_OPTIONS "${loom_emulated_options}")
