@@ -10,23 +10,20 @@
 // Counters: loom_us (a frame), floor_us (the same bytes at copy_GBps),
 // loom_GBps, copy_GBps, ratio = loom_GBps / copy_GBps (targets: gray >= 0.8,
 // blur >= 0.7 at r = 3).
-#include "cuda/check.hpp"
-#include "cuda/event.hpp"
-#include "cuda/stream.hpp"
 #include "image/blur.hpp"
 #include "image/gray.hpp"
 
 #include <benchmark/benchmark.h>
 
-#include "bench_support.hpp"
+#include "bench_device.hpp"
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
 
-using loom::bench::median;
 using loom::bench::skip_without_gpu;
 
 constexpr std::int64_t kSide = 4096;
@@ -34,33 +31,12 @@ constexpr std::size_t kPixels = static_cast<std::size_t>(kSide * kSide);
 // Input and output sets rotate so that consecutive launches miss in L2 (60 MB).
 constexpr std::size_t kRotateBytes = std::size_t{512} << 20;
 
-struct DeviceBytes {
-  explicit DeviceBytes(std::size_t n) { LOOM_CUDA_CHECK(cudaMalloc(&p, n)); }
-  ~DeviceBytes() { LOOM_CUDA_ASSERT(cudaFree(p)); }
-  DeviceBytes(const DeviceBytes&) = delete;
-  DeviceBytes& operator=(const DeviceBytes&) = delete;
-  std::uint8_t* get() const { return static_cast<std::uint8_t*>(p); }
-  void* p = nullptr;
-};
+using loom::bench::DeviceBytes;
 
-// Median over batches of the mean time of one launch, in milliseconds;
-// launch(i) runs the i-th repetition (to rotate buffers).
+// The median launch time in milliseconds (7 batches of 20 launches).
 template <class Launch>
 double time_ms(loom::detail::Stream& stream, Launch&& launch) {
-  loom::detail::Event start(0, loom::detail::EventTiming::enabled);
-  loom::detail::Event stop(0, loom::detail::EventTiming::enabled);
-  constexpr int kBatches = 7;
-  constexpr int kReps = 20;
-  launch(0);
-  std::vector<double> ms;
-  for (int b = 0; b < kBatches; ++b) {
-    start.record(stream.view());
-    for (int i = 0; i < kReps; ++i) launch(i + 1);
-    stop.record(stream.view());
-    stop.synchronize();
-    ms.push_back(stop.elapsed_ms_since(start) / kReps);
-  }
-  return median(ms);
+  return loom::bench::time_launches_ms(stream, std::forward<Launch>(launch), 7, 20);
 }
 
 // Buffers of `in_bytes` and `out_bytes`, as many sets as keep the rotation

@@ -8,59 +8,33 @@
 //
 // Counters: loom_GBps, copy_GBps, ratio = loom_GBps / copy_GBps, loom_us.
 // Target on an H200: fused fp32 8192 x 16384 >= 3100 GB/s (torch), aim 3600.
-#include "cuda/check.hpp"
-#include "cuda/event.hpp"
-#include "cuda/stream.hpp"
 #include "softmax/softmax.hpp"
 
 #include <benchmark/benchmark.h>
 
-#include "bench_support.hpp"
+#include "bench_device.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
 
 using loom::DType;
-using loom::bench::median;
 using loom::bench::skip_without_gpu;
 using loom::kernels::SoftmaxVariant;
 
 // Buffer sets rotate so that consecutive launches miss in L2 (60 MB).
 constexpr std::size_t kRotateBytes = std::size_t{512} << 20;
 
-struct DeviceBytes {
-  explicit DeviceBytes(std::size_t n) {
-    if (n > 0) LOOM_CUDA_CHECK(cudaMalloc(&p, n));
-  }
-  ~DeviceBytes() {
-    if (p != nullptr) LOOM_CUDA_ASSERT(cudaFree(p));
-  }
-  DeviceBytes(const DeviceBytes&) = delete;
-  DeviceBytes& operator=(const DeviceBytes&) = delete;
-  std::uint8_t* get() const { return static_cast<std::uint8_t*>(p); }
-  void* p = nullptr;
-};
+using loom::bench::DeviceBytes;
 
+// The median launch time in milliseconds (5 batches of 10 launches).
 template <class Launch>
 double time_ms(loom::detail::Stream& stream, Launch&& launch) {
-  loom::detail::Event start(0, loom::detail::EventTiming::enabled);
-  loom::detail::Event stop(0, loom::detail::EventTiming::enabled);
-  constexpr int kBatches = 5;
-  constexpr int kReps = 10;
-  launch(0);
-  std::vector<double> ms;
-  for (int b = 0; b < kBatches; ++b) {
-    start.record(stream.view());
-    for (int i = 0; i < kReps; ++i) launch(i + 1);
-    stop.record(stream.view());
-    stop.synchronize();
-    ms.push_back(stop.elapsed_ms_since(start) / kReps);
-  }
-  return median(ms);
+  return loom::bench::time_launches_ms(stream, std::forward<Launch>(launch), 5, 10);
 }
 
 void BM_Softmax(benchmark::State& state) {
