@@ -20,7 +20,7 @@
 #include <cub/device/device_segmented_reduce.cuh>
 #include <cuda/functional>
 
-#include "bench_support.hpp"
+#include "bench_device.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -68,17 +68,7 @@ __global__ void fill_pseudo_random(T* gX, std::size_t n) {
   }
 }
 
-struct DeviceMemory {
-  explicit DeviceMemory(std::size_t bytes) {
-    if (bytes > 0) LOOM_CUDA_CHECK(cudaMalloc(&ptr, bytes));
-  }
-  ~DeviceMemory() {
-    if (ptr != nullptr) LOOM_CUDA_ASSERT(cudaFree(ptr));
-  }
-  DeviceMemory(const DeviceMemory&) = delete;
-  DeviceMemory& operator=(const DeviceMemory&) = delete;
-  void* ptr = nullptr;
-};
+using DeviceMemory = loom::bench::DeviceBytes;
 
 // One 2^30-element input per dtype, made once and kept for the whole run.
 const void* input(DType dtype) {
@@ -88,19 +78,19 @@ const void* input(DType dtype) {
     slot = std::make_unique<DeviceMemory>(kElements * element_bytes(dtype));
     switch (dtype) {
       case DType::f32:
-        fill_pseudo_random<<<4096, 256>>>(static_cast<float*>(slot->ptr), kElements);
+        fill_pseudo_random<<<4096, 256>>>(static_cast<float*>(slot->p), kElements);
         break;
       case DType::f16:
-        fill_pseudo_random<<<4096, 256>>>(static_cast<__half*>(slot->ptr), kElements);
+        fill_pseudo_random<<<4096, 256>>>(static_cast<__half*>(slot->p), kElements);
         break;
       default:
-        fill_pseudo_random<<<4096, 256>>>(static_cast<__nv_bfloat16*>(slot->ptr), kElements);
+        fill_pseudo_random<<<4096, 256>>>(static_cast<__nv_bfloat16*>(slot->p), kElements);
         break;
     }
     LOOM_CUDA_CHECK(cudaGetLastError());
     LOOM_CUDA_CHECK(cudaDeviceSynchronize());
   }
-  return slot->ptr;
+  return slot->p;
 }
 
 // Median over kRounds of the mean time of kReps back-to-back calls, in ms.
@@ -142,7 +132,7 @@ class CubReduce {
     temp_ = std::make_unique<DeviceMemory>(bytes);
     bytes_ = bytes;
   }
-  void operator()() { run(temp_->ptr, bytes_); }
+  void operator()() { run(temp_->p, bytes_); }
 
  private:
   void run(void* temp, std::size_t& bytes) {
@@ -226,12 +216,12 @@ void BM_Reduce(benchmark::State& state) {
   DeviceMemory out(2 * sizeof(float));
   DeviceMemory workspace(loom::kernels::reduce_workspace_bytes(kElements, config));
   loom::detail::Stream stream(0, 0);
-  auto* result = static_cast<float*>(out.ptr);
+  auto* result = static_cast<float*>(out.p);
   double loom_ms = 0;
   for (auto _ : state) {
     loom_ms = median_ms(stream, [&] {
-      loom::kernels::reduce(op, x, dtype, kElements, result, DType::f32, workspace.ptr,
-                            stream.view(), config);
+      loom::kernels::reduce(op, x, dtype, kElements, result, DType::f32, workspace.p, stream.view(),
+                            config);
     });
     state.SetIterationTime(loom_ms * 1e-3);
   }
@@ -272,11 +262,11 @@ void BM_ReduceTuning(benchmark::State& state) {
   DeviceMemory out(2 * sizeof(float));
   DeviceMemory workspace(loom::kernels::reduce_workspace_bytes(kElements, config));
   loom::detail::Stream stream(0, 0);
-  auto* result = static_cast<float*>(out.ptr);
+  auto* result = static_cast<float*>(out.p);
   double loom_ms = 0;
   for (auto _ : state) {
     loom_ms = median_ms(stream, [&] {
-      loom::kernels::reduce(ReduceOp::sum, x, dtype, kElements, result, DType::f32, workspace.ptr,
+      loom::kernels::reduce(ReduceOp::sum, x, dtype, kElements, result, DType::f32, workspace.p,
                             stream.view(), config);
     });
     state.SetIterationTime(loom_ms * 1e-3);
@@ -313,8 +303,8 @@ void BM_ReduceRows(benchmark::State& state) {
   double loom_ms = 0;
   for (auto _ : state) {
     loom_ms = median_ms(stream, [&] {
-      loom::kernels::reduce_segments(ReduceOp::sum, x, DType::f32, segments, out.ptr, DType::f32, 1,
-                                     workspace.ptr, stream.view());
+      loom::kernels::reduce_segments(ReduceOp::sum, x, DType::f32, segments, out.p, DType::f32, 1,
+                                     workspace.p, stream.view());
     });
     state.SetIterationTime(loom_ms * 1e-3);
   }
@@ -325,25 +315,23 @@ void BM_ReduceRows(benchmark::State& state) {
       offsets[i] = static_cast<int>(static_cast<std::int64_t>(i) * cols);
     }
     DeviceMemory d_offsets(offsets.size() * sizeof(int));
-    LOOM_CUDA_CHECK(cudaMemcpy(d_offsets.ptr, offsets.data(), offsets.size() * sizeof(int),
+    LOOM_CUDA_CHECK(cudaMemcpy(d_offsets.p, offsets.data(), offsets.size() * sizeof(int),
                                cudaMemcpyHostToDevice));
     DeviceMemory cub_out(static_cast<std::size_t>(rows) * sizeof(float));
-    const auto* begin = static_cast<const int*>(d_offsets.ptr);
+    const auto* begin = static_cast<const int*>(d_offsets.p);
     std::size_t bytes = 0;
-    LOOM_CUDA_CHECK(cub::DeviceSegmentedReduce::Sum(nullptr, bytes, x,
-                                                    static_cast<float*>(cub_out.ptr), rows, begin,
-                                                    begin + 1, stream.view()));
+    LOOM_CUDA_CHECK(cub::DeviceSegmentedReduce::Sum(
+        nullptr, bytes, x, static_cast<float*>(cub_out.p), rows, begin, begin + 1, stream.view()));
     DeviceMemory temp(bytes);
     anchor = median_ms(stream, [&] {
-      LOOM_CUDA_CHECK(cub::DeviceSegmentedReduce::Sum(temp.ptr, bytes, x,
-                                                      static_cast<float*>(cub_out.ptr), rows, begin,
-                                                      begin + 1, stream.view()));
+      LOOM_CUDA_CHECK(cub::DeviceSegmentedReduce::Sum(
+          temp.p, bytes, x, static_cast<float*>(cub_out.p), rows, begin, begin + 1, stream.view()));
     });
     state.SetLabel("rows of [" + std::to_string(rows) + ", " + std::to_string(cols) +
                    "] vs cub::DeviceSegmentedReduce::Sum");
   } else {
     DeviceMemory cub_out(sizeof(float));
-    anchor = cub_ms<float>(ReduceOp::sum, x, kElements, static_cast<float*>(cub_out.ptr), stream);
+    anchor = cub_ms<float>(ReduceOp::sum, x, kElements, static_cast<float*>(cub_out.p), stream);
     state.SetLabel("columns of [" + std::to_string(rows) + ", " + std::to_string(cols) +
                    "] vs cub::DeviceReduce::Sum of the same bytes");
   }
