@@ -11,6 +11,7 @@
 #include <loom/log.hpp>
 #include <loom/memory.hpp>
 #include <loom/memory_stats.hpp>
+#include <loom/pipeline.hpp>
 #include <loom/priority.hpp>
 #include <loom/runtime.hpp>
 #include <loom/tensor.hpp>

@@ -1,0 +1,335 @@
+// The pipeline on the CPU backend: every frame in order under a slow
+// consumer, the drop policy's count, delay buffers, a failing stage that
+// stops the pipeline naming itself with no frame half-delivered, take and
+// provide, statistics, and the refusals.
+
+#include "support/cpu.hpp"
+
+#include <loom/error.hpp>
+#include <loom/ops.hpp>
+#include <loom/pipeline.hpp>
+#include <loom/runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using loom::DType;
+using loom::Frame;
+using loom::Graph;
+using loom::InputFrame;
+using loom::Pipeline;
+using loom::PipelineBuffer;
+using loom::PipelineBuilder;
+using loom::PipelineOptions;
+using loom::StageSlot;
+using loom::test::cpu;
+
+constexpr std::int64_t kN = 1000;
+
+// Frame f's input: f + i / 1024 at element i (exact in f32 for the sizes here).
+void fill_input(const loom::Tensor& t, std::uint64_t frame) {
+  float* p = t.data_as<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    p[i] = static_cast<float>(frame) + static_cast<float>(i) / 1024.0f;
+}
+
+// in -> "scale" (tmp = 2 in) -> "add" (out = tmp + in): out = 3 in.
+struct ThreeX {
+  PipelineBuffer in, tmp, out;
+  Pipeline pipeline;
+
+  ThreeX(loom::Runtime& rt, PipelineOptions options) : pipeline(build(rt, std::move(options))) {}
+
+  Pipeline build(loom::Runtime& rt, PipelineOptions options) {
+    PipelineBuilder b(rt, std::move(options));
+    in = b.input("x", DType::f32, {kN});
+    tmp = b.buffer("twice", DType::f32, {kN});
+    out = b.output("y", DType::f32, {kN});
+    b.stage("scale", [this](Graph& g, const StageSlot& s) {
+      g.add(loom::ops::scale_copy(s[in], s[tmp], 2.0f));
+    });
+    b.stage("add", [this](Graph& g, const StageSlot& s) {
+      g.add(loom::ops::vector_add(s[tmp], s[in], s[out]));
+    });
+    return b.build();
+  }
+
+  std::uint64_t push(std::uint64_t expected_number) {
+    InputFrame f = pipeline.acquire();
+    EXPECT_EQ(f.number(), expected_number);
+    fill_input(f.input(in), f.number());
+    return pipeline.push(std::move(f));
+  }
+};
+
+// Whether frame `f`'s output is 3 times its input, element by element.
+bool holds_three_x(const loom::Tensor& out, std::uint64_t frame) {
+  const float* p = out.data_as<float>();
+  for (std::int64_t i = 0; i < out.numel(); ++i) {
+    const float x = static_cast<float>(frame) + static_cast<float>(i) / 1024.0f;
+    if (p[i] != 2.0f * x + x) return false;
+  }
+  return true;
+}
+
+TEST(Pipeline, EveryFrameArrivesOnceAndInOrderUnderASlowConsumer) {
+  loom::Runtime rt(cpu(4));
+  ThreeX p(rt, {.name = "slow consumer", .slots = 3});
+  constexpr std::uint64_t frames = 150;
+  std::vector<std::uint64_t> seen;
+  std::atomic<int> wrong{0};
+  std::thread consumer([&] {
+    while (std::optional<Frame> f = p.pipeline.pop()) {
+      if (f->number() % 7 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      if (!holds_three_x(f->output(p.out), f->number())) ++wrong;
+      seen.push_back(f->number());
+    }
+  });
+  for (std::uint64_t i = 0; i < frames; ++i) p.push(i);
+  p.pipeline.close();
+  consumer.join();
+  ASSERT_EQ(seen.size(), frames);
+  for (std::uint64_t i = 0; i < frames; ++i) EXPECT_EQ(seen[i], i);
+  EXPECT_EQ(wrong.load(), 0);
+  const loom::PipelineStats s = p.pipeline.stats();
+  EXPECT_EQ(s.pushed, frames);
+  EXPECT_EQ(s.completed, frames);
+  EXPECT_EQ(s.delivered, frames);
+  EXPECT_EQ(s.dropped, 0u);
+  EXPECT_GT(s.frames_per_second, 0.0);
+  EXPECT_LE(s.latency_p50_us, s.latency_p99_us);
+  EXPECT_LE(s.latency_p99_us, s.latency_max_us);
+  EXPECT_GT(s.latency_p50_us, 0.0);
+  EXPECT_EQ(p.pipeline.latencies_us().size(), frames);
+}
+
+TEST(Pipeline, DropOldestDropsWhatTheConsumerHasNotTakenAndCountsIt) {
+  loom::Runtime rt(cpu(2));
+  ThreeX p(rt, {.name = "drops", .slots = 3, .overflow = loom::Overflow::drop_oldest});
+  // Nobody pops while 40 frames go in: each new frame drops the one three before it.
+  for (std::uint64_t i = 0; i < 40; ++i) p.push(i);
+  p.pipeline.close();
+  std::vector<std::uint64_t> seen;
+  while (std::optional<Frame> f = p.pipeline.pop()) {
+    EXPECT_TRUE(holds_three_x(f->output(p.out), f->number())) << "frame " << f->number();
+    seen.push_back(f->number());
+  }
+  EXPECT_EQ(seen, (std::vector<std::uint64_t>{37, 38, 39}));
+  const loom::PipelineStats s = p.pipeline.stats();
+  EXPECT_EQ(s.dropped, 37u);
+  EXPECT_EQ(s.delivered + s.dropped, s.pushed);
+}
+
+TEST(Pipeline, ADelayBufferReadsTheFrameKFramesAgo) {
+  loom::Runtime rt(cpu(4));
+  PipelineBuilder b(rt, {.name = "delay", .slots = 4});
+  auto in = b.input("x", DType::f32, {kN});
+  auto kept = b.buffer("kept", DType::f32, {kN});
+  auto diff = b.output("x minus x two frames ago", DType::f32, {kN});
+  b.stage("keep", [&](Graph& g, const StageSlot& s) {
+    g.add(loom::ops::scale_copy(s[in], s[kept], 1.0f));
+  });
+  b.stage("diff", [&](Graph& g, const StageSlot& s) {
+    g.add(loom::ops::axpby(1.0f, s[kept], -1.0f, s.delayed(kept, 2), s[diff]));
+  });
+  Pipeline p = b.build();
+  std::thread producer([&] {
+    for (int i = 0; i < 30; ++i) {
+      InputFrame f = p.acquire();
+      fill_input(f.input(in), f.number());
+      p.push(std::move(f));
+    }
+    p.close();
+  });
+  std::uint64_t next = 0;
+  while (std::optional<Frame> f = p.pop()) {
+    ASSERT_EQ(f->number(), next++);
+    const float* d = f->output(diff).data_as<float>();
+    for (std::int64_t i = 0; i < kN; ++i) {
+      // Before frame 2 the delayed buffer reads as zeros.
+      const float expected = f->number() >= 2
+                                 ? 2.0f
+                                 : static_cast<float>(f->number()) + static_cast<float>(i) / 1024.0f;
+      ASSERT_EQ(d[i], expected) << "frame " << f->number() << " element " << i;
+    }
+  }
+  producer.join();
+  EXPECT_EQ(next, 30u);
+}
+
+TEST(Pipeline, AFailingStageStopsThePipelineNamingItAndNoFrameIsHalfDelivered) {
+  loom::Runtime rt(cpu(4));
+  PipelineBuilder b(rt, {.name = "faulty", .slots = 3});
+  auto in = b.input("x", DType::f32, {kN});
+  auto out = b.output("y", DType::f32, {kN});
+  b.stage("copy", [&](Graph& g, const StageSlot& s) {
+    g.add(loom::ops::scale_copy(s[in], s[out], 1.0f));
+  });
+  b.stage("check", [&](Graph& g, const StageSlot& s) {
+    const loom::Tensor x = s[in];
+    g.host(
+        "reject frame 7",
+        [x] {
+          if (x.data_as<float>()[0] == 7.0f) throw std::runtime_error("frame seven is cursed");
+        },
+        {x});
+  });
+  Pipeline p = b.build();
+  std::vector<std::uint64_t> delivered;
+  std::string consumer_error;
+  std::thread consumer([&] {
+    try {
+      while (std::optional<Frame> f = p.pop()) {
+        const float* y = f->output(out).data_as<float>();
+        if (y[0] != static_cast<float>(f->number())) ADD_FAILURE() << "frame " << f->number();
+        delivered.push_back(f->number());
+      }
+    } catch (const loom::PipelineError& e) {
+      consumer_error = e.what();
+      EXPECT_EQ(e.stage(), "check");
+      EXPECT_EQ(e.frame(), 7u);
+      EXPECT_TRUE(e.cause() != nullptr);
+    }
+  });
+  bool producer_stopped = false;
+  for (int i = 0; i < 100 && !producer_stopped; ++i) {
+    try {
+      InputFrame f = p.acquire();
+      fill_input(f.input(in), f.number());
+      p.push(std::move(f));
+    } catch (const loom::PipelineError& e) {
+      producer_stopped = true;
+      EXPECT_EQ(e.frame(), 7u);
+    }
+  }
+  EXPECT_TRUE(producer_stopped);
+  consumer.join();
+  EXPECT_EQ(delivered, (std::vector<std::uint64_t>{0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_NE(consumer_error.find("pipeline 'faulty'"), std::string::npos) << consumer_error;
+  EXPECT_NE(consumer_error.find("stage 'check'"), std::string::npos) << consumer_error;
+  EXPECT_NE(consumer_error.find("frame 7"), std::string::npos) << consumer_error;
+  EXPECT_NE(consumer_error.find("frame seven is cursed"), std::string::npos) << consumer_error;
+  // It stays stopped.
+  EXPECT_THROW(p.pop(), loom::PipelineError);
+  EXPECT_THROW(p.acquire(), loom::PipelineError);
+}
+
+TEST(Pipeline, PushOfTheCallersBuffersAndTakeOfAnOutput) {
+  loom::Runtime rt(cpu(2));
+  ThreeX p(rt, {.name = "ownership", .slots = 2});
+  std::vector<float> mine(kN);
+  for (std::uint64_t i = 0; i < kN; ++i) mine[i] = static_cast<float>(i) / 1024.0f + 5.0f;
+  // "Provide": the caller's memory, uploaded from directly.
+  const std::uint64_t n0 = p.pipeline.push(
+      {rt.provide(mine.data(), DType::f32, {kN}, loom::Memory::pageable)});
+  EXPECT_EQ(n0, 0u);
+  std::optional<Frame> f = p.pipeline.pop();
+  ASSERT_TRUE(f);
+  // frame 0's input was 5 + i/1024: holds_three_x of "frame 5".
+  EXPECT_TRUE(holds_three_x(f->output(p.out), 5));
+  // "Take": the output is the caller's now; later frames in that slot do not touch it.
+  loom::Tensor taken = f->take(p.out);
+  EXPECT_THROW(f->output(p.out), loom::InvalidArgument);
+  f.reset();
+  for (std::uint64_t i = 1; i < 6; ++i) {
+    p.push(i);
+    std::optional<Frame> g = p.pipeline.pop();
+    ASSERT_TRUE(g);
+    EXPECT_TRUE(holds_three_x(g->output(p.out), i));
+  }
+  EXPECT_TRUE(holds_three_x(taken, 5));
+  // Wrong tensors are refused, saying what was expected.
+  try {
+    p.pipeline.push({rt.tensor<float>({kN + 1}, loom::Memory::pageable)});
+    ADD_FAILURE() << "a wrong shape was accepted";
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("input 'x'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(p.pipeline.push(std::vector<loom::Tensor>{}), loom::InvalidArgument);
+}
+
+TEST(Pipeline, AnUnpushedInputFrameGivesItsSlotBack) {
+  loom::Runtime rt(cpu(2));
+  ThreeX p(rt, {.slots = 2});
+  {
+    InputFrame f = p.pipeline.acquire();
+    EXPECT_EQ(f.number(), 0u);
+    EXPECT_THROW(p.pipeline.acquire(), loom::InvalidArgument);  // one out at a time
+  }
+  p.push(0);  // the same number again
+  std::optional<Frame> f = p.pipeline.pop();
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->number(), 0u);
+  EXPECT_TRUE(holds_three_x(f->output(p.out), 0));
+  EXPECT_FALSE(p.pipeline.try_pop());
+  p.pipeline.close();
+  EXPECT_THROW(p.pipeline.acquire(), loom::InvalidArgument);
+  f.reset();
+  EXPECT_FALSE(p.pipeline.pop());
+}
+
+TEST(Pipeline, DestroyingItWithFramesInFlightWaitsForThemOnly) {
+  loom::Runtime rt(cpu(2));
+  auto p = std::make_unique<ThreeX>(rt, PipelineOptions{.slots = 3});
+  for (std::uint64_t i = 0; i < 3; ++i) p->push(i);  // nobody pops
+  std::optional<Frame> held = p->pipeline.pop();   // a frame outlives the pipeline
+  const PipelineBuffer out = p->out;
+  p.reset();
+  ASSERT_TRUE(held);
+  EXPECT_EQ(held->number(), 0u);
+  EXPECT_TRUE(holds_three_x(held->output(out), 0));
+}
+
+TEST(Pipeline, BuildRefusesWhatCannotWorkNamingIt) {
+  loom::Runtime rt(cpu(2));
+  auto expect_refused = [](auto&& make, const std::string& words) {
+    try {
+      make();
+      ADD_FAILURE() << "accepted; expected: " << words;
+    } catch (const loom::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  expect_refused([&] { PipelineBuilder(rt, {.name = "empty"}).build(); }, "has no stages");
+  expect_refused(
+      [&] {
+        PipelineBuilder b(rt, {.name = "one slot", .slots = 1});
+        b.stage("s", [](Graph&, const StageSlot&) {});
+        b.build();
+      },
+      "at least 2");
+  expect_refused(
+      [&] {
+        PipelineBuilder b(rt);
+        b.buffer("a", DType::f32, {4});
+        b.output("a", DType::f32, {4});
+      },
+      "two buffers named 'a'");
+  expect_refused(
+      [&] {
+        PipelineBuilder b(rt, {.name = "late", .slots = 3});
+        auto a = b.buffer("a", DType::f32, {4});
+        auto o = b.output("o", DType::f32, {4});
+        b.stage("too late", [&](Graph& g, const StageSlot& s) {
+          g.add(loom::ops::scale_copy(s.delayed(a, 3), s[o], 1.0f));
+        });
+        b.build();
+      },
+      "stage 'too late'");
+  expect_refused(
+      [&] {
+        PipelineBuilder b(rt);
+        b.stage("upload", [](Graph&, const StageSlot&) {});
+      },
+      "the pipeline's own");
+}
+
+}  // namespace
