@@ -2,14 +2,14 @@
 /// @file executable.hpp
 /// A compiled graph (Runtime::compile): planned once, replayed often.
 ///
-/// On the CUDA backend each maximal group of ops that are consecutive in the
-/// plan (no host task or copy task between them) is captured
-/// once into a CUDA graph, on streams private to the executable, following
-/// the plan's stream assignment and cross-stream waits, and instantiated once;
-/// run() launches each group's graph in turn (one cudaGraphLaunch a group),
-/// with host tasks and copy tasks between groups, run as in an eager submit
-/// (a copy task tells the pools which streams use its memory, which a
-/// capture's private streams would outlive). The graph's intermediates (Graph::intermediate) live
+/// On the CUDA backend each maximal group of device tasks that are
+/// consecutive in the plan (ops, and copies that are stream-ordered: within
+/// a device, or between pinned memory and a device) is captured once into a
+/// CUDA graph, on streams private to the executable, following the plan's
+/// stream assignment and cross-stream waits, and instantiated once; run()
+/// launches each group's graph in turn (one cudaGraphLaunch a group), with
+/// host tasks, host-to-host copies, staged pageable copies and peer copies
+/// between groups, run as in an eager submit. The graph's intermediates (Graph::intermediate) live
 /// in one arena allocated at compile time, packed by their lifetimes; scratch
 /// memory an op asks for (ExecutionContext::workspace) is given once, at
 /// capture, and kept. A replay therefore allocates no pool memory and creates

@@ -1,6 +1,7 @@
 #include "sched/capture.hpp"
 
 #include "core/task_context.hpp"
+#include "transfer/copy_paths.hpp"
 #include "cuda/check.hpp"
 #include "cuda/device_guard.hpp"
 #include "cuda/event.hpp"
@@ -100,8 +101,11 @@ void capture_task(const Task& task, StreamView lane, const CaptureOptions& optio
   CaptureResources resources(options, graphs);
   const ExecutionContext ctx(options.device, lane.native(), &resources);
   try {
-    if (task.kind != TaskKind::op) throw InternalError("only ops are captured: " + task.name);
-    task.op->run_cuda(ctx);
+    switch (task.kind) {
+      case TaskKind::op: task.op->run_cuda(ctx); break;
+      case TaskKind::copy: enqueue_captured_copy(task.copy_src, task.copy_dst, lane); break;
+      default: throw InternalError("only ops and stream copies are captured: " + task.name);
+    }
   } catch (const CudaError& e) {
     if (is_capture_error(static_cast<cudaError_t>(e.code()))) refuse_capture(task, e.message());
     throw;

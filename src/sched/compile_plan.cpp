@@ -5,10 +5,16 @@
 namespace loom::detail {
 
 bool capturable_task(const PreparedGraph& prepared, std::uint32_t t) {
-  // Copy tasks stay out: a stream copy tells the pools which streams used
-  // its memory, and a capture's private streams do not outlive the capture.
-  return prepared.plan.tasks[t].placement == Placement::device &&
-         prepared.tasks()[t].kind == TaskKind::op;
+  if (prepared.plan.tasks[t].placement != Placement::device) return false;
+  const Task& task = prepared.tasks()[t];
+  if (task.kind == TaskKind::op) return true;
+  // Stream-ordered copies within a device, or between pinned memory and a
+  // device, become memcpy nodes (or the gather kernel's). A peer copy between
+  // two devices stays out: it would capture work on another device's streams.
+  if (task.kind != TaskKind::copy) return false;
+  const Memory from = task.copy_src.memory();
+  const Memory to = task.copy_dst.memory();
+  return !(from.is_device() && to.is_device() && from != to);
 }
 
 namespace {

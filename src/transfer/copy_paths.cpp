@@ -87,8 +87,9 @@ bool is_stream_ordered_copy(Memory from, Memory to) noexcept {
   return !(from.is_host() && to.is_host());
 }
 
-void enqueue_stream_copy(const Tensor& src, const Tensor& dst, StreamView stream) {
-  if (same_view(src, dst) || src.numel() == 0) return;
+namespace {
+
+void enqueue_copy(const Tensor& src, const Tensor& dst, StreamView stream) {
   const Memory from = src.memory();
   const Memory to = dst.memory();
   if (!is_stream_ordered_copy(from, to)) {
@@ -108,6 +109,14 @@ void enqueue_stream_copy(const Tensor& src, const Tensor& dst, StreamView stream
   } else {
     LOOM_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDefault, stream));
   }
+}
+
+}  // namespace
+
+void enqueue_stream_copy(const Tensor& src, const Tensor& dst, StreamView stream) {
+  if (same_view(src, dst) || src.numel() == 0) return;
+  enqueue_copy(src, dst, stream);
+  if (src.memory().is_device() && dst.memory() == src.memory()) return;
   // Pinned (or another device's) memory is now used on this stream.
   for (const Tensor* t : {&src, &dst}) {
     const auto& storage = TensorAccess::storage(*t);
@@ -115,6 +124,11 @@ void enqueue_stream_copy(const Tensor& src, const Tensor& dst, StreamView stream
       storage->owner->record_stream(*storage, key_of(stream));
     }
   }
+}
+
+void enqueue_captured_copy(const Tensor& src, const Tensor& dst, StreamView stream) {
+  if (same_view(src, dst) || src.numel() == 0) return;
+  enqueue_copy(src, dst, stream);
 }
 
 }  // namespace loom::detail

@@ -36,5 +36,10 @@ bool is_stream_ordered_copy(Memory from, Memory to) noexcept;
 /// reuse it before the copy is done).
 /// @pre check_copy passed; is_stream_ordered_copy(src.memory(), dst.memory()).
 void enqueue_stream_copy(const Tensor& src, const Tensor& dst, StreamView stream);
+/// The same copy, into a CUDA graph being captured on `stream`: the pools
+/// are told nothing, since `stream` is the capture's and the replays run
+/// elsewhere; the compiled graph holds both tensors for as long as a replay
+/// can use them.
+void enqueue_captured_copy(const Tensor& src, const Tensor& dst, StreamView stream);
 
 }  // namespace loom::detail

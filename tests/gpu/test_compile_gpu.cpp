@@ -17,6 +17,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -197,7 +198,7 @@ TEST(CompileGpu, HostTasksAndHostCopiesStayBetweenSegments) {
   auto tmp = g.intermediate(loom::DType::f32, {n});
   g.add(loom::ops::fill(x, 2.0F));
   g.add(loom::ops::scale_copy(x, tmp, 3.0F));
-  g.copy(tmp, pinned);  // a host copy: between segments
+  g.copy(tmp, pinned);  // stream-ordered: captured at the end of the first segment
   g.host("add one",
          [pinned] {
            for (std::int64_t i = 0; i < n; ++i) pinned.data_as<float>()[i] += 1.0F;
@@ -208,12 +209,46 @@ TEST(CompileGpu, HostTasksAndHostCopiesStayBetweenSegments) {
   g.add(loom::ops::vector_add(y, x, y));
   auto exe = rt.compile(g);
   EXPECT_EQ(exe.segments(), 2U);
+  EXPECT_EQ(exe.captured_tasks(), 4U);
   for (int replay = 0; replay < 3; ++replay) {
     loom::Graph poison;
     poison.add(loom::ops::fill(y, std::nanf("")));
     rt.submit(poison).wait();
     exe.run().wait();
     for (float v : read_back(rt, y)) ASSERT_EQ(v, 9.0F);
+  }
+}
+
+// Uploads from pinned memory, a strided device copy (the gather kernel) and
+// the download are captured with the kernels: one segment, and each replay
+// sees the host input as it is then.
+TEST(CompileGpu, StreamCopiesAreCapturedWithTheKernels) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  constexpr std::int64_t rows = 301, cols = 257;
+  auto host_in = rt.tensor<float>({rows, cols}, Memory::pinned);
+  auto host_out = rt.tensor<float>({cols, rows}, Memory::pinned);
+  auto x = rt.tensor<float>({rows, cols});
+  auto xt = rt.tensor<float>({cols, rows});
+  loom::Graph g;
+  g.copy(host_in, x, {.name = "upload"});
+  g.add(loom::ops::scale_copy(x, x, 2.0F));
+  g.copy(x.transpose(0, 1), xt, {.name = "transpose"});  // strided source: the gather kernel
+  g.copy(xt, host_out, {.name = "download"});
+  auto exe = rt.compile(g);
+  EXPECT_EQ(exe.segments(), 1U);
+  EXPECT_EQ(exe.captured_tasks(), 4U);
+  std::mt19937 rng(static_cast<unsigned>(loom::test::fresh_seed()));
+  std::uniform_real_distribution<float> dist(-8.0F, 8.0F);
+  for (int replay = 0; replay < 4; ++replay) {
+    float* in = host_in.data_as<float>();
+    for (std::int64_t i = 0; i < rows * cols; ++i) in[i] = dist(rng);
+    std::fill_n(host_out.data_as<float>(), rows * cols, std::nanf(""));
+    exe.run().wait();
+    const float* out = host_out.data_as<float>();
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c)
+        ASSERT_EQ(out[c * rows + r], 2.0F * in[r * cols + c]) << "replay " << replay;
   }
 }
 

@@ -196,6 +196,28 @@ TEST(CompileSteps, DeviceRunsBetweenHostTasksBecomeSegments) {
   EXPECT_TRUE(replay.has_edge(loom::TaskId(1), loom::TaskId(2)));
 }
 
+TEST(CompileSteps, StreamCopiesJoinTheSegmentPeerAndStagedCopiesDoNot) {
+  loom::Runtime rt(cpu(2));
+  auto x = rt.tensor<float>({4});
+  auto y = rt.tensor<float>({4});
+  loom::Graph g;
+  g.add(touch({}, {x}), {.name = "d0"});
+  g.copy(x, y, {.name = "device copy"});
+  g.add(touch({y}, {y}), {.name = "d1"});
+  g.copy(y, x, {.name = "staged copy"});
+  g.add(touch({x}, {x}), {.name = "d2"});
+  std::vector<loom::detail::Placement> placement(g.size(), loom::detail::Placement::device);
+  placement[3] = loom::detail::Placement::async;  // what a pageable copy gets
+  const auto prepared = loom::detail::make_prepared(g, placement, 2);
+  const auto steps = loom::detail::compile_steps(*prepared);
+  ASSERT_EQ(steps.size(), 3U);
+  EXPECT_TRUE(steps[0].segment);
+  EXPECT_EQ(steps[0].tasks, (std::vector<std::uint32_t>{0, 1, 2}));
+  EXPECT_FALSE(steps[1].segment);
+  EXPECT_EQ(steps[1].name, "staged copy");
+  EXPECT_TRUE(steps[2].segment);
+}
+
 TEST(CompileSteps, IndependentTasksKeepTheirEdgesAcrossSteps) {
   // A host task between two device tasks that do not depend on it: the
   // second segment still follows the first only through real edges.
