@@ -95,7 +95,7 @@ enum class Overflow {
 
 struct PipelineOptions {
   std::string name = "pipeline";  ///< names the pipeline in errors
-  std::size_t slots = 3;           ///< frames in flight or waiting (>= 2): 2 double-, 3 triple-buffers
+  std::size_t slots = 3;  ///< frames in flight or waiting (>= 2): 2 double-, 3 triple-buffers
   Overflow overflow = Overflow::block;
   std::size_t latency_history = std::size_t{1} << 16;  ///< frames the latency statistics keep
 };

@@ -70,8 +70,8 @@ Tensor StageSlot::operator[](PipelineBuffer buffer) const {
 Tensor StageSlot::delayed(PipelineBuffer buffer, std::size_t k) const {
   const BufferDecl& d = buffers_->decl(buffer);
   if (k < 1 || k >= buffers_->slots)
-    throw InvalidArgument("pipeline " + quoted(buffers_->pipeline) + ": buffer " +
-                          quoted(d.name) + " delayed by " + std::to_string(k) +
+    throw InvalidArgument("pipeline " + quoted(buffers_->pipeline) + ": buffer " + quoted(d.name) +
+                          " delayed by " + std::to_string(k) +
                           " frames; a delay must be at least 1 and under the slot count (" +
                           std::to_string(buffers_->slots) + ")");
   const std::size_t n = buffers_->slots;
@@ -220,8 +220,7 @@ struct PipelineBuilder::Impl {
 
   void check_name(const std::string& what, const std::string& name) const {
     if (name.empty())
-      throw InvalidArgument("pipeline " + quoted(options.name) + ": a " + what +
-                            " needs a name");
+      throw InvalidArgument("pipeline " + quoted(options.name) + ": a " + what + " needs a name");
     for (const BufferDecl& d : decls)
       if (d.name == name)
         throw InvalidArgument("pipeline " + quoted(options.name) + ": two buffers named " +
@@ -275,8 +274,8 @@ PipelineBuilder& PipelineBuilder::stage(std::string name, StageBuild build) {
     throw InvalidArgument("pipeline " + quoted(impl_->options.name) + ": stage name " +
                           quoted(name) + " is the pipeline's own");
   if (!build)
-    throw InvalidArgument("pipeline " + quoted(impl_->options.name) + ": stage " +
-                          quoted(name) + " has no build function");
+    throw InvalidArgument("pipeline " + quoted(impl_->options.name) + ": stage " + quoted(name) +
+                          " has no build function");
   impl_->stages.push_back({std::move(name), std::move(build)});
   return *this;
 }
@@ -293,8 +292,7 @@ void check_options(const PipelineOptions& o, std::size_t stages) {
   const std::string who = "pipeline " + quoted(o.name);
   if (stages == 0) throw InvalidArgument(who + " has no stages");
   if (o.slots < 2)
-    throw InvalidArgument(who + ": slots must be at least 2 (got " + std::to_string(o.slots) +
-                          ")");
+    throw InvalidArgument(who + ": slots must be at least 2 (got " + std::to_string(o.slots) + ")");
   if (o.latency_history == 0) throw InvalidArgument(who + ": latency_history must be positive");
 }
 
@@ -343,8 +341,7 @@ Pipeline PipelineBuilder::build() {
     for (std::uint32_t i : st->inputs) {
       const BufferDecl& d = b.decls[i];
       slot.host_in.push_back(zeroed_host(rt, d.dtype, d.shape, st->host_memory));
-      slot.upload.copy(slot.host_in.back(), st->buffers.device[i][s],
-                       {.name = "upload " + d.name});
+      slot.upload.copy(slot.host_in.back(), st->buffers.device[i][s], {.name = "upload " + d.name});
     }
     for (std::uint32_t i : st->outputs) {
       const BufferDecl& d = b.decls[i];
@@ -455,8 +452,7 @@ Tensor Frame::take(PipelineBuffer buffer) {
   const BufferDecl& d = state_->buffers.decl(buffer);
   // The slot is this frame's until it is dropped: nothing else touches it.
   InputFrame::State::Slot& slot = state_->slots[slot_];
-  slot.host_out[d.position] =
-      state_->runtime->tensor(d.dtype, d.shape, state_->host_memory);
+  slot.host_out[d.position] = state_->runtime->tensor(d.dtype, d.shape, state_->host_memory);
   state_->rebuild_download(slot_);
   taken_[d.position] = true;
   return kept;
@@ -580,16 +576,16 @@ std::uint64_t Pipeline::push(std::vector<Tensor> inputs) {
   InputFrame::State& st = *state_;
   const std::string who = "pipeline " + quoted(st.options.name);
   if (inputs.size() != st.inputs.size())
-    throw InvalidArgument(who + ": push of " + std::to_string(inputs.size()) +
-                          " tensors; it has " + std::to_string(st.inputs.size()) + " inputs");
+    throw InvalidArgument(who + ": push of " + std::to_string(inputs.size()) + " tensors; it has " +
+                          std::to_string(st.inputs.size()) + " inputs");
   for (std::size_t j = 0; j < inputs.size(); ++j) {
     const BufferDecl& d = st.buffers.decls[st.inputs[j]];
     const Tensor& t = inputs[j];
     if (!t.defined() || t.dtype() != d.dtype || !(t.shape() == d.shape) ||
         t.memory().kind() == Memory::Kind::device)
       throw InvalidArgument(who + ": input " + quoted(d.name) + " expects a host tensor " +
-                            std::string(to_string(d.dtype)) + " " + d.shape.to_string() +
-                            ", got " + (t.defined() ? t.describe() : std::string("none")));
+                            std::string(to_string(d.dtype)) + " " + d.shape.to_string() + ", got " +
+                            (t.defined() ? t.describe() : std::string("none")));
   }
   InputFrame in = acquire();
   Graph upload;

@@ -1,11 +1,11 @@
 #include "sched/capture.hpp"
 
 #include "core/task_context.hpp"
-#include "transfer/copy_paths.hpp"
 #include "cuda/check.hpp"
 #include "cuda/device_guard.hpp"
 #include "cuda/event.hpp"
 #include "cuda/stream.hpp"
+#include "transfer/copy_paths.hpp"
 
 #include <loom/cuda_interop.hpp>
 #include <loom/device.hpp>

@@ -155,9 +155,9 @@ TEST(Pipeline, ADelayBufferReadsTheFrameKFramesAgo) {
     const float* d = f->output(diff).data_as<float>();
     for (std::int64_t i = 0; i < kN; ++i) {
       // Before frame 2 the delayed buffer reads as zeros.
-      const float expected = f->number() >= 2
-                                 ? 2.0f
-                                 : static_cast<float>(f->number()) + static_cast<float>(i) / 1024.0f;
+      const float expected =
+          f->number() >= 2 ? 2.0f
+                           : static_cast<float>(f->number()) + static_cast<float>(i) / 1024.0f;
       ASSERT_EQ(d[i], expected) << "frame " << f->number() << " element " << i;
     }
   }
@@ -170,17 +170,15 @@ TEST(Pipeline, AFailingStageStopsThePipelineNamingItAndNoFrameIsHalfDelivered) {
   PipelineBuilder b(rt, {.name = "faulty", .slots = 3});
   auto in = b.input("x", DType::f32, {kN});
   auto out = b.output("y", DType::f32, {kN});
-  b.stage("copy", [&](Graph& g, const StageSlot& s) {
-    g.add(loom::ops::scale_copy(s[in], s[out], 1.0f));
-  });
+  b.stage("copy",
+          [&](Graph& g, const StageSlot& s) { g.add(loom::ops::scale_copy(s[in], s[out], 1.0f)); });
   b.stage("check", [&](Graph& g, const StageSlot& s) {
     const loom::Tensor x = s[in];
-    g.host(
-        "reject frame 7",
-        [x] {
-          if (x.data_as<float>()[0] == 7.0f) throw std::runtime_error("frame seven is cursed");
-        },
-        {x});
+    g.host("reject frame 7",
+           [x] {
+             if (x.data_as<float>()[0] == 7.0f) throw std::runtime_error("frame seven is cursed");
+           },
+           {x});
   });
   Pipeline p = b.build();
   std::vector<std::uint64_t> delivered;
@@ -228,8 +226,8 @@ TEST(Pipeline, PushOfTheCallersBuffersAndTakeOfAnOutput) {
   std::vector<float> mine(kN);
   for (std::uint64_t i = 0; i < kN; ++i) mine[i] = static_cast<float>(i) / 1024.0f + 5.0f;
   // "Provide": the caller's memory, uploaded from directly.
-  const std::uint64_t n0 = p.pipeline.push(
-      {rt.provide(mine.data(), DType::f32, {kN}, loom::Memory::pageable)});
+  const std::uint64_t n0 =
+      p.pipeline.push({rt.provide(mine.data(), DType::f32, {kN}, loom::Memory::pageable)});
   EXPECT_EQ(n0, 0u);
   std::optional<Frame> f = p.pipeline.pop();
   ASSERT_TRUE(f);
@@ -280,7 +278,7 @@ TEST(Pipeline, DestroyingItWithFramesInFlightWaitsForThemOnly) {
   loom::Runtime rt(cpu(2));
   auto p = std::make_unique<ThreeX>(rt, PipelineOptions{.slots = 3});
   for (std::uint64_t i = 0; i < 3; ++i) p->push(i);  // nobody pops
-  std::optional<Frame> held = p->pipeline.pop();   // a frame outlives the pipeline
+  std::optional<Frame> held = p->pipeline.pop();     // a frame outlives the pipeline
   const PipelineBuffer out = p->out;
   p.reset();
   ASSERT_TRUE(held);
