@@ -1,24 +1,30 @@
 // The image kernels on 4096 x 4096 frames: RGB to gray (each variant, each
-// layout) and box blur (each variant, radii 1, 3, 7 and 8, where the tiled
-// variants run naive), against a device-to-device copy that moves the same bytes, timed in
-// the same run.
+// layout), box blur (each variant, radii 1, 3, 7 and 8, where the tiled
+// variants run naive) and the histogram (each variant, on random, blurred and
+// one-value frames), against a device-to-device copy that moves the same
+// bytes, timed in the same run.
 //
 // Bytes moved: gray reads 3 and writes 1 byte a pixel (64 MB a frame), blur
-// reads 1 and writes 1 (32 MB: the halo comes from L2). The floor is those
-// bytes at the copy's bandwidth.
+// reads 1 and writes 1 (32 MB: the halo comes from L2), the histogram reads 1
+// (16 MB; its 1 KB of counts is noise). The floor is those bytes at the
+// copy's bandwidth (bytes read plus bytes written a second).
 //
 // Counters: loom_us (a frame), floor_us (the same bytes at copy_GBps),
 // loom_GBps, copy_GBps, ratio = loom_GBps / copy_GBps (targets: gray >= 0.8,
-// blur >= 0.7 at r = 3).
+// blur >= 0.7 at r = 3, histogram shared >= 0.5 on random and blurred frames;
+// global_atomics serializes on equal values, far below on one-value frames).
 #include "image/blur.hpp"
 #include "image/gray.hpp"
+#include "image/histogram.hpp"
 
 #include <benchmark/benchmark.h>
 
 #include "bench_device.hpp"
 
 #include <cstdint>
+#include <random>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -135,6 +141,70 @@ BENCHMARK(BM_BoxBlur)
                     static_cast<int>(loom::kernels::BlurVariant::tiled),
                     static_cast<int>(loom::kernels::BlurVariant::tiled_v1)},
                    {1, 3, 7, 8}})
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMicrosecond);
+
+enum class Frame : int { random, blurred, one_value };
+
+std::string_view to_string(Frame frame) {
+  switch (frame) {
+    case Frame::random: return "random";
+    case Frame::blurred: return "blurred r=3";
+    case Frame::one_value: return "one value";
+  }
+  return "unknown";
+}
+
+// Every input set of `r` holds the same frame: uniform random bytes; those
+// blurred with radius 3 (a few dozen values, in short runs); or the one value
+// Rotation's memset left.
+void fill_frames(Rotation& r, Frame frame, loom::detail::Stream& stream) {
+  if (frame == Frame::one_value) return;
+  std::mt19937_64 rng(42);
+  std::vector<std::uint64_t> words(kPixels / sizeof(std::uint64_t));
+  for (auto& w : words) w = rng();
+  DeviceBytes random(kPixels);
+  LOOM_CUDA_CHECK(cudaMemcpy(random.get(), words.data(), kPixels, cudaMemcpyHostToDevice));
+  DeviceBytes blurred(frame == Frame::blurred ? kPixels : 0);
+  const std::uint8_t* source = random.get();
+  if (frame == Frame::blurred) {
+    loom::kernels::box_blur(random.get(), blurred.get(), 1, kSide, kSide, 3, stream.view());
+    stream.synchronize();
+    source = blurred.get();
+  }
+  for (std::size_t set = 0; set < r.sets; ++set) {
+    LOOM_CUDA_CHECK(
+        cudaMemcpy(r.in.get() + set * r.in_stride, source, kPixels, cudaMemcpyDeviceToDevice));
+  }
+}
+
+void BM_Histogram(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const auto variant = static_cast<loom::kernels::HistogramVariant>(state.range(0));
+  const auto frame = static_cast<Frame>(state.range(1));
+  loom::detail::Stream stream(0, 0);
+  constexpr std::size_t kCountBytes = loom::kernels::kHistogramBins * sizeof(std::int32_t);
+  Rotation r(kPixels, kCountBytes);
+  fill_frames(r, frame, stream);
+  double ms = 0;
+  for (auto _ : state) {
+    ms = time_ms(stream, [&](int i) {
+      loom::kernels::histogram(r.input(i), kPixels, reinterpret_cast<std::int32_t*>(r.output(i)),
+                               stream.view(), variant);
+    });
+    state.SetIterationTime(ms * 1e-3);
+  }
+  report(state, ms, copy_ms(stream, kPixels), kPixels);
+  state.SetLabel(std::string(to_string(variant)) + " " + std::string(to_string(frame)) +
+                 " 4096x4096");
+}
+BENCHMARK(BM_Histogram)
+    ->ArgNames({"variant", "frame"})
+    ->ArgsProduct({{static_cast<int>(loom::kernels::HistogramVariant::global_atomics),
+                    static_cast<int>(loom::kernels::HistogramVariant::shared)},
+                   {static_cast<int>(Frame::random), static_cast<int>(Frame::blurred),
+                    static_cast<int>(Frame::one_value)}})
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMicrosecond);

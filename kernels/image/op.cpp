@@ -1,4 +1,4 @@
-// The image ops: rgb_to_gray and box_blur bound to the Op interface, with
+// The image ops: rgb_to_gray, box_blur and histogram bound to the Op interface, with
 // the checks their kernels need.
 #include <loom/cuda_interop.hpp>
 #include <loom/error.hpp>
@@ -6,6 +6,7 @@
 
 #include "image/blur.hpp"
 #include "image/gray.hpp"
+#include "image/histogram.hpp"
 #include "ops/checks.hpp"
 
 #include <climits>
@@ -163,6 +164,53 @@ class BoxBlur final : public Op {
   std::string variant_;
 };
 
+class Histogram final : public Op {
+ public:
+  Histogram(Tensor image, Tensor counts, std::string variant)
+      : image_(std::move(image)), counts_(std::move(counts)), variant_(std::move(variant)) {}
+  std::string_view name() const noexcept override { return "histogram"; }
+  std::vector<Tensor> reads() const override { return {image_}; }
+  std::vector<Tensor> writes() const override { return {counts_}; }
+
+  void validate() const override {
+    constexpr std::string_view op = "histogram";
+    require_u8_image(image_, op, "image");
+    require_dtype(counts_, DType::i32, op, "counts");
+    require_contiguous(counts_, op, "counts");
+    if (counts_.rank() != 1 || counts_.shape()[0] != kernels::kHistogramBins) {
+      reject(op, "counts must be [" + std::to_string(kernels::kHistogramBins) +
+                     "] (one bin per u8 value), got " + counts_.describe());
+    }
+    require_same_memory(image_, counts_, op);
+    if (static_cast<std::uint64_t>(image_.numel()) > kernels::kHistogramMaxPixels) {
+      reject(op, "image has more than 2^31 - 1 pixels, more than the i32 counts hold: " +
+                     image_.describe());
+    }
+    if (image_.shares_storage_with(counts_)) reject(op, "counts must not share storage with image");
+    (void)variant();
+  }
+  void run_cpu() const override {
+    kernels::histogram_reference(image_.data_as<std::uint8_t>(), pixels(),
+                                 counts_.data_as<std::int32_t>());
+  }
+  void run_cuda(const ExecutionContext& ctx) const override {
+    kernels::histogram(image_.data_as<std::uint8_t>(), pixels(), counts_.data_as<std::int32_t>(),
+                       StreamView(cuda_stream(ctx)), variant());
+  }
+
+ private:
+  std::size_t pixels() const { return static_cast<std::size_t>(image_.numel()); }
+
+  kernels::HistogramVariant variant() const {
+    if (variant_ == "auto") return kernels::kHistogramDefault;
+    if (auto v = kernels::parse_histogram_variant(variant_)) return *v;
+    reject("histogram", "unknown variant '" + variant_ + "' (auto, global_atomics, shared)");
+  }
+
+  Tensor image_, counts_;
+  std::string variant_;
+};
+
 }  // namespace
 
 OpPtr rgb_to_gray(const Tensor& rgb, const Tensor& gray, RgbLayout layout,
@@ -172,6 +220,10 @@ OpPtr rgb_to_gray(const Tensor& rgb, const Tensor& gray, RgbLayout layout,
 
 OpPtr box_blur(const Tensor& src, const Tensor& dst, int radius, std::string_view variant) {
   return std::make_shared<BoxBlur>(src, dst, radius, std::string(variant));
+}
+
+OpPtr histogram(const Tensor& image, const Tensor& counts, std::string_view variant) {
+  return std::make_shared<Histogram>(image, counts, std::string(variant));
 }
 
 }  // namespace loom::ops

@@ -1,13 +1,17 @@
 // Every image kernel variant against its CPU reference, bit for bit: fresh
 // random pixels, outputs poisoned with two different byte patterns (an
 // unwritten pixel cannot match both), awkward sizes, unaligned pointers and
-// widths; then both ops through a graph on the CUDA backend, and tensors in
-// the wrong memory space rejected at submit naming the task.
+// widths; histograms also on one-value and blurred-like images, run twice
+// over the same counts (overwritten, not accumulated) and replayed from a
+// CUDA graph; then the ops through a graph on the CUDA backend, eager and
+// compiled, and tensors in the wrong memory space rejected at submit naming
+// the task.
 #include "support/gpu.hpp"
 
 #include "cuda/stream.hpp"
 #include "image/blur.hpp"
 #include "image/gray.hpp"
+#include "image/histogram.hpp"
 
 #include <loom/error.hpp>
 #include <loom/graph.hpp>
@@ -18,19 +22,23 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace loom::kernels {
 void PrintTo(GrayVariant v, std::ostream* os) { *os << to_string(v); }
 void PrintTo(BlurVariant v, std::ostream* os) { *os << to_string(v); }
+void PrintTo(HistogramVariant v, std::ostream* os) { *os << to_string(v); }
 }  // namespace loom::kernels
 
 namespace {
 
 using loom::kernels::BlurVariant;
 using loom::kernels::GrayVariant;
+using loom::kernels::HistogramVariant;
 using loom::kernels::RgbLayout;
 using Bytes = std::vector<std::uint8_t>;
 
@@ -173,6 +181,189 @@ INSTANTIATE_TEST_SUITE_P(Variants, BlurGpu,
                            return std::string(to_string(param_info.param));
                          });
 
+// --- histogram ------------------------------------------------------------------
+
+using Counts = std::vector<std::int32_t>;
+
+// Bytes of poison for the counts (cudaMemset): 0x5A5A5A5A and -1 a count.
+constexpr std::uint8_t kCountPoisons[] = {0x5A, 0xFF};
+// Counts either side of the 256 the kernel writes: a write outside shows.
+constexpr std::size_t kCountGuard = 16;
+
+enum class Pixels { random, constant, runs };
+
+// Random bytes; one random value; or runs of 1 to 40 equal bytes over a few
+// neighbouring values, as in a blurred image (shared atomics contend).
+Bytes histogram_pixels(std::size_t n, Pixels kind, std::mt19937_64& rng) {
+  if (kind == Pixels::random) return random_bytes(n, rng);
+  std::uniform_int_distribution<int> byte(0, 255);
+  if (kind == Pixels::constant) return Bytes(n, static_cast<std::uint8_t>(byte(rng)));
+  std::uniform_int_distribution<int> length(1, 40);
+  std::uniform_int_distribution<int> near(0, 6);
+  const int centre = std::uniform_int_distribution<int>(0, 249)(rng);
+  Bytes v(n);
+  for (std::size_t i = 0; i < n;) {
+    const auto b = static_cast<std::uint8_t>(centre + near(rng));
+    for (int k = length(rng); k > 0 && i < n; --k) v[i++] = b;
+  }
+  return v;
+}
+
+Counts reference_counts(const Bytes& pixels) {
+  Counts counts(loom::kernels::kHistogramBins);
+  loom::kernels::histogram_reference(pixels.data(), pixels.size(), counts.data());
+  return counts;
+}
+
+// The counts a device buffer holds between its guards, and whether the
+// guards still hold `poison`.
+struct ReadCounts {
+  Counts counts;
+  bool guards_intact;
+};
+
+ReadCounts read_counts(const loom::test::DeviceBuffer<std::int32_t>& d_counts,
+                       std::uint8_t poison) {
+  const Counts all = d_counts.download();
+  std::int32_t guard = 0;
+  std::memset(&guard, poison, sizeof guard);
+  const auto guard_count = static_cast<std::ptrdiff_t>(kCountGuard);
+  ReadCounts r{Counts(all.begin() + guard_count, all.end() - guard_count), true};
+  for (std::size_t i = 0; i < kCountGuard; ++i) {
+    r.guards_intact = r.guards_intact && all[i] == guard && all[all.size() - 1 - i] == guard;
+  }
+  return r;
+}
+
+// The image `offset` bytes into a device buffer (the bytes around it random:
+// a read outside the image would count one of them).
+struct DeviceImage {
+  DeviceImage(const Bytes& pixels, std::size_t offset, std::mt19937_64& rng)
+      : buffer(pixels.size() + offset + 16), image(buffer.data() + offset) {
+    Bytes staged = random_bytes(buffer.size(), rng);
+    std::copy(pixels.begin(), pixels.end(), staged.begin() + static_cast<std::ptrdiff_t>(offset));
+    buffer.upload(staged);
+  }
+  loom::test::DeviceBuffer<std::uint8_t> buffer;
+  std::uint8_t* image;
+};
+
+class HistogramGpu : public ::testing::TestWithParam<HistogramVariant> {};
+
+// For each poison: counts poisoned, one run, then a second run over the same
+// counts; both must equal the reference (the second proves the counts are
+// overwritten, not accumulated).
+void check_histogram(HistogramVariant variant, Pixels kind, std::size_t pixels,
+                     std::size_t offset) {
+  auto rng = loom::test::random_engine();
+  const Bytes values = histogram_pixels(pixels, kind, rng);
+  const Counts want = reference_counts(values);
+  const DeviceImage d_image(values, offset, rng);
+  loom::test::DeviceBuffer<std::int32_t> d_counts(loom::kernels::kHistogramBins + 2 * kCountGuard);
+  loom::detail::Stream stream(0, 0);
+  for (std::uint8_t poison : kCountPoisons) {
+    LOOM_CUDA_CHECK(cudaMemset(d_counts.data(), poison, d_counts.size() * sizeof(std::int32_t)));
+    // A device memset may return early, and `stream` does not wait for the legacy stream.
+    LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+    for (int run = 0; run < 2; ++run) {
+      loom::kernels::histogram(d_image.image, pixels, d_counts.data() + kCountGuard, stream.view(),
+                               variant);
+      stream.synchronize();
+      const ReadCounts got = read_counts(d_counts, poison);
+      EXPECT_EQ(got.counts, want) << to_string(variant) << " pixels=" << pixels
+                                  << " offset=" << offset << " kind=" << static_cast<int>(kind)
+                                  << " poison=" << int{poison} << " run=" << run;
+      EXPECT_TRUE(got.guards_intact) << to_string(variant) << " wrote outside the 256 counts";
+    }
+  }
+}
+
+TEST_P(HistogramGpu, MatchesTheReferenceOnRandomImages) {
+  LOOM_REQUIRE_GPU();
+  for (std::size_t pixels :
+       {std::size_t{0}, std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{17},
+        std::size_t{255}, std::size_t{4097}, std::size_t{1000 * 999}, std::size_t{1920 * 1080},
+        std::size_t{3 * 1080 * 1920}, std::size_t{4096 * 4096}}) {
+    check_histogram(GetParam(), Pixels::random, pixels, 0);
+  }
+}
+
+TEST_P(HistogramGpu, OneValueImagesWhereEveryAtomicContends) {
+  LOOM_REQUIRE_GPU();
+  for (std::size_t pixels : {std::size_t{33}, std::size_t{1920 * 1080}, std::size_t{4096 * 4096}}) {
+    check_histogram(GetParam(), Pixels::constant, pixels, 0);
+  }
+}
+
+TEST_P(HistogramGpu, BlurredLikeRunsOfFewValues) {
+  LOOM_REQUIRE_GPU();
+  check_histogram(GetParam(), Pixels::runs, 1000 * 999, 0);
+  check_histogram(GetParam(), Pixels::runs, 4096 * 4096, 0);
+}
+
+TEST_P(HistogramGpu, EveryMisalignedStart) {
+  LOOM_REQUIRE_GPU();
+  for (std::size_t offset = 1; offset < 16; ++offset) {
+    for (std::size_t pixels : {std::size_t{5}, std::size_t{31}, std::size_t{100003}}) {
+      check_histogram(GetParam(), Pixels::random, pixels, offset);
+    }
+    check_histogram(GetParam(), Pixels::runs, 4096 * 17 + 9, offset);
+    check_histogram(GetParam(), Pixels::constant, 4096 * 17 + 9, offset);
+  }
+}
+
+struct GraphDeleter {
+  void operator()(cudaGraph_t g) const { LOOM_CUDA_ASSERT(cudaGraphDestroy(g)); }
+};
+struct GraphExecDeleter {
+  void operator()(cudaGraphExec_t g) const { LOOM_CUDA_ASSERT(cudaGraphExecDestroy(g)); }
+};
+
+TEST_P(HistogramGpu, CapturedInACudaGraphAndReplayedTwice) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::random_engine();
+  const std::size_t pixels = 1920 * 1080 + 3;
+  Bytes values = histogram_pixels(pixels, Pixels::random, rng);
+  const DeviceImage d_image(values, 7, rng);
+  loom::test::DeviceBuffer<std::int32_t> d_counts(loom::kernels::kHistogramBins + 2 * kCountGuard);
+  std::int32_t* counts = d_counts.data() + kCountGuard;
+  loom::detail::Stream stream(0, 0);
+  // Eager first: the capture then records what a warm launcher enqueues.
+  loom::kernels::histogram(d_image.image, pixels, counts, stream.view(), GetParam());
+  stream.synchronize();
+  cudaGraph_t raw_graph = nullptr;
+  LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream.view(), cudaStreamCaptureModeThreadLocal));
+  loom::kernels::histogram(d_image.image, pixels, counts, stream.view(), GetParam());
+  LOOM_CUDA_CHECK(cudaStreamEndCapture(stream.view(), &raw_graph));
+  const std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, GraphDeleter> graph(raw_graph);
+  cudaGraphExec_t raw_exec = nullptr;
+  LOOM_CUDA_CHECK(cudaGraphInstantiate(&raw_exec, graph.get(), 0));
+  const std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter> exec(raw_exec);
+  for (std::uint8_t poison : kCountPoisons) {
+    LOOM_CUDA_CHECK(cudaMemset(d_counts.data(), poison, d_counts.size() * sizeof(std::int32_t)));
+    // A device memset may return early, and `stream` does not wait for the legacy stream.
+    LOOM_CUDA_CHECK(cudaDeviceSynchronize());
+    for (int replay = 0; replay < 2; ++replay) {
+      // Fresh pixels for each replay: the graph reads the image anew.
+      values = histogram_pixels(pixels, replay == 0 ? Pixels::random : Pixels::runs, rng);
+      LOOM_CUDA_CHECK(cudaMemcpy(d_image.image, values.data(), pixels, cudaMemcpyHostToDevice));
+      LOOM_CUDA_CHECK(cudaGraphLaunch(exec.get(), stream.view()));
+      stream.synchronize();
+      const ReadCounts got = read_counts(d_counts, poison);
+      EXPECT_EQ(got.counts, reference_counts(values))
+          << to_string(GetParam()) << " poison=" << int{poison} << " replay=" << replay;
+      EXPECT_TRUE(got.guards_intact);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, HistogramGpu,
+                         ::testing::Values(HistogramVariant::global_atomics,
+                                           HistogramVariant::shared),
+                         [](const auto& param_info) {
+                           return std::string(to_string(param_info.param));
+                         });
+
 TEST(ImageOpsGpu, GrayThenBlurThroughAGraphOnTheCudaBackend) {
   LOOM_REQUIRE_GPU();
   auto rng = loom::test::random_engine();
@@ -209,6 +400,88 @@ TEST(ImageOpsGpu, GrayThenBlurThroughAGraphOnTheCudaBackend) {
   }
 }
 
+// The frame pipeline (RGB in, gray, blur, histogram, counts out) as a loom
+// graph: submitted twice, then compiled and replayed twice, on fresh frames,
+// counts poisoned on both sides before the first run of each.
+TEST(ImageOpsGpu, GrayBlurHistogramEagerAndCompiledOverwriteTheCounts) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::random_engine();
+  loom::Runtime rt;
+  const std::int64_t h = 479;
+  const std::int64_t w = 641;
+  Bytes pixels(static_cast<std::size_t>(3 * h * w));
+  Counts counts_out(256);
+  auto h_rgb = rt.provide(pixels.data(), loom::DType::u8, {3, h, w}, loom::Memory::pageable);
+  auto h_counts = rt.provide(counts_out.data(), loom::DType::i32, {256}, loom::Memory::pageable);
+  auto rgb = rt.tensor<std::uint8_t>({3, h, w});
+  auto gray = rt.tensor<std::uint8_t>({h, w});
+  auto blurred = rt.tensor<std::uint8_t>({h, w});
+  auto counts = rt.tensor<std::int32_t>({256});
+  Counts poison(256, 0x5A5A5A5A);
+  auto h_poison = rt.provide(poison.data(), loom::DType::i32, {256}, loom::Memory::pageable);
+  loom::Graph g;
+  g.copy(h_rgb, rgb);
+  g.add(loom::ops::rgb_to_gray(rgb, gray));
+  g.add(loom::ops::box_blur(gray, blurred, 3));
+  g.add(loom::ops::histogram(blurred, counts));
+  g.copy(counts, h_counts);
+
+  const auto expected = [&] {
+    Bytes want_gray(static_cast<std::size_t>(h * w));
+    loom::kernels::rgb_to_gray_reference(pixels.data(), want_gray.data(), want_gray.size(),
+                                         RgbLayout::planar);
+    Bytes want_blur(want_gray.size());
+    loom::kernels::box_blur_reference(want_gray.data(), want_blur.data(), 1, h, w, 3);
+    return reference_counts(want_blur);
+  };
+  const auto fresh_frame = [&] {
+    const Bytes frame = random_bytes(pixels.size(), rng);
+    std::copy(frame.begin(), frame.end(), pixels.begin());  // in place: h_rgb views this buffer
+    std::fill(counts_out.begin(), counts_out.end(), -1);
+  };
+  rt.copy(h_poison, counts).wait();
+  for (int run = 0; run < 2; ++run) {
+    fresh_frame();
+    rt.submit(g).wait();
+    EXPECT_EQ(counts_out, expected()) << "eager run " << run;
+  }
+  auto exe = rt.compile(g);
+  rt.copy(h_poison, counts).wait();
+  for (int replay = 0; replay < 2; ++replay) {
+    fresh_frame();
+    exe.run().wait();
+    EXPECT_EQ(counts_out, expected()) << "replay " << replay;
+  }
+}
+
+// A contiguous 1-D slice starting at every byte offset of a bigger device
+// tensor, both variants, through the op.
+TEST(ImageOpsGpu, HistogramOfSlicesAtEveryByteOffset) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::random_engine();
+  loom::Runtime rt;
+  const std::int64_t n = 70001;
+  Bytes pixels = random_bytes(static_cast<std::size_t>(n + 16), rng);
+  auto h_pixels = rt.provide(pixels.data(), loom::DType::u8, {n + 16}, loom::Memory::pageable);
+  auto bytes = rt.tensor<std::uint8_t>({n + 16});
+  rt.copy(h_pixels, bytes).wait();
+  Counts counts_out(256);
+  auto h_counts = rt.provide(counts_out.data(), loom::DType::i32, {256}, loom::Memory::pageable);
+  auto counts = rt.tensor<std::int32_t>({256});
+  for (const char* variant : {"global_atomics", "shared"}) {
+    for (std::int64_t offset = 1; offset < 16; ++offset) {
+      std::fill(counts_out.begin(), counts_out.end(), -1);
+      loom::Graph g;
+      g.add(loom::ops::histogram(bytes.slice(0, offset, offset + n), counts, variant));
+      g.copy(counts, h_counts);
+      rt.submit(g).wait();
+      const auto first = pixels.begin() + offset;
+      EXPECT_EQ(counts_out, reference_counts(Bytes(first, first + n)))
+          << variant << " offset=" << offset;
+    }
+  }
+}
+
 TEST(ImageOpsGpu, HostTensorsAreRejectedByTheCudaBackendNamingTheTask) {
   LOOM_REQUIRE_GPU();
   loom::Runtime rt;
@@ -229,6 +502,12 @@ TEST(ImageOpsGpu, HostTensorsAreRejectedByTheCudaBackendNamingTheTask) {
   // Mixed spaces: the op's own check; all on the host: the backend's.
   expect_rejected(loom::ops::rgb_to_gray(host_rgb, dev_gray), "one memory space");
   expect_rejected(loom::ops::box_blur(host_gray, dev_gray, 1), "one memory space");
+  expect_rejected(
+      loom::ops::histogram(dev_gray, rt.tensor<std::int32_t>({256}, loom::Memory::pageable)),
+      "one memory space");
+  expect_rejected(
+      loom::ops::histogram(host_gray, rt.tensor<std::int32_t>({256}, loom::Memory::pageable)),
+      "is not on device 0");
   expect_rejected(loom::ops::rgb_to_gray(host_rgb, host_gray), "is not on device 0");
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 /// @file ops/image.hpp
-/// Image ops: RGB to gray, box blur (Lectures 2, 3). uint8 images
+/// Image ops: RGB to gray, box blur (Lectures 2, 3), histogram. uint8 images
 /// (DType::u8), contiguous tensors only: a strided view is rejected at
 /// submit ("must be contiguous"); call contiguous() first.
 
@@ -41,5 +41,20 @@ LOOM_API OpPtr rgb_to_gray(const Tensor& rgb, const Tensor& gray,
 /// 1..7, others run naive). Bad inputs are rejected at submit, naming the task.
 LOOM_API OpPtr box_blur(const Tensor& src, const Tensor& dst, int radius,
                         std::string_view variant = "auto");
+
+/// counts[v] = how many pixels of `image` equal v, for v in 0..255: image is
+/// u8 of any rank (contiguous, at most 2^31 - 1 pixels), counts is i32 [256]
+/// (overwritten, not accumulated). Exact and the same on both backends
+/// (integer counts). `variant`: "auto", "global_atomics" (one atomicAdd per
+/// pixel in global memory: the lecture's first step) or "shared"
+/// (privatized: a block's histograms in shared memory, 16-byte loads, merged
+/// with one global atomic per bin per block); "auto" is "shared". Bad inputs
+/// are rejected at submit, naming the task. Thread-safe (a value).
+/// @code
+///   auto counts = rt.tensor<std::int32_t>({256});
+///   g.add(loom::ops::histogram(blurred, counts));   // blurred: u8 {h, w}
+/// @endcode
+LOOM_API OpPtr histogram(const Tensor& image, const Tensor& counts,
+                         std::string_view variant = "auto");
 
 }  // namespace loom::ops

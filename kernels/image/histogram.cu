@@ -1,0 +1,118 @@
+#include "image/histogram.hpp"
+
+#include "common/check.hpp"
+#include "image/histogram_shared.cuh"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+
+namespace loom::kernels {
+namespace {
+
+namespace hd = histogram_detail;
+
+// --- global_atomics ------------------------------------------------------------
+
+constexpr int kGlobalBlock = 256;
+
+__global__ void histogram_global_atomics(const std::uint8_t* __restrict__ gImage,
+                                         std::size_t pixels, int* __restrict__ gCounts) {
+  const std::size_t p = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p < pixels) atomicAdd(&gCounts[gImage[p]], 1);
+}
+
+// --- shared ----------------------------------------------------------------------
+
+__global__ void __launch_bounds__(hd::kBlock)
+    histogram_shared(const std::uint8_t* __restrict__ gImage, hd::Split split,
+                     int* __restrict__ gCounts) {
+  __shared__ unsigned sCopies[hd::kSharedWords];  // (kCopies, kCopyPitch)
+  hd::zero_copies(sCopies, threadIdx.x);
+  __syncthreads();
+  const std::size_t thread = static_cast<std::size_t>(blockIdx.x) * hd::kBlock + threadIdx.x;
+  const std::size_t threads = static_cast<std::size_t>(gridDim.x) * hd::kBlock;
+  hd::count_share(gImage, split, thread, threads,
+                  sCopies + hd::copy_of(threadIdx.x) * hd::kCopyPitch);
+  __syncthreads();
+  hd::merge_copies(sCopies, gCounts, threadIdx.x);
+}
+
+// Blocks a multiprocessor: enough threads to keep kUnroll loads each in
+// flight, few enough that the merge (one global atomic per bin per block)
+// stays small next to the counting.
+constexpr int kBlocksPerSm = 2;
+constexpr int kCachedDevices = 64;
+
+// The most blocks of histogram_shared worth launching on the current device:
+// its multiprocessors times the blocks that fit on one (at most
+// kBlocksPerSm), asked once a device: the queries are cheap but not free, and
+// a frame pipeline launches this every frame.
+unsigned machine_blocks() {
+  static std::array<std::atomic<unsigned>, kCachedDevices> cache{};
+  int device = 0;
+  LOOM_KERNEL_CHECK(cudaGetDevice(&device));
+  const bool cacheable = device >= 0 && device < kCachedDevices;
+  if (cacheable) {
+    const unsigned cached = cache[static_cast<std::size_t>(device)].load(std::memory_order_relaxed);
+    if (cached != 0) return cached;
+  }
+  int sms = 0;
+  int resident = 0;
+  LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  LOOM_KERNEL_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, histogram_shared, hd::kBlock, 0));
+  const unsigned blocks = static_cast<unsigned>(std::max(sms, 1)) *
+                          static_cast<unsigned>(std::clamp(resident, 1, kBlocksPerSm));
+  if (cacheable) cache[static_cast<std::size_t>(device)].store(blocks, std::memory_order_relaxed);
+  return blocks;
+}
+
+// One vector a thread at least, so that a small image takes few blocks (each
+// pays for zeroing and merging its copies); at most what the machine holds.
+unsigned shared_blocks(const hd::Split& split) {
+  const std::size_t wanted =
+      std::max<std::size_t>(1, (split.vectors + hd::kBlock - 1) / hd::kBlock);
+  return static_cast<unsigned>(std::min<std::size_t>(wanted, machine_blocks()));
+}
+
+}  // namespace
+
+std::string_view to_string(HistogramVariant variant) noexcept {
+  switch (variant) {
+    case HistogramVariant::global_atomics: return "global_atomics";
+    case HistogramVariant::shared: return "shared";
+  }
+  return "unknown";
+}
+
+std::optional<HistogramVariant> parse_histogram_variant(std::string_view name) noexcept {
+  for (HistogramVariant v : {HistogramVariant::global_atomics, HistogramVariant::shared}) {
+    if (name == to_string(v)) return v;
+  }
+  return std::nullopt;
+}
+
+void histogram(const std::uint8_t* image, std::size_t pixels, std::int32_t* counts,
+               StreamView stream, HistogramVariant variant) {
+  // Both variants add to the counts: they start from zero every launch.
+  LOOM_KERNEL_CHECK(cudaMemsetAsync(counts, 0, kHistogramBins * sizeof(std::int32_t), stream));
+  if (pixels == 0) return;
+  if (variant == HistogramVariant::global_atomics) {
+    const auto blocks = static_cast<unsigned>((pixels + kGlobalBlock - 1) / kGlobalBlock);
+    histogram_global_atomics<<<blocks, kGlobalBlock, 0, stream>>>(image, pixels, counts);
+  } else {
+    const hd::Split split = hd::split_at_alignment(reinterpret_cast<std::uintptr_t>(image), pixels);
+    histogram_shared<<<shared_blocks(split), hd::kBlock, 0, stream>>>(image, split, counts);
+  }
+  LOOM_KERNEL_CHECK_LAUNCH("histogram kernel launch");
+}
+
+void histogram_reference(const std::uint8_t* image, std::size_t pixels,
+                         std::int32_t* counts) noexcept {
+  std::fill(counts, counts + kHistogramBins, 0);
+  for (std::size_t p = 0; p < pixels; ++p) ++counts[image[p]];
+}
+
+}  // namespace loom::kernels

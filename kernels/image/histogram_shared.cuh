@@ -1,0 +1,129 @@
+#pragma once
+// The privatized histogram, what "shared" runs (histogram.hpp describes it);
+// launched from histogram.cu. Its three phases (zero the block's copies,
+// count each thread's share, merge the copies into the global counts) are
+// functions of the thread's place, so that the CPU test can run them for
+// every thread of a small grid (test_histogram_emulated.cpp).
+//
+// A thread's share: the head byte at its index (the bytes before the first
+// 16-byte boundary), every gridDim.x * kBlock-th 16-byte vector of the
+// aligned body from its index on (kUnroll loads issued before their
+// atomics), and the tail byte at its index (the bytes after the last whole
+// vector). Head and tail are below 16 bytes, the grid at least a block.
+#include <cstddef>
+#include <cstdint>
+
+namespace loom::kernels::histogram_detail {
+namespace {
+
+constexpr int kBins = 256;
+constexpr int kWarpLanes = 32;
+constexpr int kBanks = 32;
+constexpr int kBlock = 512;  // threads a block
+constexpr int kVectorBytes = 16;
+// 16-byte loads a thread has in flight before it counts them: with two
+// 512-thread blocks a multiprocessor, 64 KB in flight.
+constexpr int kUnroll = 4;
+// Copies of the histogram a block. A warp's 32 atomics serialize on equal
+// addresses and on equal banks; lane l counts into copy l % kCopies, so only
+// lanes kCopies apart can meet on an address, and copies start
+// kBanks / kCopies banks apart, so up to that many neighbouring values (a
+// blurred image's few) in every copy fill all banks without a conflict.
+constexpr int kCopies = 8;
+constexpr int kCopyPitch = kBins + kBanks / kCopies;  // words from one copy to the next
+constexpr int kSharedWords = kCopies * kCopyPitch;
+
+static_assert(kBlock % kWarpLanes == 0, "a block is whole warps");
+static_assert(kWarpLanes % kCopies == 0, "every warp spreads over every copy alike");
+static_assert(kBlock >= kVectorBytes, "one block covers the head and the tail");
+static_assert(kSharedWords * sizeof(unsigned) <= 48 * 1024, "static shared memory");
+
+/// Where the 16-byte aligned body of an image lies: `head` bytes before it,
+/// `vectors` 16-byte vectors, `tail` bytes after it.
+struct Split {
+  std::size_t head;
+  std::size_t vectors;
+  std::size_t tail;
+};
+
+/// @post head < 16, tail < 16, head + 16 vectors + tail == pixels, and
+/// address + head is 16-byte aligned whenever vectors > 0.
+__host__ __device__ inline Split split_at_alignment(std::uintptr_t address, std::size_t pixels) {
+  const std::size_t to_boundary = (kVectorBytes - address % kVectorBytes) % kVectorBytes;
+  const std::size_t head = to_boundary < pixels ? to_boundary : pixels;
+  const std::size_t body = pixels - head;
+  return {head, body / kVectorBytes, body % kVectorBytes};
+}
+
+/// The copy thread `thread` of a block counts into.
+__host__ __device__ constexpr int copy_of(unsigned thread) {
+  return static_cast<int>(thread % kWarpLanes) % kCopies;
+}
+
+/// A run of equal bytes a thread has seen and not yet added.
+struct Run {
+  unsigned value = 0;
+  unsigned length = 0;
+};
+
+__device__ __forceinline__ void count_byte(unsigned value, Run& run, unsigned* sCopy) {
+  if (value != run.value) {
+    if (run.length != 0) atomicAdd(&sCopy[run.value], run.length);
+    run.value = value;
+    run.length = 0;
+  }
+  ++run.length;
+}
+
+__device__ __forceinline__ void count_vector(const uint4& v, Run& run, unsigned* sCopy) {
+  const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+#pragma unroll
+    for (int b = 0; b < 4; ++b) count_byte((words[w] >> (8 * b)) & 0xFFU, run, sCopy);
+  }
+}
+
+/// Phase 1, before a barrier: thread `thread` zeroes its part of the copies.
+__device__ __forceinline__ void zero_copies(unsigned* sCopies, unsigned thread) {
+  for (int i = static_cast<int>(thread); i < kSharedWords; i += kBlock)
+    sCopies[i] = 0;  // (kSharedWords)
+}
+
+/// Phase 2, between barriers: grid thread `thread` of `threads` counts its
+/// share of the image (see the top) into its copy.
+__device__ __forceinline__ void count_share(const std::uint8_t* __restrict__ gImage,
+                                            const Split& split, std::size_t thread,
+                                            std::size_t threads, unsigned* sCopy) {
+  Run run;
+  if (thread < split.head) count_byte(gImage[thread], run, sCopy);
+  const auto* gBody = reinterpret_cast<const uint4*>(gImage + split.head);  // (vectors)
+  std::size_t v = thread;
+  for (; v + (kUnroll - 1) * threads < split.vectors; v += kUnroll * threads) {
+    uint4 rVectors[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) rVectors[u] = gBody[v + u * threads];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) count_vector(rVectors[u], run, sCopy);
+  }
+  for (; v < split.vectors; v += threads) count_vector(gBody[v], run, sCopy);
+  if (thread < split.tail) {
+    count_byte(gImage[split.head + split.vectors * kVectorBytes + thread], run, sCopy);
+  }
+  if (run.length != 0) atomicAdd(&sCopy[run.value], run.length);
+}
+
+/// Phase 3, after a barrier: thread `thread` adds the copies' sum of its bins
+/// to the global counts, one atomic per non-zero bin.
+__device__ __forceinline__ void merge_copies(const unsigned* sCopies, int* gCounts,
+                                             unsigned thread) {
+  for (int bin = static_cast<int>(thread); bin < kBins; bin += kBlock) {
+    unsigned sum = 0;
+#pragma unroll
+    for (int c = 0; c < kCopies; ++c) sum += sCopies[c * kCopyPitch + bin];
+    if (sum != 0) atomicAdd(&gCounts[bin], static_cast<int>(sum));
+  }
+}
+
+}  // namespace
+}  // namespace loom::kernels::histogram_detail
