@@ -77,6 +77,7 @@ void check_gray(GrayVariant variant, RgbLayout layout, std::size_t pixels, std::
   loom::detail::Stream stream(0, 0);
   for (std::uint8_t poison : kPoisons) {
     LOOM_CUDA_CHECK(cudaMemset(d_gray.data(), poison, d_gray.size()));
+    LOOM_CUDA_CHECK(cudaDeviceSynchronize());  // before the kernel on a loom stream
     loom::kernels::rgb_to_gray(d_rgb.data() + offset, d_gray.data() + offset, pixels, layout,
                                stream.view(), variant);
     stream.synchronize();
@@ -131,6 +132,7 @@ void check_blur(BlurVariant variant, std::int64_t planes, std::int64_t h, std::i
   loom::detail::Stream stream(0, 0);
   for (std::uint8_t poison : kPoisons) {
     LOOM_CUDA_CHECK(cudaMemset(d_dst.data(), poison, d_dst.size()));
+    LOOM_CUDA_CHECK(cudaDeviceSynchronize());  // before the kernel on a loom stream
     loom::kernels::box_blur(d_src.data() + offset, d_dst.data() + offset, planes, h, w, r,
                             stream.view(), variant);
     stream.synchronize();

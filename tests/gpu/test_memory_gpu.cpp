@@ -41,6 +41,7 @@ bool equals(const loom::Tensor& host, const std::vector<std::uint8_t>& bytes) {
 
 void poison_device(const loom::Tensor& t) {
   if (t.nbytes() > 0) LOOM_CUDA_CHECK(cudaMemset(t.data(), 0xA5, t.nbytes()));
+  LOOM_CUDA_CHECK(cudaDeviceSynchronize());  // loom's streams do not wait for the legacy one
 }
 
 class CopyPaths : public ::testing::TestWithParam<std::size_t> {};

@@ -59,6 +59,9 @@ class DeviceBuffer {
   /// Fills every byte with 0xFF: NaN for floats, so unwritten elements fail.
   void poison() {
     if (count_ > 0) LOOM_CUDA_CHECK(cudaMemset(data_, 0xFF, count_ * sizeof(T)));
+    // A device memset may return before it is done, and loom's streams do not
+    // wait for the legacy stream: finish it before a kernel writes the buffer.
+    LOOM_CUDA_CHECK(cudaDeviceSynchronize());
   }
 
  private:
