@@ -3,6 +3,7 @@
 /// The umbrella header: everything public and CUDA-free. (CUDA handles are
 /// in loom/cuda_interop.hpp, included on purpose only.)
 
+#include <loom/activity.hpp>
 #include <loom/completion.hpp>
 #include <loom/device.hpp>
 #include <loom/dtype.hpp>

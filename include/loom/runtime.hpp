@@ -15,6 +15,7 @@
 ///
 /// Thread-safety: every member may be called from any thread.
 
+#include <loom/activity.hpp>
 #include <loom/completion.hpp>
 #include <loom/dtype.hpp>
 #include <loom/executable.hpp>
@@ -126,6 +127,29 @@ class LOOM_API Runtime {
   /// done. @throws InvalidArgument inside a task or continuation (it would
   /// wait for its own run).
   void synchronize();
+
+  /// Opens an activity log (see activity.hpp): every run submitted from now
+  /// on (Runtime::submit, Executable::run, Runtime::copy within the runtime's
+  /// device and host) times its tasks, and hands its spans to the log when it
+  /// ends. Timing costs each device task a pair of timing events, and each
+  /// run a little host work at its end; with no log open a run pays one
+  /// relaxed atomic load. On the CUDA backend this waits for one event on an
+  /// idle stream of its own, which ties the device's clock to the host's.
+  /// @throws InvalidArgument when a log is already open; CudaError when the
+  /// device cannot record that event.
+  void start_activity_log();
+  /// Closes the activity log: runs submitted from now on are not in it.
+  /// Waits for the runs submitted while it was open to end, and returns
+  /// their spans. Runs submitted before it opened are absent.
+  /// @throws InvalidArgument when no log is open, or inside a task or
+  /// continuation (the wait could include its own run).
+  /// @code
+  /// rt.start_activity_log();
+  /// for (int i = 0; i < frames; ++i) exe.run();
+  /// const loom::ActivityLog log = rt.stop_activity_log();
+  /// std::printf("GPU busy %.0f%%\n", 100 * loom::device_busy_fraction(log, 0, log.duration_us));
+  /// @endcode
+  ActivityLog stop_activity_log();
 
   /// The pool's statistics for a memory space. @throws NoDevice for a device
   /// space without a GPU.

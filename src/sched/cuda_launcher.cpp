@@ -5,6 +5,8 @@
 #include "core/storage.hpp"
 #include "core/task_context.hpp"
 #include "cuda/check.hpp"
+#include "cuda/device_guard.hpp"
+#include "cuda/stream.hpp"
 #include "sched/copy_engine.hpp"
 #include "sched/run_machine.hpp"
 #include "sched/scheduler_loop.hpp"
@@ -549,6 +551,43 @@ bool CudaLauncher::trace_span(const Run& run, std::uint32_t t, TraceEvent& event
   }
   event.track = 100 + static_cast<int>(physical(run, run.plan().tasks[t].stream));
   return true;
+}
+
+namespace {
+
+// An activity log's base on the device: a timing event, and its host time.
+struct CudaClockMark final : DeviceClockMark {
+  explicit CudaClockMark(int device) : event(device, EventTiming::enabled) {}
+  Event event;
+};
+
+}  // namespace
+
+std::shared_ptr<const DeviceClockMark> CudaLauncher::mark_trace_clock(Clock::time_point opened) {
+  auto mark = std::make_shared<CudaClockMark>(options_.device);
+  // A stream of its own, idle: the event runs as soon as it is recorded, so
+  // the host times around record and wait bracket its device time closely
+  // (the executor's streams may be busy for milliseconds).
+  const Stream stream(options_.device, 0);
+  const DeviceGuard guard(options_.device);
+  const double before = micros_since(opened);
+  mark->event.record(stream.view());
+  mark->event.synchronize();
+  const double after = micros_since(opened);
+  mark->host_us = 0.5 * (before + after);
+  return mark;
+}
+
+std::optional<double> CudaLauncher::trace_origin_us(const Run& run,
+                                                    const DeviceClockMark& mark) const {
+  const auto* cuda_mark = dynamic_cast<const CudaClockMark*>(&mark);
+  const RunStreams& mine = streams_of(run);
+  if (cuda_mark == nullptr || !mine.trace_base) return std::nullopt;
+  try {
+    return mark.host_us + 1e3 * mine.trace_base->elapsed_ms_since(cuda_mark->event);
+  } catch (const std::exception&) {
+    return std::nullopt;  // its base never ran (a failed start): no device span to place
+  }
 }
 
 }  // namespace loom::detail

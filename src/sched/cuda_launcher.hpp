@@ -72,6 +72,9 @@ class CudaLauncher final : public Launcher {
   bool arm_wakeups(const RunList& runs) override;
   void trace_tracks(const Run& run, std::vector<TraceTrack>& tracks) const override;
   bool trace_span(const Run& run, std::uint32_t t, TraceEvent& event) const override;
+  /// Records a timing event on a stream of its own and waits for it.
+  std::shared_ptr<const DeviceClockMark> mark_trace_clock(Clock::time_point opened) override;
+  std::optional<double> trace_origin_us(const Run& run, const DeviceClockMark& mark) const override;
 
   struct DeviceTask;
   struct RunStreams;

@@ -9,7 +9,8 @@
 //     cpu_launcher.hpp    host workers
 //     cuda_launcher.hpp   streams and events, eagerly (wake-ups armed there)
 //   scheduler_loop.hpp  the scheduling thread, its queue and its wake-ups
-//   run_trace.hpp       a run's Chrome trace
+//   run_trace.hpp       a run's Chrome trace, and its spans in an activity log
+//   activity_recorder.hpp  the activity log: which runs joined it, their spans
 // and, beside it, compile.hpp (Runtime::compile): a graph planned once, its
 // intermediates in one arena (memory_plan.hpp), its device segments captured
 // into CUDA graphs (compile_plan.hpp, capture.hpp); a replay is an ordinary
@@ -77,6 +78,9 @@ class Executor {
 
   /// Blocks until no run is in flight. @throws InvalidArgument on loom's own threads.
   void wait_idle();
+  /// See Runtime::start_activity_log and stop_activity_log.
+  void start_activity_log() { machine_.start_activity_log(); }
+  ActivityLog stop_activity_log() { return machine_.stop_activity_log(); }
   /// Rethrows the error that made the device unusable, if one did.
   void throw_if_poisoned() const { poison_.throw_if_poisoned(); }
   bool poisoned() const noexcept { return poison_.poisoned(); }

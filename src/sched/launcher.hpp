@@ -36,14 +36,15 @@
 // copies and device tasks outside any group it hands to an eager CudaLauncher
 // it holds (the same calls, forwarded).
 //
-// Every call but attach() is made on the scheduling thread, which must
-// never block: no synchronizing call, no waiting for a worker.
+// Every call but attach(), trace_tracks() and mark_trace_clock() is made on the scheduling
+// thread, which must never block: no synchronizing call, no waiting for a worker.
 
 #include "sched/run.hpp"
 #include "trace/chrome_trace.hpp"
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace loom::detail {
@@ -95,7 +96,8 @@ class Launcher {
     (void)runs;
     return true;
   }
-  /// The trace tracks this launcher's tasks appear on.
+  /// The trace tracks this launcher's tasks appear on. Any thread (a worker
+  /// names a finished run's tracks): reads the run and fixed configuration only.
   virtual void trace_tracks(const Run& run, std::vector<TraceTrack>& tracks) const {
     (void)run, (void)tracks;
   }
@@ -105,6 +107,20 @@ class Launcher {
   virtual bool trace_span(const Run& run, std::uint32_t t, TraceEvent& event) const {
     (void)run, (void)t, (void)event;
     return false;
+  }
+  /// Ties this launcher's trace clock (trace_span's) to the host's, for an
+  /// activity log opened at `opened`: a mark whose host time is known. Null
+  /// when this launcher times nothing on a clock of its own. Called on the
+  /// thread that opens the log, which it may keep waiting for the device.
+  virtual std::shared_ptr<const DeviceClockMark> mark_trace_clock(Clock::time_point opened) {
+    (void)opened;
+    return nullptr;
+  }
+  /// Where the times trace_span gives for `run` start, in µs on the clock of
+  /// the log that `mark` was made for; none when unknown.
+  virtual std::optional<double> trace_origin_us(const Run& run, const DeviceClockMark& mark) const {
+    (void)run, (void)mark;
+    return std::nullopt;
   }
 };
 

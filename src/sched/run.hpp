@@ -9,6 +9,7 @@
 // events) behind `device`, made by it at submit.
 
 #include "core/completion_state.hpp"
+#include "sched/activity_recorder.hpp"
 #include "sched/plan.hpp"
 #include "sched/prepared_graph.hpp"
 #include "sched/run_state.hpp"
@@ -63,7 +64,8 @@ struct Run {
   std::vector<TaskReport> reports;  // names left out (the state has them); published at the end
   Clock::time_point started_at = Clock::now();
   unsigned long long number = 0;
-  bool tracing = false;
+  bool tracing = false;     // its tasks are timed (a trace file, an activity log)
+  ActivityTicket activity;  // the activity log it joined at submit, if any
   // The host launcher's: kept here rather than behind a pointer, which would
   // cost every run an allocation.
   std::vector<std::uint32_t> ready_host;  // posted in priority order once per scheduler round

@@ -2,11 +2,10 @@
 
 #include "core/log.hpp"
 #include "core/thread_role.hpp"
-#include "sched/run_trace.hpp"
 
 #include <loom/error.hpp>
 
-#include <optional>
+#include <chrono>
 
 namespace loom::detail {
 
@@ -60,7 +59,8 @@ std::unique_ptr<Run> RunMachine::make_run(std::shared_ptr<const PreparedGraph> p
   run->unfinished = n;
   run->unsettled = n;
   run->number = ++run_counter_;
-  run->tracing = !trace_path_.empty();
+  if (recorder_.open()) run->activity = recorder_.join();
+  run->tracing = !trace_path_.empty() || static_cast<bool>(run->activity);
   host_.attach(*run);
   if (device_ != nullptr) device_->attach(*run);
   {
@@ -78,6 +78,12 @@ void RunMachine::wait_idle() {
   }
   std::unique_lock lock(idle_mutex_);
   idle_cv_.wait(lock, [&] { return live_runs_ == 0; });
+}
+
+void RunMachine::start_activity_log() {
+  recorder_.start([this](Clock::time_point opened) -> std::shared_ptr<const DeviceClockMark> {
+    return device_ != nullptr ? device_->mark_trace_clock(opened) : nullptr;
+  });
 }
 
 void RunMachine::admit(std::unique_ptr<Run> owned) {
@@ -339,19 +345,56 @@ void RunMachine::finish(std::unique_ptr<Run> owned) {
       }
     }
   };
-  std::optional<RunTrace> trace;
-  if (run.tracing) trace = collect_run_trace(run, device_, workers_->size(), trace_path_);
+  // Only the times are read here (a device task's from its events, which
+  // this thread alone queries); names, files and spans are made on the worker.
+  RunTimes times;
+  if (run.tracing) {
+    times.tasks = time_completed_tasks(run, device_);
+    const DeviceClockMark* mark = run.activity ? run.activity.session().device_clock() : nullptr;
+    if (mark != nullptr && device_ != nullptr)
+      times.device_origin_us = device_->trace_origin_us(run, *mark);
+  }
   // The run's last references to its tensors (and so perhaps their memory)
   // are dropped on a worker, never here, and before the run is published:
   // once wait() returns, the run holds nothing (take() works).
   Run* raw = owned.release();
   // High priority: user host work must not hold back a run's end.
   workers_->post(Priority::high,
-                 [raw, trace = std::move(trace), publish = std::move(publish)](int) mutable {
+                 [this, raw, times = std::move(times), publish = std::move(publish)](int) mutable {
+                   FinishedTrace trace = finished_trace(*raw, times);
                    delete raw;
-                   if (trace) write_chrome_trace(trace->path, trace->tracks, trace->events);
+                   if (trace.file) {
+                     write_chrome_trace(trace.file->path, trace.file->tracks, trace.file->events);
+                   }
                    publish();
+                   trace.activity.deliver(std::move(trace.spans));
                  });
+}
+
+FinishedTrace RunMachine::finished_trace(Run& run, const RunTimes& times) noexcept {
+  FinishedTrace trace;
+  trace.activity = std::move(run.activity);
+  if (!run.tracing) return trace;
+  try {
+    const auto tracks = run_trace_tracks(run, device_, workers_->size());
+    if (trace.activity) {
+      const double host_origin_us = std::chrono::duration<double, std::micro>(
+                                        run.started_at - trace.activity.session().opened())
+                                        .count();
+      trace.spans =
+          activity_spans(run, tracks, times.tasks, host_origin_us, times.device_origin_us);
+    }
+    if (!trace_path_.empty()) {
+      trace.file = RunTraceFile{trace_path_for_run(trace_path_, run.number), tracks,
+                                run_trace_events(run, times.tasks)};
+    }
+  } catch (const std::exception& e) {
+    // The run's outcome does not depend on its trace: it is still published.
+    logger().error("run {}: its trace was not recorded: {}", run.number, e.what());
+  } catch (...) {
+    logger().error("run {}: its trace was not recorded: a non-standard exception", run.number);
+  }
+  return trace;
 }
 
 }  // namespace loom::detail

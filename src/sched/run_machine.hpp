@@ -10,13 +10,14 @@
 // (launcher.hpp), which reports back through enqueued(), running(),
 // complete(), fail() and skipped(). Unit-tested with fake launchers.
 //
-// Thread-safety: make_run() and wait_idle() from any thread; everything else
-// on the scheduling thread only.
+// Thread-safety: make_run(), wait_idle() and the activity log's calls from
+// any thread; everything else on the scheduling thread only.
 
 #include "sched/launcher.hpp"
 #include "sched/poison.hpp"
 #include "sched/run.hpp"
 #include "sched/run_ordering.hpp"
+#include "sched/run_trace.hpp"
 #include "sched/worker_pool.hpp"
 
 #include <atomic>
@@ -45,6 +46,12 @@ class RunMachine {
                                 std::shared_ptr<CompletionState> completion);
   /// Blocks until every run made has been published. Any thread but loom's own.
   void wait_idle();
+  /// Opens an activity log: the runs made from now on time their tasks and
+  /// hand their spans to it. Any thread. @throws InvalidArgument when one is open.
+  void start_activity_log();
+  /// Closes it; waits for the runs that joined it. Any thread but loom's own.
+  /// @throws InvalidArgument when none is open.
+  ActivityLog stop_activity_log() { return recorder_.stop(); }
 
   // The scheduling thread's round.
   /// Takes `run` in, ordered after the unfinished runs over the same data.
@@ -83,6 +90,9 @@ class RunMachine {
   void cancel_pending(Run& run, const std::string& why);
   bool finished(const Run& run) const;
   void finish(std::unique_ptr<Run> run);
+  /// On a worker, before the run is deleted: its trace file's contents and
+  /// its spans on its activity log's clock.
+  FinishedTrace finished_trace(Run& run, const RunTimes& times) noexcept;
 
   Launcher& host_;
   Launcher* device_;
@@ -90,6 +100,7 @@ class RunMachine {
   std::shared_ptr<WorkerPool> workers_;
   std::string trace_path_;
   std::atomic<unsigned long long> run_counter_{0};
+  ActivityRecorder recorder_;
   RunList runs_;                           // scheduling thread only
   std::vector<Run*> to_start_;             // scheduling thread only: gates just opened
   std::vector<RunOrdering::RunId> after_;  // scheduling thread only: scratch

@@ -1,27 +1,75 @@
 #pragma once
-// A run's Chrome trace (src/trace/chrome_trace): one track a stream (from
-// the device launcher), one a host worker, one for staged copies; one event
-// a completed task. Collected on the scheduling thread when the run ends,
-// written by a worker.
+// A run's trace: one track a stream (from the device launcher), one a host
+// worker, one for staged copies; one event a completed task. Its times are
+// read on the scheduling thread when the run ends (a device task's from its
+// launcher's events, which only that thread queries); the rest (names, the
+// Chrome-trace file of RuntimeOptions::trace_path, the activity log's spans)
+// is made by a worker.
 
 #include "sched/launcher.hpp"
 #include "sched/run.hpp"
 #include "trace/chrome_trace.hpp"
 
+#include <loom/activity.hpp>
+
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace loom::detail {
 
-struct RunTrace {
+/// A completed task's time, as its launcher measured it: a device task's
+/// since the run's trace base, on the device (Launcher::trace_span); a host
+/// task's or a staged copy's since the run started, on the host.
+struct TaskTiming {
+  std::uint32_t task = 0;
+  int track = 0;
+  double start_us = 0;
+  double duration_us = 0;
+};
+
+/// What the scheduling thread reads of a finished run for its trace.
+struct RunTimes {
+  std::vector<TaskTiming> tasks;
+  /// The device times' base on the activity log's clock (µs since it opened);
+  /// none outside a log or without a device launcher.
+  std::optional<double> device_origin_us;
+};
+
+/// A run's Chrome-trace file (RuntimeOptions::trace_path), ready to write.
+struct RunTraceFile {
   std::string path;
   std::vector<TraceTrack> tracks;
   std::vector<TraceEvent> events;
 };
 
-/// The trace of a finished run, for the file `trace_path_for_run(base, run.number)`.
+/// What a worker makes of a finished run's trace before it deletes the run;
+/// it hands the spans over once it has published the run (so that a closed
+/// activity log's runs are all ready).
+struct FinishedTrace {
+  std::optional<RunTraceFile> file;
+  ActivityTicket activity;  // the run's, moved out of it
+  std::vector<ActivitySpan> spans;
+};
+
+/// The times of a finished run's completed tasks. Scheduling thread.
 /// `device`: the run's device launcher (null on the CPU backend).
-RunTrace collect_run_trace(const Run& run, const Launcher* device, int workers,
-                           const std::string& base);
+std::vector<TaskTiming> time_completed_tasks(const Run& run, const Launcher* device);
+
+/// The tracks of a run's trace: the device launcher's streams, `workers`
+/// host workers, staged copies. Any thread.
+std::vector<TraceTrack> run_trace_tracks(const Run& run, const Launcher* device, int workers);
+
+/// The run's Chrome-trace events (each task's own clock, as timed). Any thread.
+std::vector<TraceEvent> run_trace_events(const Run& run, const std::vector<TaskTiming>& timings);
+
+/// The run's spans on an activity log's clock: host times shifted by
+/// `host_origin_us` (when the run started, since the log opened), device
+/// times by `device_origin_us` (device tasks are left out without it). Any thread.
+std::vector<ActivitySpan> activity_spans(const Run& run, const std::vector<TraceTrack>& tracks,
+                                         const std::vector<TaskTiming>& timings,
+                                         double host_origin_us,
+                                         std::optional<double> device_origin_us);
 
 }  // namespace loom::detail

@@ -384,6 +384,10 @@ void Runtime::synchronize() {
   }
 }
 
+void Runtime::start_activity_log() { impl_->executor->start_activity_log(); }
+
+ActivityLog Runtime::stop_activity_log() { return impl_->executor->stop_activity_log(); }
+
 PoolStatistics Runtime::statistics(Memory memory) const {
   auto& owner = impl_->owner_of(memory);
   if (memory.is_device()) return static_cast<DeviceOwner&>(owner).pool().statistics();

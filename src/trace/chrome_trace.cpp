@@ -2,8 +2,10 @@
 
 #include "core/log.hpp"
 
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <system_error>
 
 namespace loom::detail {
 namespace {
@@ -52,23 +54,39 @@ std::string chrome_trace_json(const std::vector<TraceTrack>& tracks,
     sep();
     json += "{\"name\":\"" + escape(e.name) + "\",\"cat\":\"" + escape(e.category) +
             "\",\"ph\":\"X\",\"pid\":1,\"tid\":" + std::to_string(e.track);
-    std::snprintf(number, sizeof number, ",\"ts\":%.3f,\"dur\":%.3f}", e.start_us,
+    std::snprintf(number, sizeof number, ",\"ts\":%.3f,\"dur\":%.3f", e.start_us,
                   e.duration_us < 0 ? 0.0 : e.duration_us);
     json += number;
+    if (e.run != 0) json += ",\"args\":{\"run\":" + std::to_string(e.run) + "}";
+    json += "}";
   }
   json += "\n]}\n";
   return json;
 }
 
-void write_chrome_trace(const std::string& path, const std::vector<TraceTrack>& tracks,
-                        const std::vector<TraceEvent>& events) {
+bool try_write_chrome_trace(const std::string& path, const std::vector<TraceTrack>& tracks,
+                            const std::vector<TraceEvent>& events, std::string& why) {
   std::ofstream out(path, std::ios::trunc);
   if (!out) {
-    logger().error("cannot write the trace to '{}'", path);
-    return;
+    why = "cannot open '" + path +
+          "' for writing: " + std::error_code(errno, std::generic_category()).message();
+    return false;
   }
   out << chrome_trace_json(tracks, events);
-  if (!out) logger().error("writing the trace to '{}' failed", path);
+  out.close();
+  if (!out) {
+    why = "writing '" + path + "' failed";
+    return false;
+  }
+  return true;
+}
+
+void write_chrome_trace(const std::string& path, const std::vector<TraceTrack>& tracks,
+                        const std::vector<TraceEvent>& events) {
+  std::string why;
+  if (!try_write_chrome_trace(path, tracks, events, why)) {
+    logger().error("the trace was not written: {}", why);
+  }
 }
 
 std::string trace_path_for_run(const std::string& base, unsigned long long run) {

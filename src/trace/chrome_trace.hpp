@@ -13,6 +13,7 @@ struct TraceEvent {
   int track = 0;
   double start_us = 0;
   double duration_us = 0;
+  unsigned long long run = 0;  // written as an argument when not 0
 };
 
 struct TraceTrack {
@@ -23,6 +24,10 @@ struct TraceTrack {
 /// The JSON text of a trace.
 std::string chrome_trace_json(const std::vector<TraceTrack>& tracks,
                               const std::vector<TraceEvent>& events);
+
+/// Writes the trace to `path`; false (and `why` says so) on failure.
+bool try_write_chrome_trace(const std::string& path, const std::vector<TraceTrack>& tracks,
+                            const std::vector<TraceEvent>& events, std::string& why);
 
 /// Writes the trace to `path`; logs (does not throw) on failure.
 void write_chrome_trace(const std::string& path, const std::vector<TraceTrack>& tracks,
