@@ -54,11 +54,17 @@ void BM_ImagePipeline(benchmark::State& state) {
   state.counters["gpu_busy"] = busy;
   state.counters["p50_us"] = p50;
   state.counters["p99_us"] = p99;
-  state.SetLabel("4K RGB frames: loom pipeline vs naive (sync, pageable, one stream); ratio = "
-                 "loom / naive frames/s");
+  state.SetLabel(
+      "4K RGB frames: loom pipeline vs naive (sync, pageable, one stream); ratio = "
+      "loom / naive frames/s");
 }
-BENCHMARK(BM_ImagePipeline)->Arg(2)->Arg(3)->Arg(4)->Iterations(1)->UseManualTime()->Unit(
-    benchmark::kMillisecond);
+BENCHMARK(BM_ImagePipeline)
+    ->Arg(2)
+    ->Arg(3)
+    ->Arg(4)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

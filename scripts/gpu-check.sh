@@ -58,6 +58,11 @@ test_rc=$(( cpu_rc != 0 || gpu_rc != 0 ))
 
 "$LOOM_BUILD_DIR/samples/loom_quickstart" >"$logs/quickstart.log" 2>&1
 sample_rc=$?
+# The flagship sample, at full size, with its trace and latency plot.
+"$LOOM_BUILD_DIR/samples/loom_image_pipeline" --trace "$logs/image_pipeline_trace.json" \
+  --plot "$logs/image_pipeline_latency.png" >"$logs/image_pipeline.log" 2>&1
+flagship_rc=$?
+[ $flagship_rc -eq 0 ] || sample_rc=$flagship_rc
 
 baseline_lines=""
 if [ -n "$baseline_pid" ]; then
@@ -118,6 +123,8 @@ grep -hE '^\s+[0-9]+ - .*\((Failed|Timeout|Not Run|SEGFAULT|Subprocess aborted|E
 skipped=$(cat "$logs/ctest.log" "$logs/ctest-gpu.log" | grep -c '\*\*\*Skipped' || true)
 echo "skipped:   $skipped"
 echo "sample:    $(status $sample_rc): $(tail -1 "$logs/quickstart.log")"
+echo "flagship:  $(status $flagship_rc)"
+grep -vE '^\s*$' "$logs/image_pipeline.log" | tail -7
 echo "$bench_lines"
 [ -n "$sanitizer_lines" ] && echo "$sanitizer_lines"
 [ -n "$baseline_lines" ] && echo "$baseline_lines"

@@ -61,14 +61,22 @@ Options parse(int argc, char** argv) {
     if (i + 1 >= argc) usage(("missing value after " + a).c_str());
     const char* v = argv[++i];
     const long n = std::strtol(v, nullptr, 10);
-    if (a == "--frames") o.frames = static_cast<std::uint64_t>(n), o.frames_given = true;
-    else if (a == "--width") o.width = static_cast<int>(n), o.size_given = true;
-    else if (a == "--height") o.height = static_cast<int>(n), o.size_given = true;
-    else if (a == "--radius") o.radius = static_cast<int>(n);
-    else if (a == "--slots") o.slots = static_cast<std::size_t>(n);
-    else if (a == "--trace") o.trace = v;
-    else if (a == "--plot") o.plot = v;
-    else usage(("unknown option " + a).c_str());
+    if (a == "--frames")
+      o.frames = static_cast<std::uint64_t>(n), o.frames_given = true;
+    else if (a == "--width")
+      o.width = static_cast<int>(n), o.size_given = true;
+    else if (a == "--height")
+      o.height = static_cast<int>(n), o.size_given = true;
+    else if (a == "--radius")
+      o.radius = static_cast<int>(n);
+    else if (a == "--slots")
+      o.slots = static_cast<std::size_t>(n);
+    else if (a == "--trace")
+      o.trace = v;
+    else if (a == "--plot")
+      o.plot = v;
+    else
+      usage(("unknown option " + a).c_str());
   }
   if (o.frames == 0 || o.width <= 0 || o.height <= 0 || o.radius < 0 || o.slots < 2)
     usage("frames, width and height must be positive, radius >= 0, slots >= 2");
@@ -121,15 +129,16 @@ int main(int argc, char** argv) {
     loom_sample::SyntheticVideo video(o.width, o.height);
     const double mb = static_cast<double>(video.frame_bytes()) / 1e6;
     if (gpu) {
-      std::printf("loom image pipeline on %s: %llu frames of %dx%d RGB (%.1f MB), blur radius %d,"
-                  " %zu slots\n",
-                  loom::device_properties(0).name.c_str(),
-                  static_cast<unsigned long long>(o.frames), o.width, o.height, mb, o.radius,
-                  o.slots);
+      std::printf(
+          "loom image pipeline on %s: %llu frames of %dx%d RGB (%.1f MB), blur radius %d,"
+          " %zu slots\n",
+          loom::device_properties(0).name.c_str(), static_cast<unsigned long long>(o.frames),
+          o.width, o.height, mb, o.radius, o.slots);
     } else {
-      std::printf("no GPU: running on loom's CPU backend, %llu frames of %dx%d RGB (%.1f MB), blur"
-                  " radius %d (pass --frames, --width, --height for more)\n",
-                  static_cast<unsigned long long>(o.frames), o.width, o.height, mb, o.radius);
+      std::printf(
+          "no GPU: running on loom's CPU backend, %llu frames of %dx%d RGB (%.1f MB), blur"
+          " radius %d (pass --frames, --width, --height for more)\n",
+          static_cast<unsigned long long>(o.frames), o.width, o.height, mb, o.radius);
     }
     const std::size_t keep = std::min<std::uint64_t>(o.frames, 64);
 
@@ -159,11 +168,11 @@ int main(int argc, char** argv) {
     const std::size_t compared = std::min(naive.histograms.size(), piped.histograms.size());
     for (std::size_t i = 0; i < compared; ++i)
       if (naive.histograms[i] != piped.histograms[i]) ++mismatches;
-    std::printf("  check: %zu of %zu histograms equal to the naive run's, %llu bad totals;"
-                " mean gray of frame 0: %.2f\n",
-                compared - mismatches, compared,
-                static_cast<unsigned long long>(piped.bad_totals),
-                compared > 0 ? mean_of(piped.histograms[0]) : 0.0);
+    std::printf(
+        "  check: %zu of %zu histograms equal to the naive run's, %llu bad totals;"
+        " mean gray of frame 0: %.2f\n",
+        compared - mismatches, compared, static_cast<unsigned long long>(piped.bad_totals),
+        compared > 0 ? mean_of(piped.histograms[0]) : 0.0);
 
     if (!o.trace.empty()) {
       loom::write_chrome_trace(piped.activity, o.trace);

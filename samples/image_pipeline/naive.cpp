@@ -28,7 +28,7 @@ void copy_sync(void* dst, const void* src, std::size_t bytes, bool gpu, cudaMemc
   const cudaError_t rc = cudaMemcpy(dst, src, bytes, kind);
   if (rc != cudaSuccess)
     throw loom::Error(std::string("naive copy failed: ") + cudaGetErrorString(rc),
-                      {.call = "cudaMemcpy", .file = __FILE__, .line = __LINE__});
+                      {.call = "cudaMemcpy", .file = __FILE__, .line = __LINE__, .task = "naive"});
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ using Clock = std::chrono::steady_clock;
 // first replays); the measured frames follow with the same numbering the
 // naive run uses (frame f of the video), so their histograms can be compared.
 PipelinedRun run_pipelined(loom::Runtime& rt, SyntheticVideo& video, const PipelinedOptions& o,
-                          std::size_t keep) {
+                           std::size_t keep) {
   const std::int64_t h = video.height(), w = video.width();
   loom::PipelineBuilder b(rt, {.name = "image", .slots = o.slots});
   const auto rgb = b.input("rgb", loom::DType::u8, {h, w, 3});
@@ -59,13 +59,13 @@ PipelinedRun run_pipelined(loom::Runtime& rt, SyntheticVideo& video, const Pipel
     for (std::uint64_t f = 0; f < total; ++f) {
       if (f == warm) {
         // Measure from here: the warm-up frames are through.
-        while (p.stats().completed < warm) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        while (p.stats().completed < warm)
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
         rt.start_activity_log();
         start = Clock::now();
       }
       loom::InputFrame in = p.acquire();
-      video.draw(static_cast<std::uint8_t*>(in.input(rgb).data()),
-                 f < warm ? f : f - warm);
+      video.draw(static_cast<std::uint8_t*>(in.input(rgb).data()), f < warm ? f : f - warm);
       p.push(std::move(in));
     }
     p.close();

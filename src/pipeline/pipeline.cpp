@@ -218,17 +218,17 @@ struct PipelineBuilder::Impl {
   std::size_t counts[3] = {0, 0, 0};
   bool spent = false;
 
+  // Buffers and stages are named apart: a stage may share its buffer's name.
   void check_name(const std::string& what, const std::string& name) const {
-    if (name.empty())
-      throw InvalidArgument("pipeline " + quoted(options.name) + ": a " + what + " needs a name");
-    for (const BufferDecl& d : decls)
-      if (d.name == name)
-        throw InvalidArgument("pipeline " + quoted(options.name) + ": two buffers named " +
-                              quoted(name));
-    for (const StageDecl& st : stages)
-      if (st.name == name && what == "stage")
-        throw InvalidArgument("pipeline " + quoted(options.name) + ": two stages named " +
-                              quoted(name));
+    const std::string who = "pipeline " + quoted(options.name);
+    if (name.empty()) throw InvalidArgument(who + ": a " + what + " needs a name");
+    if (what == "buffer") {
+      for (const BufferDecl& d : decls)
+        if (d.name == name) throw InvalidArgument(who + ": two buffers named " + quoted(name));
+    } else {
+      for (const StageDecl& st : stages)
+        if (st.name == name) throw InvalidArgument(who + ": two stages named " + quoted(name));
+    }
   }
 
   void check_live() const {

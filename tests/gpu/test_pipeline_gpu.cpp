@@ -138,7 +138,7 @@ TEST(PipelineGpu, ImagePipelineMatchesTheCpuBackendFrameByFrame) {
   LOOM_REQUIRE_GPU();
   constexpr std::int64_t h = 361, w = 643;
   constexpr int radius = 3, frames = 12;
-  std::mt19937 rng(loom::test::seed());
+  std::mt19937 rng(static_cast<unsigned>(loom::test::fresh_seed()));
   std::vector<std::vector<std::uint8_t>> inputs(frames, std::vector<std::uint8_t>(h * w * 3));
   for (auto& frame : inputs)
     for (auto& v : frame) v = static_cast<std::uint8_t>(rng() % 64 + (rng() % 3) * 64);
@@ -170,15 +170,13 @@ TEST(PipelineGpu, ImagePipelineMatchesTheCpuBackendFrameByFrame) {
   auto gray = b.buffer("gray", DType::u8, {h, w});
   auto blurred = b.buffer("blurred", DType::u8, {h, w});
   auto hist = b.output("histogram", DType::i32, {256});
-  b.stage("gray", [&](Graph& g, const StageSlot& s) {
-    g.add(loom::ops::rgb_to_gray(s[rgb], s[gray]));
-  });
+  b.stage("gray",
+          [&](Graph& g, const StageSlot& s) { g.add(loom::ops::rgb_to_gray(s[rgb], s[gray])); });
   b.stage("blur", [&](Graph& g, const StageSlot& s) {
     g.add(loom::ops::box_blur(s[gray], s[blurred], radius));
   });
-  b.stage("histogram", [&](Graph& g, const StageSlot& s) {
-    g.add(loom::ops::histogram(s[blurred], s[hist]));
-  });
+  b.stage("histogram",
+          [&](Graph& g, const StageSlot& s) { g.add(loom::ops::histogram(s[blurred], s[hist])); });
   Pipeline p = b.build();
   std::thread producer([&] {
     for (const auto& frame : inputs) {
@@ -240,18 +238,16 @@ TEST(PipelineGpu, AFailingStageStopsItNamingTheStageAndFrame) {
   PipelineBuilder b(rt, {.name = "faulty", .slots = 2});
   auto in = b.input("x", DType::f32, {kN});
   auto out = b.output("y", DType::f32, {kN});
-  b.stage("copy", [&](Graph& g, const StageSlot& s) {
-    g.add(loom::ops::scale_copy(s[in], s[out], 1.0f));
-  });
+  b.stage("copy",
+          [&](Graph& g, const StageSlot& s) { g.add(loom::ops::scale_copy(s[in], s[out], 1.0f)); });
   b.stage("check", [&](Graph& g, const StageSlot& s) {
     auto probe = rt.tensor<float>({1}, Memory::pinned);
     g.copy(s[in].slice(0, 0, 1), probe);
-    g.host(
-        "reject frame 5",
-        [probe] {
-          if (probe.data_as<float>()[0] == 5.0f) throw std::runtime_error("frame five refused");
-        },
-        {probe});
+    g.host("reject frame 5",
+           [probe] {
+             if (probe.data_as<float>()[0] == 5.0f) throw std::runtime_error("frame five refused");
+           },
+           {probe});
   });
   Pipeline p = b.build();
   std::vector<std::uint64_t> delivered;

@@ -328,6 +328,14 @@ TEST(Pipeline, BuildRefusesWhatCannotWorkNamingIt) {
         b.stage("upload", [](Graph&, const StageSlot&) {});
       },
       "the pipeline's own");
+  expect_refused(
+      [&] {
+        PipelineBuilder b(rt);
+        b.buffer("gray", DType::f32, {4});
+        b.stage("gray", [](Graph&, const StageSlot&) {});  // a stage may share a buffer's name
+        b.stage("gray", [](Graph&, const StageSlot&) {});
+      },
+      "two stages named 'gray'");
 }
 
 }  // namespace
