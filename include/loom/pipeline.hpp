@@ -31,8 +31,12 @@
 /// consumer. When the producer needs a slot whose frame the consumer has not
 /// taken yet, Overflow::block makes it wait (never a lost, reordered or
 /// duplicated frame), and Overflow::drop_oldest drops that frame (the oldest
-/// one: it is counted, and pop skips it). Either way the producer waits for
-/// the GPU to finish a frame, and for a Frame the consumer holds.
+/// one: it is counted, and pop skips it) unless the consumer is already
+/// waiting for it. Either way the producer waits for the GPU to finish a
+/// frame, and for a Frame the consumer holds. So a single thread that both
+/// produces and consumes must pop before it acquires more than `slots`
+/// frames (Overflow::block), and a consumer must not hold `slots` Frames
+/// while it waits in pop.
 ///
 /// Errors. When a stage fails on frame f, every frame before f is still
 /// delivered, frame f and every later frame are not (never half of one), and
@@ -249,11 +253,16 @@ class LOOM_API Pipeline {
   /// @throws PipelineError after a failure; InvalidArgument after close(), or
   /// while another InputFrame is out.
   InputFrame acquire();
-  /// Starts the frame; returns its number. @throws as acquire; InvalidArgument
+  /// Starts the frame; returns its number. @throws as acquire (after close(),
+  /// the frame is not pushed and its slot is given back); InvalidArgument
   /// for a frame of another pipeline or one pushed already.
   std::uint64_t push(InputFrame&& frame);
   /// Acquires a slot and uploads the caller's host tensors, in the order the
   /// inputs were declared (dtype and shape as declared, any host memory).
+  /// The pipeline keeps them alive until their upload is done; the caller
+  /// must not write them before the frame is popped. This path puts an
+  /// upload graph together (and plans it) every push; acquire() and push()
+  /// of an InputFrame allocate nothing.
   std::uint64_t push(std::vector<Tensor> inputs);
 
   /// The next frame in order; waits for it. nullopt once closed and every

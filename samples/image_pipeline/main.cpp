@@ -161,6 +161,10 @@ int main(int argc, char** argv) {
                 gpu ? "  GPU busy" : "");
     print_row("naive (sync, pageable)", a, gpu);
     print_row("loom pipeline", b, gpu);
+    if (gpu)
+      std::printf(
+          "  (the naive GPU busy is an upper bound: its synchronous copies timed on the\n"
+          "   host, staging included, plus its kernels from the activity log)\n");
     std::printf("\n  speed-up %.2fx; input %.1f GB/s against %.1f GB/s\n", b.fps / a.fps,
                 b.fps * mb * 1e-3, a.fps * mb * 1e-3);
 

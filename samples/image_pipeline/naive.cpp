@@ -61,6 +61,7 @@ NaiveRun run_naive(loom::Runtime& rt, SyntheticVideo& video, std::uint64_t frame
     out.copy_us += micros(t1 - t0) + micros(t3 - t2);
     return micros(t3 - t0);
   };
+  video.forget_buffers();
   one_frame(0);  // warm-up: pools, streams, the graph's plan
   out.copy_us = 0;
   out.latencies_us.reserve(frames);

@@ -5,6 +5,7 @@
 #include <loom/pipeline.hpp>
 
 #include <chrono>
+#include <exception>
 #include <optional>
 #include <thread>
 
@@ -13,6 +14,22 @@ namespace loom_sample {
 namespace {
 using Clock = std::chrono::steady_clock;
 }  // namespace
+
+// Pops every frame; checks and keeps the measured ones.
+void consume(loom::Pipeline& p, loom::PipelineBuffer hist, std::uint64_t warm, std::size_t keep,
+             std::int64_t pixels, PipelinedRun& out, Clock::time_point& last_frame) {
+  while (std::optional<loom::Frame> f = p.pop()) {
+    if (f->number() < warm) continue;
+    const std::uint64_t video_frame = f->number() - warm;
+    const Histogram& counts = *static_cast<const Histogram*>(f->output(hist).data());
+    std::int64_t n = 0;
+    for (std::int32_t c : counts) n += c;
+    if (n != pixels) ++out.bad_totals;
+    if (video_frame < keep) out.histograms.push_back(counts);
+    out.latencies_us.push_back(f->latency_us());
+    last_frame = Clock::now();
+  }
+}
 
 // The pipeline proper. Frames 0..warm-1 warm it up (streams, pools, the
 // first replays); the measured frames follow with the same numbering the
@@ -41,27 +58,25 @@ PipelinedRun run_pipelined(loom::Runtime& rt, SyntheticVideo& video, const Pipel
   PipelinedRun out;
   out.latencies_us.reserve(o.frames);
   Clock::time_point last_frame;
+  std::exception_ptr consumer_error;
   std::thread consumer([&] {
-    while (std::optional<loom::Frame> f = p.pop()) {
-      if (f->number() < warm) continue;
-      const std::uint64_t video_frame = f->number() - warm;
-      const Histogram& counts = *static_cast<const Histogram*>(f->output(hist).data());
-      std::int64_t n = 0;
-      for (std::int32_t c : counts) n += c;
-      if (n != h * w) ++out.bad_totals;
-      if (video_frame < keep) out.histograms.push_back(counts);
-      out.latencies_us.push_back(f->latency_us());
-      last_frame = Clock::now();
+    try {
+      consume(p, hist, warm, keep, h * w, out, last_frame);
+    } catch (...) {
+      consumer_error = std::current_exception();  // the producer sees it too, and stops
     }
   });
   Clock::time_point start;
+  bool logging = false;
   try {
+    video.forget_buffers();
     for (std::uint64_t f = 0; f < total; ++f) {
       if (f == warm) {
         // Measure from here: the warm-up frames are through.
         while (p.stats().completed < warm)
           std::this_thread::sleep_for(std::chrono::microseconds(50));
         rt.start_activity_log();
+        logging = true;
         start = Clock::now();
       }
       loom::InputFrame in = p.acquire();
@@ -72,10 +87,13 @@ PipelinedRun run_pipelined(loom::Runtime& rt, SyntheticVideo& video, const Pipel
   } catch (...) {
     p.close();
     consumer.join();
+    if (logging) (void)rt.stop_activity_log();
+    if (consumer_error) std::rethrow_exception(consumer_error);  // the first cause
     throw;
   }
   consumer.join();
   out.activity = rt.stop_activity_log();
+  if (consumer_error) std::rethrow_exception(consumer_error);
   out.seconds = std::chrono::duration<double>(last_frame - start).count();
   return out;
 }

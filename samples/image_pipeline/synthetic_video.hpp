@@ -23,6 +23,9 @@ class SyntheticVideo {
 
   /// Draws frame `frame` into `rgb` (interleaved, width * height * 3 bytes).
   void draw(std::uint8_t* rgb, std::uint64_t frame);
+  /// Forgets what the buffers drawn into so far hold: the next draw into any
+  /// buffer writes it whole (call it when buffers may have been freed).
+  void forget_buffers() { last_square_.clear(); }
 
  private:
   struct Square {

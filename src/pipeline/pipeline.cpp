@@ -132,7 +132,11 @@ struct InputFrame::State {
   std::condition_variable producer, consumer, idle;
   std::uint64_t next_push = 0, next_pop = 0;
   bool closed = false, outstanding = false;
-  std::exception_ptr error;  // the failure of the earliest failed frame
+  // The consumer waits in pop for this frame: the producer must not drop it.
+  bool consumer_waiting = false;
+  std::uint64_t awaited = 0;
+  std::size_t continuations = 0;  // registered with Future::then, not yet over
+  std::exception_ptr error;       // the failure of the earliest failed frame
   std::uint64_t error_frame = std::numeric_limits<std::uint64_t>::max();
   std::size_t in_flight = 0;
   PipelineStats counts;
@@ -153,6 +157,9 @@ struct InputFrame::State {
   // Slot `s` goes in flight as frame next_push.
   void start_frame_locked(std::size_t s) {
     throw_if_failed_locked();
+    if (closed)
+      throw InvalidArgument("pipeline " + quoted(options.name) +
+                            " was closed: the frame was not pushed");
     Slot& slot = slots[s];
     slot.phase = Phase::in_flight;
     slot.pending = static_cast<int>(step_count());
@@ -478,7 +485,9 @@ Pipeline::~Pipeline() {
   state_->closed = true;
   state_->consumer.notify_all();
   state_->producer.notify_all();
-  state_->idle.wait(lock, [&] { return state_->in_flight == 0; });
+  // Every continuation over, too: none may be the last owner of the state
+  // (and so free its executables and tensors) after the pipeline is gone.
+  state_->idle.wait(lock, [&] { return state_->in_flight == 0 && state_->continuations == 0; });
 }
 
 const std::string& Pipeline::name() const { return state_->options.name; }
@@ -494,7 +503,8 @@ void check_valid(const std::shared_ptr<InputFrame::State>& st) {
 
 InputFrame Pipeline::acquire() {
   check_valid(state_);
-  InputFrame::State& st = *state_;
+  const std::shared_ptr<InputFrame::State> keep = state_;  // the pipeline may go meanwhile
+  InputFrame::State& st = *keep;
   std::unique_lock lock(st.mutex);
   const std::string who = "pipeline " + quoted(st.options.name);
   st.throw_if_failed_locked();
@@ -508,7 +518,8 @@ InputFrame Pipeline::acquire() {
     st.throw_if_failed_locked();
     if (st.closed) throw InvalidArgument(who + " was closed while waiting for a slot");
     if (slot.phase == Phase::free) break;
-    if (slot.phase == Phase::complete && st.options.overflow == Overflow::drop_oldest) {
+    if (slot.phase == Phase::complete && st.options.overflow == Overflow::drop_oldest &&
+        !(st.consumer_waiting && st.awaited == slot.frame)) {
       slot.phase = Phase::free;  // pop sees the slot moved on, and skips the frame
       ++st.counts.dropped;
       break;
@@ -518,7 +529,7 @@ InputFrame Pipeline::acquire() {
   slot.phase = Phase::filling;
   slot.frame = frame;
   st.outstanding = true;
-  return InputFrame(state_, s, frame);
+  return InputFrame(keep, s, frame);
 }
 
 namespace {
@@ -533,14 +544,29 @@ void submit_steps(const std::shared_ptr<InputFrame::State>& state, std::size_t s
   std::size_t step = 0;
   auto launch = [&](auto&& start) {
     const std::size_t mine = step++;
+    Future run;
     try {
-      Future run = start();
-      run.then([weak, s, frame, mine](const Future& done) {
-        if (auto alive = weak.lock()) alive->step_done(s, frame, mine, done.error());
-      });
+      run = start();
     } catch (...) {
       st.step_done(s, frame, mine, std::current_exception());
+      return;
     }
+    {
+      std::lock_guard lock(st.mutex);
+      ++st.continuations;
+    }
+    run.then([weak, s, frame, mine](const Future& done) {
+      std::shared_ptr<InputFrame::State> alive = weak.lock();
+      if (!alive) return;
+      alive->step_done(s, frame, mine, done.error());
+      // Drop this reference first: ~Pipeline waits for the count, so the
+      // state lives until the count is down, and this was never its last owner.
+      InputFrame::State* raw = alive.get();
+      alive.reset();
+      std::lock_guard lock(raw->mutex);
+      --raw->continuations;
+      raw->idle.notify_all();
+    });
   };
   Runtime& rt = *st.runtime;
   if (!st.inputs.empty())
@@ -553,7 +579,8 @@ void submit_steps(const std::shared_ptr<InputFrame::State>& state, std::size_t s
 
 std::uint64_t Pipeline::push(InputFrame&& frame) {
   check_valid(state_);
-  InputFrame::State& st = *state_;
+  const std::shared_ptr<InputFrame::State> keep = state_;
+  InputFrame::State& st = *keep;
   if (frame.state_ != state_)
     throw InvalidArgument("pipeline " + quoted(st.options.name) +
                           ": push of an InputFrame it did not give out (or one pushed already)");
@@ -565,7 +592,7 @@ std::uint64_t Pipeline::push(InputFrame&& frame) {
     st.start_frame_locked(s);
   }
   in.state_.reset();  // the slot is in flight: dropping `in` must not free it
-  submit_steps(state_, s, number, nullptr);
+  submit_steps(keep, s, number, nullptr);
   std::lock_guard lock(st.mutex);
   st.submitted_locked();
   return number;
@@ -573,7 +600,8 @@ std::uint64_t Pipeline::push(InputFrame&& frame) {
 
 std::uint64_t Pipeline::push(std::vector<Tensor> inputs) {
   check_valid(state_);
-  InputFrame::State& st = *state_;
+  const std::shared_ptr<InputFrame::State> keep = state_;
+  InputFrame::State& st = *keep;
   const std::string who = "pipeline " + quoted(st.options.name);
   if (inputs.size() != st.inputs.size())
     throw InvalidArgument(who + ": push of " + std::to_string(inputs.size()) + " tensors; it has " +
@@ -600,7 +628,7 @@ std::uint64_t Pipeline::push(std::vector<Tensor> inputs) {
   }
   in.state_.reset();
   // The run keeps the caller's tensors until their upload is done.
-  submit_steps(state_, s, number, &upload);
+  submit_steps(keep, s, number, &upload);
   std::lock_guard lock(st.mutex);
   st.submitted_locked();
   return number;
@@ -636,7 +664,10 @@ std::optional<Ready> next_ready(InputFrame::State& st, bool wait) {
       return Ready{s, st.next_pop++, slot.latency_us};
     }
     if (!wait) return std::nullopt;
+    st.consumer_waiting = true;  // this frame is owed to the consumer: not to be dropped
+    st.awaited = st.next_pop;
     st.consumer.wait(lock);
+    st.consumer_waiting = false;
   }
 }
 
@@ -644,9 +675,10 @@ std::optional<Ready> next_ready(InputFrame::State& st, bool wait) {
 
 std::optional<Frame> Pipeline::pop() {
   check_valid(state_);
-  const std::optional<Ready> r = next_ready(*state_, true);
+  const std::shared_ptr<InputFrame::State> keep = state_;  // the pipeline may go meanwhile
+  const std::optional<Ready> r = next_ready(*keep, true);
   if (!r) return std::nullopt;
-  return Frame(state_, r->slot, r->number, r->latency_us);
+  return Frame(keep, r->slot, r->number, r->latency_us);
 }
 
 std::optional<Frame> Pipeline::try_pop() {

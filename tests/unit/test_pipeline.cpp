@@ -220,19 +220,99 @@ TEST(Pipeline, AFailingStageStopsThePipelineNamingItAndNoFrameIsHalfDelivered) {
   EXPECT_THROW(p.acquire(), loom::PipelineError);
 }
 
+// The frames before the failing one are complete but not yet taken when it
+// fails (nobody pops until the producer has stopped): they are still
+// delivered, and nothing from the failing frame on.
+TEST(Pipeline, FramesFinishedBeforeAFailureAreStillDelivered) {
+  loom::Runtime rt(cpu(4));
+  PipelineBuilder b(rt, {.name = "faulty", .slots = 10});
+  auto in = b.input("x", DType::f32, {kN});
+  auto out = b.output("y", DType::f32, {kN});
+  b.stage("copy",
+          [&](Graph& g, const StageSlot& s) { g.add(loom::ops::scale_copy(s[in], s[out], 1.0f)); });
+  b.stage("check", [&](Graph& g, const StageSlot& s) {
+    const loom::Tensor x = s[in];
+    g.host("reject frame 7",
+           [x] {
+             if (x.data_as<float>()[0] == 7.0f) throw std::runtime_error("frame seven is cursed");
+           },
+           {x});
+  });
+  Pipeline p = b.build();
+  // Frames 0..9 fill the ten slots; acquiring frame 10 waits for slot 0 until the failure.
+  std::uint64_t pushed = 0;
+  try {
+    for (;;) {
+      InputFrame f = p.acquire();
+      fill_input(f.input(in), f.number());
+      p.push(std::move(f));
+      ++pushed;
+    }
+  } catch (const loom::PipelineError& e) {
+    EXPECT_EQ(e.frame(), 7u);
+  }
+  EXPECT_GE(pushed, 8u);
+  for (std::uint64_t i = 0; i < 7; ++i) {
+    std::optional<Frame> f = p.pop();
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->number(), i);
+    EXPECT_EQ(f->output(out).data_as<float>()[0], static_cast<float>(i));
+  }
+  EXPECT_THROW(p.pop(), loom::PipelineError);
+  EXPECT_EQ(p.stats().delivered, 7u);
+}
+
+// A consumer that waits for the oldest frame keeps it: the producer, which
+// needs that frame's slot, does not drop it when it completes.
+TEST(Pipeline, DropOldestNeverDropsTheFrameTheConsumerWaitsFor) {
+  loom::Runtime rt(cpu(4));
+  PipelineBuilder b(rt, {.name = "gated", .slots = 2, .overflow = loom::Overflow::drop_oldest});
+  auto in = b.input("x", DType::f32, {4});
+  auto out = b.output("y", DType::f32, {4});
+  std::atomic<bool> open{false};
+  b.stage("gate", [&](Graph& g, const StageSlot& s) {
+    g.add(loom::ops::scale_copy(s[in], s[out], 1.0f));
+    g.host("wait for the gate", [&open] {
+      while (!open.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    });
+  });
+  Pipeline p = b.build();
+  for (int i = 0; i < 2; ++i) {
+    InputFrame f = p.acquire();
+    fill_input(f.input(in), f.number());
+    p.push(std::move(f));
+  }
+  std::optional<Frame> got;
+  std::thread consumer([&] { got = p.pop(); });  // waits for frame 0
+  std::thread producer([&] {
+    InputFrame f = p.acquire();  // needs frame 0's slot
+    p.push(std::move(f));
+  });
+  // Both wait now (a generous pause: the assertion holds however long it is).
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  open = true;
+  consumer.join();
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->number(), 0u);
+  got.reset();
+  producer.join();
+  EXPECT_EQ(p.stats().dropped, 0u);
+  p.close();
+}
+
 TEST(Pipeline, PushOfTheCallersBuffersAndTakeOfAnOutput) {
   loom::Runtime rt(cpu(2));
   ThreeX p(rt, {.name = "ownership", .slots = 2});
   std::vector<float> mine(kN);
-  for (std::uint64_t i = 0; i < kN; ++i) mine[i] = static_cast<float>(i) / 1024.0f + 5.0f;
+  for (std::uint64_t i = 0; i < kN; ++i) mine[i] = static_cast<float>(i) / 1024.0f + 100.0f;
   // "Provide": the caller's memory, uploaded from directly.
   const std::uint64_t n0 =
       p.pipeline.push({rt.provide(mine.data(), DType::f32, {kN}, loom::Memory::pageable)});
   EXPECT_EQ(n0, 0u);
   std::optional<Frame> f = p.pipeline.pop();
   ASSERT_TRUE(f);
-  // frame 0's input was 5 + i/1024: holds_three_x of "frame 5".
-  EXPECT_TRUE(holds_three_x(f->output(p.out), 5));
+  // frame 0's input was 100 + i/1024: holds_three_x of "frame 100", which no frame here is.
+  EXPECT_TRUE(holds_three_x(f->output(p.out), 100));
   // "Take": the output is the caller's now; later frames in that slot do not touch it.
   loom::Tensor taken = f->take(p.out);
   EXPECT_THROW(f->output(p.out), loom::InvalidArgument);
@@ -243,7 +323,7 @@ TEST(Pipeline, PushOfTheCallersBuffersAndTakeOfAnOutput) {
     ASSERT_TRUE(g);
     EXPECT_TRUE(holds_three_x(g->output(p.out), i));
   }
-  EXPECT_TRUE(holds_three_x(taken, 5));
+  EXPECT_TRUE(holds_three_x(taken, 100));
   // Wrong tensors are refused, saying what was expected.
   try {
     p.pipeline.push({rt.tensor<float>({kN + 1}, loom::Memory::pageable)});
@@ -276,11 +356,29 @@ TEST(Pipeline, AnUnpushedInputFrameGivesItsSlotBack) {
 
 TEST(Pipeline, DestroyingItWithFramesInFlightWaitsForThemOnly) {
   loom::Runtime rt(cpu(2));
-  auto p = std::make_unique<ThreeX>(rt, PipelineOptions{.slots = 3});
-  for (std::uint64_t i = 0; i < 3; ++i) p->push(i);  // nobody pops
-  std::optional<Frame> held = p->pipeline.pop();     // a frame outlives the pipeline
-  const PipelineBuffer out = p->out;
-  p.reset();
+  std::atomic<int> finished{0};
+  PipelineBuffer out;
+  std::optional<Frame> held;
+  {
+    PipelineBuilder b(rt, {.slots = 3});
+    auto in = b.input("x", DType::f32, {kN});
+    out = b.output("y", DType::f32, {kN});
+    b.stage("slow", [&](Graph& g, const StageSlot& s) {
+      g.add(loom::ops::scale_copy(s[in], s[out], 3.0f));
+      g.host("count", [&finished] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        ++finished;
+      });
+    });
+    Pipeline p = b.build();
+    for (int i = 0; i < 3; ++i) {
+      InputFrame f = p.acquire();
+      fill_input(f.input(in), f.number());
+      p.push(std::move(f));
+    }
+    held = p.pop();  // frame 0: a frame outlives the pipeline; nobody pops 1 and 2
+  }
+  EXPECT_EQ(finished.load(), 3);  // the destructor waited for frames 1 and 2
   ASSERT_TRUE(held);
   EXPECT_EQ(held->number(), 0u);
   EXPECT_TRUE(holds_three_x(held->output(out), 0));
