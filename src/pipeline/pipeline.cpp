@@ -44,7 +44,7 @@ enum class Phase { free, filling, in_flight, complete, delivered };
 
 double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
-std::string quoted(const std::string& s) { return "'" + s + "'"; }
+std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
 
 }  // namespace
 
@@ -56,7 +56,7 @@ struct StageSlot::Buffers {
 
   const BufferDecl& decl(PipelineBuffer b) const {
     if (b.index >= decls.size())
-      throw InvalidArgument("pipeline " + quoted(pipeline) +
+      throw InvalidArgument("pipeline " + in_quotes(pipeline) +
                             ": a buffer handle this pipeline did not make");
     return decls[b.index];
   }
@@ -70,7 +70,7 @@ Tensor StageSlot::operator[](PipelineBuffer buffer) const {
 Tensor StageSlot::delayed(PipelineBuffer buffer, std::size_t k) const {
   const BufferDecl& d = buffers_->decl(buffer);
   if (k < 1 || k >= buffers_->slots)
-    throw InvalidArgument("pipeline " + quoted(buffers_->pipeline) + ": buffer " + quoted(d.name) +
+    throw InvalidArgument("pipeline " + in_quotes(buffers_->pipeline) + ": buffer " + in_quotes(d.name) +
                           " delayed by " + std::to_string(k) +
                           " frames; a delay must be at least 1 and under the slot count (" +
                           std::to_string(buffers_->slots) + ")");
@@ -89,7 +89,7 @@ PipelineError::PipelineError(const std::string& pipeline, std::string stage, std
               inner = e.what();
             } catch (...) {
             }
-            return "pipeline " + quoted(pipeline) + ": stage " + quoted(stage) +
+            return "pipeline " + in_quotes(pipeline) + ": stage " + in_quotes(stage) +
                    " failed on frame " + std::to_string(frame) + ": " + inner;
           }(),
           [&] {
@@ -158,7 +158,7 @@ struct InputFrame::State {
   void start_frame_locked(std::size_t s) {
     throw_if_failed_locked();
     if (closed)
-      throw InvalidArgument("pipeline " + quoted(options.name) +
+      throw InvalidArgument("pipeline " + in_quotes(options.name) +
                             " was closed: the frame was not pushed");
     Slot& slot = slots[s];
     slot.phase = Phase::in_flight;
@@ -227,20 +227,20 @@ struct PipelineBuilder::Impl {
 
   // Buffers and stages are named apart: a stage may share its buffer's name.
   void check_name(const std::string& what, const std::string& name) const {
-    const std::string who = "pipeline " + quoted(options.name);
+    const std::string who = "pipeline " + in_quotes(options.name);
     if (name.empty()) throw InvalidArgument(who + ": a " + what + " needs a name");
     if (what == "buffer") {
       for (const BufferDecl& d : decls)
-        if (d.name == name) throw InvalidArgument(who + ": two buffers named " + quoted(name));
+        if (d.name == name) throw InvalidArgument(who + ": two buffers named " + in_quotes(name));
     } else {
       for (const StageDecl& st : stages)
-        if (st.name == name) throw InvalidArgument(who + ": two stages named " + quoted(name));
+        if (st.name == name) throw InvalidArgument(who + ": two stages named " + in_quotes(name));
     }
   }
 
   void check_live() const {
     if (spent)
-      throw InvalidArgument("pipeline " + quoted(options.name) +
+      throw InvalidArgument("pipeline " + in_quotes(options.name) +
                             ": the builder was used by build() already");
   }
 
@@ -278,10 +278,10 @@ PipelineBuilder& PipelineBuilder::stage(std::string name, StageBuild build) {
   impl_->check_live();
   impl_->check_name("stage", name);
   if (name == "upload" || name == "download")
-    throw InvalidArgument("pipeline " + quoted(impl_->options.name) + ": stage name " +
-                          quoted(name) + " is the pipeline's own");
+    throw InvalidArgument("pipeline " + in_quotes(impl_->options.name) + ": stage name " +
+                          in_quotes(name) + " is the pipeline's own");
   if (!build)
-    throw InvalidArgument("pipeline " + quoted(impl_->options.name) + ": stage " + quoted(name) +
+    throw InvalidArgument("pipeline " + in_quotes(impl_->options.name) + ": stage " + in_quotes(name) +
                           " has no build function");
   impl_->stages.push_back({std::move(name), std::move(build)});
   return *this;
@@ -296,7 +296,7 @@ Tensor zeroed_host(Runtime& rt, DType dtype, const Shape& shape, Memory memory) 
 }
 
 void check_options(const PipelineOptions& o, std::size_t stages) {
-  const std::string who = "pipeline " + quoted(o.name);
+  const std::string who = "pipeline " + in_quotes(o.name);
   if (stages == 0) throw InvalidArgument(who + " has no stages");
   if (o.slots < 2)
     throw InvalidArgument(who + ": slots must be at least 2 (got " + std::to_string(o.slots) + ")");
@@ -362,8 +362,8 @@ Pipeline PipelineBuilder::build() {
         stage.build(g, StageSlot(st->buffers, s));
         slot.stages.push_back(rt.compile(g));
       } catch (const std::exception& e) {
-        throw InvalidArgument("pipeline " + quoted(b.options.name) + ", stage " +
-                              quoted(stage.name) + " (slot " + std::to_string(s) +
+        throw InvalidArgument("pipeline " + in_quotes(b.options.name) + ", stage " +
+                              in_quotes(stage.name) + " (slot " + std::to_string(s) +
                               "): " + e.what());
       }
     }
@@ -400,8 +400,8 @@ const Tensor& InputFrame::input(PipelineBuffer buffer) const {
   if (!state_) throw InvalidArgument("an empty or pushed InputFrame has no inputs");
   const BufferDecl& d = state_->buffers.decl(buffer);
   if (d.role != Role::input)
-    throw InvalidArgument("pipeline " + quoted(state_->options.name) + ": buffer " +
-                          quoted(d.name) + " is not an input");
+    throw InvalidArgument("pipeline " + in_quotes(state_->options.name) + ": buffer " +
+                          in_quotes(d.name) + " is not an input");
   return state_->slots[slot_].host_in[d.position];
 }
 
@@ -445,11 +445,11 @@ const Tensor& Frame::output(PipelineBuffer buffer) const {
   if (!state_) throw InvalidArgument("a moved-from Frame has no outputs");
   const BufferDecl& d = state_->buffers.decl(buffer);
   if (d.role != Role::output)
-    throw InvalidArgument("pipeline " + quoted(state_->options.name) + ": buffer " +
-                          quoted(d.name) + " is not an output");
+    throw InvalidArgument("pipeline " + in_quotes(state_->options.name) + ": buffer " +
+                          in_quotes(d.name) + " is not an output");
   if (taken_[d.position])
-    throw InvalidArgument("pipeline " + quoted(state_->options.name) + ": output " +
-                          quoted(d.name) + " of frame " + std::to_string(number_) +
+    throw InvalidArgument("pipeline " + in_quotes(state_->options.name) + ": output " +
+                          in_quotes(d.name) + " of frame " + std::to_string(number_) +
                           " was taken already");
   return state_->slots[slot_].host_out[d.position];
 }
@@ -506,7 +506,7 @@ InputFrame Pipeline::acquire() {
   const std::shared_ptr<InputFrame::State> keep = state_;  // the pipeline may go meanwhile
   InputFrame::State& st = *keep;
   std::unique_lock lock(st.mutex);
-  const std::string who = "pipeline " + quoted(st.options.name);
+  const std::string who = "pipeline " + in_quotes(st.options.name);
   st.throw_if_failed_locked();
   if (st.closed) throw InvalidArgument(who + " is closed: no more frames");
   if (st.outstanding)
@@ -582,7 +582,7 @@ std::uint64_t Pipeline::push(InputFrame&& frame) {
   const std::shared_ptr<InputFrame::State> keep = state_;
   InputFrame::State& st = *keep;
   if (frame.state_ != state_)
-    throw InvalidArgument("pipeline " + quoted(st.options.name) +
+    throw InvalidArgument("pipeline " + in_quotes(st.options.name) +
                           ": push of an InputFrame it did not give out (or one pushed already)");
   InputFrame in = std::move(frame);
   const std::size_t s = in.slot_;
@@ -602,7 +602,7 @@ std::uint64_t Pipeline::push(std::vector<Tensor> inputs) {
   check_valid(state_);
   const std::shared_ptr<InputFrame::State> keep = state_;
   InputFrame::State& st = *keep;
-  const std::string who = "pipeline " + quoted(st.options.name);
+  const std::string who = "pipeline " + in_quotes(st.options.name);
   if (inputs.size() != st.inputs.size())
     throw InvalidArgument(who + ": push of " + std::to_string(inputs.size()) + " tensors; it has " +
                           std::to_string(st.inputs.size()) + " inputs");
@@ -611,7 +611,7 @@ std::uint64_t Pipeline::push(std::vector<Tensor> inputs) {
     const Tensor& t = inputs[j];
     if (!t.defined() || t.dtype() != d.dtype || !(t.shape() == d.shape) ||
         t.memory().kind() == Memory::Kind::device)
-      throw InvalidArgument(who + ": input " + quoted(d.name) + " expects a host tensor " +
+      throw InvalidArgument(who + ": input " + in_quotes(d.name) + " expects a host tensor " +
                             std::string(to_string(d.dtype)) + " " + d.shape.to_string() + ", got " +
                             (t.defined() ? t.describe() : std::string("none")));
   }
