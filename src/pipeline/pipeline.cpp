@@ -70,8 +70,8 @@ Tensor StageSlot::operator[](PipelineBuffer buffer) const {
 Tensor StageSlot::delayed(PipelineBuffer buffer, std::size_t k) const {
   const BufferDecl& d = buffers_->decl(buffer);
   if (k < 1 || k >= buffers_->slots)
-    throw InvalidArgument("pipeline " + in_quotes(buffers_->pipeline) + ": buffer " + in_quotes(d.name) +
-                          " delayed by " + std::to_string(k) +
+    throw InvalidArgument("pipeline " + in_quotes(buffers_->pipeline) + ": buffer " +
+                          in_quotes(d.name) + " delayed by " + std::to_string(k) +
                           " frames; a delay must be at least 1 and under the slot count (" +
                           std::to_string(buffers_->slots) + ")");
   const std::size_t n = buffers_->slots;
@@ -281,8 +281,8 @@ PipelineBuilder& PipelineBuilder::stage(std::string name, StageBuild build) {
     throw InvalidArgument("pipeline " + in_quotes(impl_->options.name) + ": stage name " +
                           in_quotes(name) + " is the pipeline's own");
   if (!build)
-    throw InvalidArgument("pipeline " + in_quotes(impl_->options.name) + ": stage " + in_quotes(name) +
-                          " has no build function");
+    throw InvalidArgument("pipeline " + in_quotes(impl_->options.name) + ": stage " +
+                          in_quotes(name) + " has no build function");
   impl_->stages.push_back({std::move(name), std::move(build)});
   return *this;
 }
