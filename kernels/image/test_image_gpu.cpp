@@ -349,6 +349,9 @@ TEST_P(HistogramGpu, CapturedInACudaGraphAndReplayedTwice) {
       // Fresh pixels for each replay: the graph reads the image anew.
       values = histogram_pixels(pixels, replay == 0 ? Pixels::random : Pixels::runs, rng);
       LOOM_CUDA_CHECK(cudaMemcpy(d_image.image, values.data(), pixels, cudaMemcpyHostToDevice));
+      // From pageable memory cudaMemcpy may return before the DMA is done, and
+      // `stream` does not wait for the legacy stream.
+      LOOM_CUDA_CHECK(cudaDeviceSynchronize());
       LOOM_CUDA_CHECK(cudaGraphLaunch(exec.get(), stream.view()));
       stream.synchronize();
       const ReadCounts got = read_counts(d_counts, poison);

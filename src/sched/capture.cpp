@@ -48,6 +48,14 @@ class SegmentOp final : public Op {
   std::vector<Tensor> writes_;
 };
 
+}  // namespace
+
+bool is_captured_segment(const Op& op) noexcept {
+  return dynamic_cast<const SegmentOp*>(&op) != nullptr;
+}
+
+namespace {
+
 // What a task may ask for while it is captured: scratch memory that the
 // executable keeps (a replay reuses the addresses captured).
 class CaptureResources final : public TaskResources {

@@ -52,6 +52,10 @@ class CapturedGraphs {
 /// Captures and instantiates every segment of `steps`, and makes the op that
 /// replays it (`segment_ops[i]` for step i; null for other steps).
 /// @throws InvalidArgument naming the task whose capture failed; CudaError.
+/// True for the op that replays a captured segment: its reads and writes
+/// include the pinned host memory its captured copies touch.
+bool is_captured_segment(const Op& op) noexcept;
+
 std::shared_ptr<CapturedGraphs> capture_segments(const PreparedGraph& prepared,
                                                  const std::vector<CompiledStep>& steps,
                                                  const CaptureOptions& options,

@@ -1,6 +1,7 @@
 #include "sched/prepare.hpp"
 
 #include "core/prepared_slot.hpp"
+#include "sched/capture.hpp"
 #include "sched/copy_engine.hpp"
 
 #include <loom/error.hpp>
@@ -89,10 +90,14 @@ void Preparer::check(const Graph& graph) const {
       throw e;
     }
     if (t.kind != TaskKind::op && t.kind != TaskKind::collective) continue;
+    // A captured segment's copies may read or write pinned memory.
+    const bool segment = t.kind == TaskKind::op && is_captured_segment(*t.op);
     const auto check_space = [&](const Tensor& x, const char* role) {
       if (!x.defined()) return;
       const Memory m = x.memory();
-      const bool ok = options_.cuda ? m == Memory::on_device(options_.device) : m.is_host();
+      const bool ok = options_.cuda ? m == Memory::on_device(options_.device) ||
+                                          (segment && m == Memory::pinned)
+                                    : m.is_host();
       if (!ok) {
         const std::string expected = options_.cuda ? Memory::on_device(options_.device).to_string()
                                                    : std::string("host memory");

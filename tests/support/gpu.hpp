@@ -47,6 +47,9 @@ class DeviceBuffer {
   void upload(const std::vector<T>& host) {
     if (count_ > 0) {
       LOOM_CUDA_CHECK(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice));
+      // From pageable memory cudaMemcpy may return before the DMA is done,
+      // and loom's streams do not wait for the legacy stream.
+      LOOM_CUDA_CHECK(cudaDeviceSynchronize());
     }
   }
   std::vector<T> download() const {
