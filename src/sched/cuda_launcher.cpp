@@ -584,6 +584,8 @@ std::optional<double> CudaLauncher::trace_origin_us(const Run& run,
   const RunStreams& mine = streams_of(run);
   if (cuda_mark == nullptr || !mine.trace_base) return std::nullopt;
   try {
+    // Not yet run (its stream still waits): no throw on this thread, no placement.
+    if (!mine.trace_base->completed()) return std::nullopt;
     return mark.host_us + 1e3 * mine.trace_base->elapsed_ms_since(cuda_mark->event);
   } catch (const std::exception&) {
     return std::nullopt;  // its base never ran (a failed start): no device span to place

@@ -5,6 +5,7 @@
 
 #include <loom/error.hpp>
 
+#include <algorithm>
 #include <chrono>
 
 namespace loom::detail {
@@ -351,7 +352,12 @@ void RunMachine::finish(std::unique_ptr<Run> owned) {
   if (run.tracing) {
     times.tasks = time_completed_tasks(run, device_);
     const DeviceClockMark* mark = run.activity ? run.activity.session().device_clock() : nullptr;
-    if (mark != nullptr && device_ != nullptr)
+    // Only a run with device spans needs its base placed: a host-only run's
+    // base may never have run, and an error thrown here would cost this thread.
+    const bool device_spans = std::any_of(
+        times.tasks.begin(), times.tasks.end(),
+        [&](const TaskTiming& t) { return run.placement(t.task) == Placement::device; });
+    if (mark != nullptr && device_ != nullptr && device_spans)
       times.device_origin_us = device_->trace_origin_us(run, *mark);
   }
   // The run's last references to its tensors (and so perhaps their memory)
