@@ -15,6 +15,7 @@
 #include "elementwise/maps.hpp"
 #include "elementwise/test_support.hpp"
 #include "support/cpu.hpp"
+#include "support/rejection.hpp"
 #include "support/seed.hpp"
 
 #include <bit>
@@ -339,16 +340,9 @@ TEST(ElementwiseOps, InPlaceOnTheSameView) {
   EXPECT_EQ(got[3], 12.0F);
 }
 
-void expect_rejected(loom::Runtime& rt, loom::OpPtr op, const std::string& words) {
-  loom::Graph g;
-  g.add(std::move(op), {.name = "suspect"});
-  try {
-    (void)rt.submit(g);
-    FAIL() << "accepted; expected a rejection saying '" << words << "'";
-  } catch (const loom::InvalidArgument& e) {
-    EXPECT_EQ(e.task(), "suspect") << e.what();
-    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-  }
+// The task is named "suspect" in these rejections.
+void expect_rejected(loom::Runtime& rt, const loom::OpPtr& op, const std::string& words) {
+  loom::test::expect_rejected(rt, op, words, "suspect");
 }
 
 TEST(ElementwiseOps, BadInputsAreRejectedAtSubmitNamingTheTask) {

@@ -12,6 +12,7 @@
 
 #include "image/histogram.hpp"
 #include "support/cpu.hpp"
+#include "support/rejection.hpp"
 #include "support/seed.hpp"
 
 #include <algorithm>
@@ -141,19 +142,7 @@ TEST(HistogramOpsCpu, CompiledReplaysOverwriteTheCounts) {
   }
 }
 
-// Submits one op named "stage" and expects a rejection naming it, with `words`
-// in the message.
-void expect_rejected(loom::Runtime& rt, const loom::OpPtr& op, const std::string& words) {
-  loom::Graph g;
-  g.add(op, {.name = "stage"});
-  try {
-    (void)rt.submit(g);
-    FAIL() << "accepted; expected a rejection saying '" << words << "'";
-  } catch (const loom::InvalidArgument& e) {
-    EXPECT_EQ(e.task(), "stage");
-    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-  }
-}
+using loom::test::expect_rejected;
 
 TEST(HistogramOpsCpu, BadInputsAreRejectedAtSubmitNamingTheTask) {
   loom::Runtime rt(cpu(1));

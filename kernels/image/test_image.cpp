@@ -11,6 +11,7 @@
 #include "image/blur.hpp"
 #include "image/gray.hpp"
 #include "support/cpu.hpp"
+#include "support/rejection.hpp"
 #include "support/seed.hpp"
 
 #include <cstdint>
@@ -127,19 +128,7 @@ TEST(ImageOpsCpu, BlurTakesPlanesAndEveryNamedVariant) {
   }
 }
 
-// Submits one op named "stage" and expects a rejection naming it, with `words`
-// in the message.
-void expect_rejected(loom::Runtime& rt, const loom::OpPtr& op, const std::string& words) {
-  loom::Graph g;
-  g.add(op, {.name = "stage"});
-  try {
-    (void)rt.submit(g);
-    FAIL() << "accepted; expected a rejection saying '" << words << "'";
-  } catch (const loom::InvalidArgument& e) {
-    EXPECT_EQ(e.task(), "stage");
-    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-  }
-}
+using loom::test::expect_rejected;
 
 TEST(ImageOpsCpu, BadGrayInputsAreRejectedAtSubmitNamingTheTask) {
   loom::Runtime rt(cpu(1));
