@@ -25,11 +25,6 @@ using loom::bench::skip_without_gpu;
 constexpr int kWidth = 3840, kHeight = 2160, kRadius = 3;
 constexpr std::uint64_t kFrames = 200;
 
-double percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
-}
-
 // Arg: slots. One iteration is kFrames measured frames of each version.
 void BM_ImagePipeline(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
@@ -44,8 +39,8 @@ void BM_ImagePipeline(benchmark::State& state) {
     naive_fps = static_cast<double>(kFrames) / naive.seconds;
     loom_fps = static_cast<double>(kFrames) / piped.seconds;
     busy = loom::device_busy_fraction(piped.activity, 0, piped.activity.duration_us);
-    p50 = percentile(piped.latencies_us, 0.5);
-    p99 = percentile(piped.latencies_us, 0.99);
+    p50 = loom_sample::percentile(piped.latencies_us, 0.5);
+    p99 = loom_sample::percentile(piped.latencies_us, 0.99);
     state.SetIterationTime(piped.seconds);
   }
   state.counters["loom_fps"] = loom_fps;

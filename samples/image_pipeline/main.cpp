@@ -90,15 +90,9 @@ struct Summary {
 Summary summarize(std::vector<double> latencies_us, double seconds, double busy) {
   Summary s;
   s.fps = static_cast<double>(latencies_us.size()) / seconds;
-  std::sort(latencies_us.begin(), latencies_us.end());
-  auto at = [&](double q) {
-    return latencies_us[static_cast<std::size_t>(q * static_cast<double>(latencies_us.size() - 1) +
-                                                 0.5)] *
-           1e-3;
-  };
-  s.p50_ms = at(0.5);
-  s.p99_ms = at(0.99);
-  s.max_ms = latencies_us.back() * 1e-3;
+  s.p50_ms = loom_sample::percentile(latencies_us, 0.5) * 1e-3;
+  s.p99_ms = loom_sample::percentile(latencies_us, 0.99) * 1e-3;
+  s.max_ms = loom_sample::percentile(latencies_us, 1.0) * 1e-3;
   s.busy = busy;
   return s;
 }

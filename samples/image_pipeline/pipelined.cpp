@@ -4,6 +4,7 @@
 #include <loom/ops.hpp>
 #include <loom/pipeline.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <optional>
@@ -14,6 +15,12 @@ namespace loom_sample {
 namespace {
 using Clock = std::chrono::steady_clock;
 }  // namespace
+
+double percentile(std::vector<double> values, double q) {
+  std::sort(values.begin(), values.end());
+  const double rank = q * static_cast<double>(values.size() - 1) + 0.5;
+  return values[std::min(values.size() - 1, static_cast<std::size_t>(rank))];
+}
 
 // Pops every frame; checks and keeps the measured ones.
 void consume(loom::Pipeline& p, loom::PipelineBuffer hist, std::uint64_t warm, std::size_t keep,

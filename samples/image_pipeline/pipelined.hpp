@@ -28,6 +28,9 @@ struct PipelinedRun {
   std::uint64_t bad_totals = 0;       ///< histograms whose counts do not add up to the pixels
 };
 
+/// The q-quantile (0 <= q <= 1, nearest rank) of non-empty `values`.
+double percentile(std::vector<double> values, double q);
+
 /// Runs 2 * slots warm-up frames, then `frames` measured ones (video frames
 /// 0, 1, ..., as the naive run draws them); keeps the first `keep` histograms.
 PipelinedRun run_pipelined(loom::Runtime& rt, SyntheticVideo& video, const PipelinedOptions& o,

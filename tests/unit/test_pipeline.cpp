@@ -165,22 +165,37 @@ TEST(Pipeline, ADelayBufferReadsTheFrameKFramesAgo) {
   EXPECT_EQ(next, 30u);
 }
 
+// "copy" (y = x), then "check", which fails on frame 7.
+struct Faulty {
+  PipelineBuffer in, out;
+  Pipeline pipeline;
+
+  Faulty(loom::Runtime& rt, std::size_t slots) : pipeline(build(rt, slots)) {}
+
+  Pipeline build(loom::Runtime& rt, std::size_t slots) {
+    PipelineBuilder b(rt, {.name = "faulty", .slots = slots});
+    in = b.input("x", DType::f32, {kN});
+    out = b.output("y", DType::f32, {kN});
+    b.stage("copy", [this](Graph& g, const StageSlot& s) {
+      g.add(loom::ops::scale_copy(s[in], s[out], 1.0f));
+    });
+    b.stage("check", [this](Graph& g, const StageSlot& s) {
+      const loom::Tensor x = s[in];
+      g.host("reject frame 7",
+             [x] {
+               if (x.data_as<float>()[0] == 7.0f) throw std::runtime_error("frame seven is cursed");
+             },
+             {x});
+    });
+    return b.build();
+  }
+};
+
 TEST(Pipeline, AFailingStageStopsThePipelineNamingItAndNoFrameIsHalfDelivered) {
   loom::Runtime rt(cpu(4));
-  PipelineBuilder b(rt, {.name = "faulty", .slots = 3});
-  auto in = b.input("x", DType::f32, {kN});
-  auto out = b.output("y", DType::f32, {kN});
-  b.stage("copy",
-          [&](Graph& g, const StageSlot& s) { g.add(loom::ops::scale_copy(s[in], s[out], 1.0f)); });
-  b.stage("check", [&](Graph& g, const StageSlot& s) {
-    const loom::Tensor x = s[in];
-    g.host("reject frame 7",
-           [x] {
-             if (x.data_as<float>()[0] == 7.0f) throw std::runtime_error("frame seven is cursed");
-           },
-           {x});
-  });
-  Pipeline p = b.build();
+  Faulty faulty(rt, 3);
+  Pipeline& p = faulty.pipeline;
+  const PipelineBuffer in = faulty.in, out = faulty.out;
   std::vector<std::uint64_t> delivered;
   std::string consumer_error;
   std::thread consumer([&] {
@@ -225,20 +240,9 @@ TEST(Pipeline, AFailingStageStopsThePipelineNamingItAndNoFrameIsHalfDelivered) {
 // delivered, and nothing from the failing frame on.
 TEST(Pipeline, FramesFinishedBeforeAFailureAreStillDelivered) {
   loom::Runtime rt(cpu(4));
-  PipelineBuilder b(rt, {.name = "faulty", .slots = 10});
-  auto in = b.input("x", DType::f32, {kN});
-  auto out = b.output("y", DType::f32, {kN});
-  b.stage("copy",
-          [&](Graph& g, const StageSlot& s) { g.add(loom::ops::scale_copy(s[in], s[out], 1.0f)); });
-  b.stage("check", [&](Graph& g, const StageSlot& s) {
-    const loom::Tensor x = s[in];
-    g.host("reject frame 7",
-           [x] {
-             if (x.data_as<float>()[0] == 7.0f) throw std::runtime_error("frame seven is cursed");
-           },
-           {x});
-  });
-  Pipeline p = b.build();
+  Faulty faulty(rt, 10);
+  Pipeline& p = faulty.pipeline;
+  const PipelineBuffer in = faulty.in, out = faulty.out;
   // Frames 0..9 fill the ten slots; acquiring frame 10 waits for slot 0 until the failure.
   std::uint64_t pushed = 0;
   try {
