@@ -3,6 +3,7 @@
 // tracks and order), its refusals, and its Chrome-trace file.
 
 #include "support/cpu.hpp"
+#include "support/json.hpp"
 
 #include <loom/activity.hpp>
 #include <loom/error.hpp>
@@ -240,29 +241,7 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
-// Balanced braces and brackets outside strings, and strings closed: a cheap
-// structural check of JSON.
-bool balanced_json(const std::string& json) {
-  int depth = 0;
-  bool in_string = false;
-  for (std::size_t i = 0; i < json.size(); ++i) {
-    const char ch = json[i];
-    if (in_string) {
-      if (ch == '\\') {
-        ++i;
-      } else if (ch == '"') {
-        in_string = false;
-      }
-    } else if (ch == '"') {
-      in_string = true;
-    } else if (ch == '{' || ch == '[') {
-      ++depth;
-    } else if (ch == '}' || ch == ']') {
-      if (--depth < 0) return false;
-    }
-  }
-  return depth == 0 && !in_string;
-}
+using loom::test::balanced_json;
 
 std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "support/cpu.hpp"
+#include "support/json.hpp"
 #include "support/seed.hpp"
 
 #include <algorithm>
@@ -259,26 +260,7 @@ TEST(ExecutorCpu, WritesAValidChromeTracePerRun) {
       ++complete_events;
     }
     EXPECT_EQ(complete_events, 2U);
-    // Balanced braces and brackets: a cheap structural check.
-    int depth = 0;
-    bool in_string = false;
-    for (std::size_t i = 0; i < json.size(); ++i) {
-      const char ch = json[i];
-      if (in_string) {
-        if (ch == '\\')
-          ++i;
-        else if (ch == '"')
-          in_string = false;
-      } else if (ch == '"') {
-        in_string = true;
-      } else if (ch == '{' || ch == '[') {
-        ++depth;
-      } else if (ch == '}' || ch == ']') {
-        --depth;
-        ASSERT_GE(depth, 0);
-      }
-    }
-    EXPECT_EQ(depth, 0);
+    EXPECT_TRUE(loom::test::balanced_json(json));
     std::remove(path.c_str());
   }
 }
