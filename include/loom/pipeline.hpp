@@ -66,7 +66,12 @@
 /// @endcode
 ///
 /// Thread-safety: one producer and one consumer thread (or the same one);
-/// stats() from any thread. A pipeline, its frames and input frames must not
+/// stats() from any thread. The producer and the consumer may be host tasks
+/// (or continuations) of the runtime itself: while acquire, push or pop
+/// waits there, or ~Pipeline waits for the frames in flight, another worker
+/// takes the waiting one's place, as in Future::wait, so one worker is
+/// enough. Inside an op's run_cuda (loom's scheduling thread) they throw
+/// InvalidArgument instead of waiting. A pipeline, its frames and input frames must not
 /// outlive the runtime.
 
 #include <loom/dtype.hpp>

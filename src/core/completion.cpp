@@ -33,12 +33,17 @@ void Completion::wait() const {
   auto& s = *state_;
   detail::check_may_wait("Completion::wait()");
   if (s.block) {
-    try {
-      s.block();
-      s.finish();
-    } catch (...) {
-      s.finish(std::current_exception());
-    }
+    // A worker that blocks here is replaced meanwhile, as in wait_helping.
+    detail::block_helping(
+        [&] {
+          try {
+            s.block();
+            s.finish();
+          } catch (...) {
+            s.finish(std::current_exception());
+          }
+        },
+        "Completion::wait()");
   }
   std::unique_lock lock(s.mutex);
   detail::wait_helping(

@@ -61,4 +61,21 @@ void wait_helping(std::unique_lock<std::mutex>& lock, std::condition_variable& c
   });
 }
 
+void block_helping(const std::function<void()>& block, const char* what) {
+  ThreadRole* role = t_role;
+  if (role == nullptr) {
+    block();
+    return;
+  }
+  check_may_wait(what);
+  role->begin_blocking();
+  try {
+    block();
+  } catch (...) {
+    role->end_blocking();
+    throw;
+  }
+  role->end_blocking();
+}
+
 }  // namespace loom::detail

@@ -51,6 +51,12 @@ bool wait_helping_for(std::unique_lock<std::mutex>& lock, std::condition_variabl
                       const std::function<bool()>& done, std::chrono::nanoseconds timeout,
                       const char* what);
 
+/// Runs `block`, a call that blocks without a condition variable (an event's
+/// synchronize); on a loom worker another worker takes this one's place
+/// meanwhile. @throws InvalidArgument on a thread that must not wait,
+/// naming `what`; what `block` throws.
+void block_helping(const std::function<void()>& block, const char* what);
+
 /// @throws InvalidArgument when the calling thread must not wait (naming `what`).
 void check_may_wait(const char* what);
 

@@ -1,13 +1,17 @@
-// The pipeline (include/loom/pipeline.hpp) over the public API only: a frame
-// is an upload graph, one replay a stage and a download graph, submitted in
-// frame order; loom's ordering by data does the rest. One mutex guards the
-// slots; continuations (on host workers, never the scheduling thread) take
-// it briefly to finish a frame.
+// The pipeline (include/loom/pipeline.hpp) over the public API, and core's
+// helping wait (a producer or consumer that is a host task blocks as in
+// Future::wait: another worker takes its place). A frame is an upload
+// graph, one replay a stage and a download graph, submitted in frame order; loom's ordering by data
+// does the rest. One mutex guards the slots; continuations (on host workers, never the scheduling
+// thread) take it briefly to finish a frame.
 
 #include <loom/executable.hpp>
 #include <loom/future.hpp>
 #include <loom/pipeline.hpp>
 #include <loom/runtime.hpp>
+
+#include "core/log.hpp"
+#include "core/thread_role.hpp"
 
 #include <algorithm>
 #include <condition_variable>
@@ -487,7 +491,15 @@ Pipeline::~Pipeline() {
   state_->producer.notify_all();
   // Every continuation over, too: none may be the last owner of the state
   // (and so free its executables and tensors) after the pipeline is gone.
-  state_->idle.wait(lock, [&] { return state_->in_flight == 0 && state_->continuations == 0; });
+  const auto drained = [&] { return state_->in_flight == 0 && state_->continuations == 0; };
+  try {
+    detail::wait_helping(lock, state_->idle, drained, "~Pipeline");
+  } catch (const std::exception& e) {
+    // A thread that may not wait, or no thread to put in its place: wait as before.
+    detail::logger().error("{}", e.what());
+    if (!lock.owns_lock()) lock.lock();
+    state_->idle.wait(lock, drained);
+  }
 }
 
 const std::string& Pipeline::name() const { return state_->options.name; }
@@ -514,17 +526,23 @@ InputFrame Pipeline::acquire() {
   const std::uint64_t frame = st.next_push;
   const std::size_t s = frame % st.options.slots;
   InputFrame::State::Slot& slot = st.slots[s];
+  const auto may_drop = [&] {
+    return slot.phase == Phase::complete && st.options.overflow == Overflow::drop_oldest &&
+           !(st.consumer_waiting && st.awaited == slot.frame);
+  };
+  const auto changed = [&] {
+    return st.error || st.closed || slot.phase == Phase::free || may_drop();
+  };
   for (;;) {
     st.throw_if_failed_locked();
     if (st.closed) throw InvalidArgument(who + " was closed while waiting for a slot");
     if (slot.phase == Phase::free) break;
-    if (slot.phase == Phase::complete && st.options.overflow == Overflow::drop_oldest &&
-        !(st.consumer_waiting && st.awaited == slot.frame)) {
+    if (may_drop()) {
       slot.phase = Phase::free;  // pop sees the slot moved on, and skips the frame
       ++st.counts.dropped;
       break;
     }
-    st.producer.wait(lock);
+    detail::wait_helping(lock, st.producer, changed, "Pipeline::acquire()");
   }
   slot.phase = Phase::filling;
   slot.frame = frame;
@@ -645,11 +663,14 @@ struct Ready {
 // The next frame in order, once complete (waiting for it when `wait`).
 std::optional<Ready> next_ready(InputFrame::State& st, bool wait) {
   std::unique_lock lock(st.mutex);
+  const auto failed = [&] { return st.error && st.next_pop >= st.error_frame; };
   for (;;) {
-    if (st.error && st.next_pop >= st.error_frame) std::rethrow_exception(st.error);
+    if (failed()) std::rethrow_exception(st.error);
     if (st.next_pop == st.next_push) {
       if (st.closed || !wait) return std::nullopt;
-      st.consumer.wait(lock);
+      detail::wait_helping(
+          lock, st.consumer, [&] { return failed() || st.closed || st.next_pop != st.next_push; },
+          "Pipeline::pop()");
       continue;
     }
     const std::size_t s = st.next_pop % st.options.slots;
@@ -666,7 +687,19 @@ std::optional<Ready> next_ready(InputFrame::State& st, bool wait) {
     if (!wait) return std::nullopt;
     st.consumer_waiting = true;  // this frame is owed to the consumer: not to be dropped
     st.awaited = st.next_pop;
-    st.consumer.wait(lock);
+    try {
+      detail::wait_helping(
+          lock, st.consumer,
+          [&] {
+            return failed() || slot.frame != st.next_pop || slot.phase == Phase::free ||
+                   slot.phase == Phase::complete;
+          },
+          "Pipeline::pop()");
+    } catch (...) {
+      if (!lock.owns_lock()) lock.lock();
+      st.consumer_waiting = false;
+      throw;
+    }
     st.consumer_waiting = false;
   }
 }

@@ -8,7 +8,7 @@
 #   transfer   the copy paths between memory spaces              -> core, memory, cuda, kernels
 #   sched      prepare, run, launch, the runtime                 -> all of the above
 #   ops        op bindings of the built-in kernels               -> core, ops, kernels
-#   pipeline   frames through compiled stages: the public API only -> pipeline
+#   pipeline   frames through compiled stages (public API, waits)  -> core, pipeline
 #   kernels/*  the catalogue: kernels know nothing of the runtime -> kernels only
 #              (op bindings beside them may use src/ops's checks)
 # A kernel family's own tests and benchmarks (test_*, bench_*) are exempt.
@@ -30,7 +30,7 @@ set(allowed_comm core cuda comm)
 set(allowed_transfer core memory cuda transfer ${kernel_folders})
 set(allowed_sched core memory cuda transfer trace comm sched ${kernel_folders})
 set(allowed_ops core ops ${kernel_folders})
-set(allowed_pipeline pipeline)
+set(allowed_pipeline core pipeline)
 set(allowed_kernels ops ${kernel_folders})
 
 set(violations "")

@@ -15,6 +15,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -438,6 +441,86 @@ TEST(Pipeline, BuildRefusesWhatCannotWorkNamingIt) {
         b.stage("gray", [](Graph&, const StageSlot&) {});
       },
       "two stages named 'gray'");
+}
+
+// Producer and consumer as host tasks of the runtime they use, with one
+// worker: each blocking call (acquire waiting for a slot, pop waiting for a
+// frame, push of the caller's tensors waiting in acquire) lets another
+// thread take its worker's place, as Future::wait does. Were it not so, the
+// producer would hold the only worker while the frames it waits for need it.
+TEST(Pipeline, ProducerAndConsumerAsHostTasksNeedOnlyOneWorker) {
+  loom::Runtime rt(cpu(1));
+  ThreeX p(rt, {.name = "one worker", .slots = 2});
+  constexpr std::uint64_t frames = 24;
+  std::vector<std::uint64_t> seen;
+  std::atomic<int> wrong{0};
+  Graph producer, consumer;
+  producer.host("produce", [&] {
+    for (std::uint64_t i = 0; i < frames; ++i) {
+      if (i % 2 == 0) {
+        p.push(i);
+      } else {
+        // The caller's own tensor, one a frame: it is not written again before the frame is popped.
+        loom::Tensor x = rt.tensor<float>({kN}, loom::Memory::pageable);
+        fill_input(x, i);
+        p.pipeline.push({x});
+      }
+    }
+    p.pipeline.close();
+  });
+  consumer.host("consume", [&] {
+    while (std::optional<Frame> f = p.pipeline.pop()) {
+      if (!holds_three_x(f->output(p.out), f->number())) ++wrong;
+      seen.push_back(f->number());
+    }
+  });
+  loom::Future produced = rt.submit(producer);
+  loom::Future consumed = rt.submit(consumer);
+  const bool finished =
+      produced.wait_for(std::chrono::seconds(20)) && consumed.wait_for(std::chrono::seconds(20));
+  if (!finished) p.pipeline.close();  // unblocks both, so the test fails instead of hanging
+  ASSERT_TRUE(finished) << "the producer and the consumer hung on one worker";
+  EXPECT_NO_THROW(produced.wait());
+  EXPECT_NO_THROW(consumed.wait());
+  ASSERT_EQ(seen.size(), frames);
+  for (std::uint64_t i = 0; i < frames; ++i) EXPECT_EQ(seen[i], i);
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+// Destroying a pipeline waits for its frames in flight; inside a host task
+// on the only worker, the frames still get a thread to finish on.
+TEST(Pipeline, DestroyingItInsideAHostTaskWithOneWorkerWaitsForItsFrames) {
+  loom::Runtime rt(cpu(1));
+  std::atomic<int> finished{0};
+  std::optional<Pipeline> p;
+  {
+    PipelineBuilder b(rt, {.name = "destroyed in a task", .slots = 3});
+    auto in = b.input("x", DType::f32, {kN});
+    auto out = b.output("y", DType::f32, {kN});
+    b.stage("slow", [&](Graph& g, const StageSlot& s) {
+      g.add(loom::ops::scale_copy(s[in], s[out], 3.0f));
+      g.host("count", [&finished] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        ++finished;
+      });
+    });
+    p.emplace(b.build());
+    for (int i = 0; i < 3; ++i) {
+      InputFrame f = p->acquire();
+      fill_input(f.input(in), f.number());
+      p->push(std::move(f));
+    }
+  }
+  Graph destroy;
+  destroy.host("destroy the pipeline", [&] { p.reset(); });
+  loom::Future done = rt.submit(destroy);
+  if (!done.wait_for(std::chrono::seconds(20))) {
+    // Nothing can unblock it (it holds the only worker): stop rather than hang the suite.
+    std::fputs("FAILED: ~Pipeline hung inside a host task on the only worker\n", stderr);
+    std::_Exit(1);
+  }
+  EXPECT_NO_THROW(done.wait());
+  EXPECT_EQ(finished.load(), 3);
 }
 
 }  // namespace

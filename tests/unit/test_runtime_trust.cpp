@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/completion_state.hpp"
+#include "core/thread_role.hpp"
 #include "support/cpu.hpp"
 
 #include <atomic>
@@ -283,6 +285,49 @@ TEST(WaitingInsideTasks, NestedWaitsAcrossRunsOnOneWorker) {
     fa.wait();
     EXPECT_EQ(b_ran.load(), 1);
   })) << "nested waits deadlocked the pool";
+}
+
+TEST(WaitingInsideTasks, AHostTaskMayWaitForACopyWithOneWorker) {
+  ASSERT_TRUE(finishes_within(20s, [] {
+    loom::Runtime rt(cpu(1));
+    auto src = rt.tensor<float>({1024});
+    auto dst = rt.tensor<float>({1024});
+    src.data_as<float>()[1023] = 5.0F;
+    loom::Graph g;
+    g.host("waits for a copy", [&] { rt.copy(src, dst).wait(); });
+    rt.submit(g).wait();
+    EXPECT_EQ(dst.data_as<float>()[1023], 5.0F);
+  })) << "a host task waiting for rt.copy deadlocked the worker pool";
+}
+
+// A role that counts what it is told.
+struct CountingRole final : loom::detail::ThreadRole {
+  std::atomic<int> began{0}, ended{0};
+  void begin_blocking() override { ++began; }
+  void end_blocking() noexcept override { ++ended; }
+  const char* cannot_wait() const noexcept override { return nullptr; }
+};
+
+// A completion finished by a blocking call (an event's synchronize, for
+// copies between devices) tells the worker's pool around that call too, so
+// that the pool puts another thread in the waiter's place.
+TEST(WaitingInsideTasks, ACompletionsBlockingWaitTellsThePool) {
+  auto state = std::make_shared<loom::detail::CompletionState>();
+  std::atomic<bool> blocked{false};
+  state->poll = [] { return false; };
+  state->block = [&] {
+    blocked = true;
+    std::this_thread::sleep_for(5ms);
+  };
+  const loom::Completion c = loom::detail::CompletionAccess::make(state);
+  CountingRole role;
+  {
+    const loom::detail::ThreadRoleScope scope(&role);
+    c.wait();
+  }
+  EXPECT_TRUE(blocked.load());
+  EXPECT_EQ(role.began.load(), 1);
+  EXPECT_EQ(role.ended.load(), 1);
 }
 
 TEST(WaitingInsideTasks, SynchronizeInsideATaskIsRefusedNotADeadlock) {
