@@ -75,21 +75,69 @@ ArenaPlan plan_arena(const std::vector<std::size_t>& sizes,
   return plan;
 }
 
-HappensBefore::HappensBefore(const Graph& graph)
-    : words_((graph.size() + 63) / 64), after_(graph.size() * words_, 0) {
+namespace {
+
+std::vector<std::uint32_t> every_task(const Graph& graph) {
+  std::vector<std::uint32_t> all(graph.size());
+  std::iota(all.begin(), all.end(), std::uint32_t{0});
+  return all;
+}
+
+}  // namespace
+
+HappensBefore::HappensBefore(const Graph& graph) : HappensBefore(graph, every_task(graph)) {}
+
+HappensBefore::HappensBefore(const Graph& graph, const std::vector<std::uint32_t>& tasks)
+    : slot_(graph.size(), kNotChosen), words_((tasks.size() + 63) / 64) {
+  if (tasks.empty()) return;
+  for (std::uint32_t i = 0; i < tasks.size(); ++i) slot_[tasks[i]] = i;
+  after_.assign(tasks.size() * words_, 0);
+  const auto& all = graph.tasks();
+  // A task's bitset (the chosen tasks after it) is built from its
+  // successors', in reverse topological order, and released once every
+  // predecessor has taken it in: only the frontier of the walk is held.
+  std::vector<std::uint32_t> takers(all.size(), 0);
+  for (const auto& task : all) {
+    for (auto s : task.successors) ++takers[s];
+  }
+  std::vector<std::vector<std::uint64_t>> reach(all.size());  // empty: no chosen task after it
+  const std::size_t row_bytes = words_ * sizeof(std::uint64_t);
+  std::size_t held = after_.size() * sizeof(std::uint64_t);
+  peak_bytes_ = held;
   const auto order = topological(graph);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    std::uint64_t* mine = &after_[*it * words_];
-    for (auto s : graph.tasks()[*it].successors) {
-      mine[s / 64] |= std::uint64_t{1} << (s % 64);
-      const std::uint64_t* theirs = &after_[s * words_];
-      for (std::size_t w = 0; w < words_; ++w) mine[w] |= theirs[w];
+    const std::uint32_t v = *it;
+    std::vector<std::uint64_t>& mine = reach[v];
+    for (auto s : all[v].successors) {
+      const std::vector<std::uint64_t>& theirs = reach[s];
+      if (theirs.empty() && slot_[s] == kNotChosen) continue;
+      if (mine.empty()) {
+        mine.assign(words_, 0);
+        held += row_bytes;
+        peak_bytes_ = std::max(peak_bytes_, held);
+      }
+      if (slot_[s] != kNotChosen) mine[slot_[s] / 64] |= std::uint64_t{1} << (slot_[s] % 64);
+      for (std::size_t w = 0; w < theirs.size(); ++w) mine[w] |= theirs[w];
     }
+    if (slot_[v] != kNotChosen && !mine.empty()) {
+      std::copy(mine.begin(), mine.end(), after_.begin() + slot_[v] * words_);
+    }
+    const auto release = [&](std::uint32_t t) {
+      if (reach[t].empty()) return;
+      held -= row_bytes;
+      std::vector<std::uint64_t>().swap(reach[t]);
+    };
+    for (auto s : all[v].successors) {
+      if (--takers[s] == 0) release(s);
+    }
+    if (takers[v] == 0) release(v);  // a source: nothing will take it in
   }
 }
 
 bool HappensBefore::before(std::uint32_t u, std::uint32_t v) const noexcept {
-  return ((after_[u * words_ + v / 64] >> (v % 64)) & 1U) != 0;
+  const std::uint32_t a = slot_[u], b = slot_[v];
+  if (a == kNotChosen || b == kNotChosen) return false;
+  return ((after_[a * words_ + b / 64] >> (b % 64)) & 1U) != 0;
 }
 
 bool HappensBefore::all_before(const std::vector<std::uint32_t>& first,
@@ -127,7 +175,12 @@ std::vector<std::vector<std::uint32_t>> storage_uses(const Graph& graph,
 ArenaPlan plan_tensors(const Graph& graph, const std::vector<Tensor>& tensors,
                        std::size_t alignment) {
   const auto uses = storage_uses(graph, tensors);
-  const HappensBefore order(graph);
+  // Ordering is asked of the tasks that use an intermediate only.
+  std::vector<std::uint32_t> users;
+  for (const auto& list : uses) users.insert(users.end(), list.begin(), list.end());
+  std::sort(users.begin(), users.end());
+  users.erase(std::unique(users.begin(), users.end()), users.end());
+  const HappensBefore order(graph, users);
   std::vector<std::size_t> sizes;
   sizes.reserve(tensors.size());
   for (const auto& t : tensors) sizes.push_back(TensorAccess::storage(t)->bytes);
@@ -135,7 +188,9 @@ ArenaPlan plan_tensors(const Graph& graph, const std::vector<Tensor>& tensors,
   const auto may_share = [&](std::size_t i, std::size_t j) {
     return order.all_before(uses[i], uses[j]) || order.all_before(uses[j], uses[i]);
   };
-  return plan_arena(sizes, may_share, alignment);
+  ArenaPlan plan = plan_arena(sizes, may_share, alignment);
+  plan.order_bytes = order.peak_bytes();
+  return plan;
 }
 
 }  // namespace loom::detail

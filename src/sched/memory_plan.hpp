@@ -22,6 +22,9 @@ struct ArenaPlan {
   std::vector<std::size_t> offsets;  ///< per request, in bytes from the arena's start
   std::size_t arena_bytes = 0;       ///< the arena's size
   std::size_t requested_bytes = 0;   ///< the sum of the requests (aligned)
+  /// The most bytes the ordering between the intermediates' users took while
+  /// planned (HappensBefore::peak_bytes): 0 when no task uses one.
+  std::size_t order_bytes = 0;
 };
 
 /// Places requests of `sizes` bytes; `may_share(i, j)` (symmetric) says
@@ -30,19 +33,33 @@ ArenaPlan plan_arena(const std::vector<std::size_t>& sizes,
                      const std::function<bool(std::size_t, std::size_t)>& may_share,
                      std::size_t alignment = 256);
 
-/// Reachability over a valid (acyclic) graph's edges.
+/// Reachability over a valid (acyclic) graph's edges, among some of its
+/// tasks. Held as one bitset a chosen task, over the chosen tasks only, so
+/// that a large graph whose intermediates few tasks use costs little: while
+/// it is built, a task's bitset lives only until its last predecessor has
+/// taken it in (a chain holds two at a time), and a task with no chosen task
+/// after it holds none.
 class HappensBefore {
  public:
+  /// Among every task of `graph` (tasks² bits: for small graphs).
   explicit HappensBefore(const Graph& graph);
-  /// True when `u` is ordered before `v` (a path of edges leads from u to v).
+  /// Among `tasks` (indices into graph.tasks(), each once).
+  HappensBefore(const Graph& graph, const std::vector<std::uint32_t>& tasks);
+  /// True when `u` is ordered before `v` (a path of edges leads from u to v);
+  /// false when either is not among the chosen tasks.
   bool before(std::uint32_t u, std::uint32_t v) const noexcept;
   /// True when every task of `first` is ordered before every task of `second`.
   bool all_before(const std::vector<std::uint32_t>& first,
                   const std::vector<std::uint32_t>& second) const;
+  /// The most bytes of bitsets held at once, while built or after.
+  std::size_t peak_bytes() const noexcept { return peak_bytes_; }
 
  private:
-  std::size_t words_ = 0;
-  std::vector<std::uint64_t> after_;  // per task, a bitset of the tasks ordered after it
+  static constexpr std::uint32_t kNotChosen = ~std::uint32_t{0};
+  std::vector<std::uint32_t> slot_;   // per graph task: its index among the chosen, or kNotChosen
+  std::size_t words_ = 0;             // per bitset
+  std::vector<std::uint64_t> after_;  // per chosen task, the chosen tasks ordered after it
+  std::size_t peak_bytes_ = 0;
 };
 
 /// For each tensor of `tensors`, the tasks that read or write its storage
@@ -51,7 +68,9 @@ std::vector<std::vector<std::uint32_t>> storage_uses(const Graph& graph,
                                                      const std::vector<Tensor>& tensors);
 
 /// The arena for `tensors` (contiguous, each over its own storage) as the
-/// graph uses them: two share bytes only when their uses are ordered.
+/// graph uses them: two share bytes only when their uses are ordered. Its
+/// memory is O(tasks + edges) of the graph, plus bitsets over the tasks that
+/// use one of `tensors` (none when no task does).
 ArenaPlan plan_tensors(const Graph& graph, const std::vector<Tensor>& tensors,
                        std::size_t alignment = 256);
 
