@@ -42,7 +42,25 @@ struct StagingEngine::Worker {
   std::unique_ptr<Event> buffer_free[2];  // the DMA that last used the buffer is done
 };
 
-namespace {}  // namespace
+namespace {
+
+constexpr std::size_t kNoFailure = ~std::size_t{0};
+std::atomic<std::size_t> g_failing_chunk{kNoFailure};
+
+// The test hook's failure, where chunk `c`'s DMA would be queued.
+void fail_if_chosen(std::size_t c) {
+  std::size_t chosen = c;
+  if (g_failing_chunk.load(std::memory_order_relaxed) == c &&
+      g_failing_chunk.compare_exchange_strong(chosen, kNoFailure)) {
+    LOOM_CUDA_CHECK(cudaErrorInvalidValue);
+  }
+}
+
+}  // namespace
+
+void StagingEngine::fail_chunk_for_testing(std::size_t chunk) noexcept {
+  g_failing_chunk.store(chunk);
+}
 
 StagingEngine::StagingEngine(int device, std::shared_ptr<CachingAllocator> pinned,
                              std::size_t chunk_bytes, int workers)
@@ -153,9 +171,20 @@ void StagingEngine::run(Worker& worker) {
         download_slice(worker, slice.job, slice.index);
       }
     } catch (...) {
+      settle(worker);
       slice_done(job, std::current_exception());
     }
   }
+}
+
+// A slice that fails midway may have queued chunks already: their DMA still
+// reads the source and writes the destination or a pinned buffer. The copy
+// reports its error only once they are done, so that the caller may free
+// its memory and the buffers are free for the next slice (or the pool).
+void StagingEngine::settle(Worker& worker) noexcept {
+  if (!worker.stream) return;
+  // On a lost device this fails too (logged); nothing queued will run then.
+  (void)LOOM_CUDA_ASSERT(cudaStreamSynchronize(worker.stream->view()));
 }
 
 void StagingEngine::upload_slice(Worker& worker, const std::shared_ptr<Job>& job_ref, int index) {
@@ -169,6 +198,7 @@ void StagingEngine::upload_slice(Worker& worker, const std::shared_ptr<Job>& job
     const std::size_t length = std::min(chunk_, job.bytes - offset);
     worker.buffer_free[b]->synchronize();  // the buffer's previous DMA has finished
     std::memcpy(worker.buffers[b].ptr, job.src + offset, length);
+    fail_if_chosen(c);
     LOOM_CUDA_CHECK(cudaMemcpyAsync(job.dst + offset, worker.buffers[b].ptr, length,
                                     cudaMemcpyHostToDevice, stream));
     worker.buffer_free[b]->record(stream);
@@ -207,6 +237,7 @@ void StagingEngine::download_slice(Worker& worker, const std::shared_ptr<Job>& j
        c += static_cast<std::size_t>(job.slices)) {
     const std::size_t offset = c * chunk_;
     const std::size_t length = std::min(chunk_, job.bytes - offset);
+    fail_if_chosen(c);
     LOOM_CUDA_CHECK(cudaMemcpyAsync(worker.buffers[b].ptr, job.src + offset, length,
                                     cudaMemcpyDeviceToHost, stream));
     worker.buffer_free[b]->record(stream);

@@ -49,6 +49,10 @@ class StagingEngine {
   /// Blocks until every queued copy has completed.
   void drain();
   int workers() const noexcept { return static_cast<int>(workers_.size()); }
+  /// For tests: chunk `chunk` (0, 1, ...) of the next copy that has one
+  /// fails as a failed cudaMemcpyAsync would, after the chunks a worker
+  /// queued before it. Process-wide; thread-safe.
+  static void fail_chunk_for_testing(std::size_t chunk) noexcept;
   std::size_t chunk_bytes() const noexcept { return chunk_; }
 
  private:
@@ -65,6 +69,7 @@ class StagingEngine {
   void upload_slice(Worker& worker, const std::shared_ptr<Job>& job, int index);
   void download_slice(Worker& worker, const std::shared_ptr<Job>& job, int index);
   void slice_done(Job& job, std::exception_ptr error);
+  void settle(Worker& worker) noexcept;
   void reap();
 
   int device_;

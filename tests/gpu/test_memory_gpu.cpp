@@ -3,15 +3,20 @@
 #include "support/gpu.hpp"
 
 #include "cuda/cuda_upstreams.hpp"
+#include "cuda/event.hpp"
 #include "cuda/object_counts.hpp"
 #include "cuda/stream.hpp"
 #include "memory/caching_allocator.hpp"
+#include "testing/spin.hpp"
+#include "transfer/staging.hpp"
 
+#include <loom/completion.hpp>
 #include <loom/error.hpp>
 #include <loom/runtime.hpp>
 
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -257,6 +262,39 @@ TEST(PoolsGpu, SteadyStateCopiesAllocateNothingNew) {
   EXPECT_EQ(rt.statistics(rt.default_memory()).upstream_allocations,
             device_stats.upstream_allocations);
   EXPECT_EQ(rt.statistics(Memory::pinned).upstream_allocations, pinned_stats.upstream_allocations);
+}
+
+// A staged copy that fails midway reports its error only once the chunks it
+// had already queued are done: the caller may free the memory then, and the
+// engine's pinned buffers are free. The chunks wait behind a 200 ms kernel
+// on the stream the copy follows, so an early report would be seen.
+TEST(StagingGpu, ACopyThatFailsMidwayReportsOnceItsQueuedChunksAreDone) {
+  LOOM_REQUIRE_GPU();
+  constexpr std::size_t chunk = 1 << 20;
+  constexpr std::size_t bytes = 4 * chunk;
+  auto pinned = std::make_shared<loom::detail::CachingAllocator>(
+      loom::detail::make_pinned_upstream(), nullptr);
+  loom::test::DeviceBuffer<float> counter(1);
+  loom::test::DeviceBuffer<std::uint8_t> device(bytes);
+  std::vector<std::uint8_t> host(bytes, 0x11);
+  for (const bool upload : {true, false}) {
+    SCOPED_TRACE(upload ? "upload" : "download");
+    loom::detail::StagingEngine engine(0, pinned, chunk,
+                                       1);  // one worker: chunks 0, 1, ... in order
+    const loom::detail::Stream before(0, 0);
+    loom::kernels::spin(counter.data(), 200'000, before.view());
+    loom::detail::Event spun(0);
+    spun.record(before.view());
+    // Chunk 0 is queued (behind the kernel); chunk 1 fails.
+    loom::detail::StagingEngine::fail_chunk_for_testing(1);
+    const loom::Completion c =
+        upload ? engine.upload(host.data(), device.data(), bytes, before.view(), nullptr)
+               : engine.download(device.data(), host.data(), bytes, before.view(), nullptr);
+    EXPECT_THROW(c.wait(), loom::CudaError);
+    EXPECT_TRUE(spun.completed())
+        << "the copy reported its failure while chunk 0 still waited behind the kernel";
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(before.view()));
+  }
 }
 
 }  // namespace
