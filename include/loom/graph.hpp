@@ -216,7 +216,8 @@ class LOOM_API Graph {
   std::vector<Task> tasks_;
   std::vector<Tensor> intermediates_;
   std::size_t edges_ = 0;
-  std::unordered_map<const void*, StorageHistory> history_;  // keyed by the storage's address
+  std::unordered_map<const void*, StorageHistory>
+      history_;                          // by address space (detail::address_space)
   std::vector<std::uint32_t> inferred_;  // the appended task's inferred predecessors
   std::unordered_map<std::string, int> name_counts_;
   // What a runtime derived from this exact graph (validated, planned), so

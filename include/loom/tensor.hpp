@@ -107,10 +107,10 @@ class LOOM_API Tensor {
   /// space (host: copied now; device: enqueued on the storage's stream).
   Tensor contiguous() const;
 
-  /// True when both tensors view the same storage.
-  bool shares_storage_with(const Tensor& other) const noexcept {
-    return storage_ != nullptr && storage_ == other.storage_;
-  }
+  /// True when both tensors view the same memory: the same storage, or two
+  /// storages whose bytes overlap in one address space (rt.provide() twice
+  /// on one pointer, or take() then provide(), are the same memory).
+  bool shares_storage_with(const Tensor& other) const noexcept;
   /// "f32[3, 4] (strides [4, 1], offset 0) on device 0".
   std::string describe() const;
 

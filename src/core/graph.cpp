@@ -203,14 +203,21 @@ void Graph::AccessLane::prune_covered(std::uintptr_t lo, std::uintptr_t hi, std:
 
 void Graph::infer(std::uint32_t task, const Tensor& tensor, bool write) {
   if (!tensor.defined() || tensor.numel() == 0) return;
-  // Spans relative to the storage's start: an intermediate gets its memory
-  // only once the graph is submitted or compiled.
+  // Memory is keyed by where it is (its address space and bytes), not by
+  // the handle: two provide() calls on one pointer are the same data. An
+  // intermediate gets its memory only once the graph is submitted or
+  // compiled: its storage is its key, with spans relative to its start, for
+  // as long as the graph lives (binding it later must not split its history).
   const auto& storage = detail::TensorAccess::storage(tensor);
-  const auto start = reinterpret_cast<std::uintptr_t>(storage->base);
   auto [lo, hi] = detail::byte_span(tensor);
-  lo -= start;
-  hi -= start;
-  auto& history = history_[storage.get()];
+  const void* key = detail::address_space(tensor);
+  if (storage->intermediate) {
+    key = storage.get();
+    const auto start = reinterpret_cast<std::uintptr_t>(storage->base);
+    lo -= start;
+    hi -= start;
+  }
+  auto& history = history_[key];
   const auto depend = [&](std::uint32_t from) {
     if (from != task) inferred_.push_back(from);
   };

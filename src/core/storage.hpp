@@ -24,6 +24,14 @@ struct Storage;
 /// The bytes a view can touch: [lo, hi) in its storage's address space.
 std::pair<std::uintptr_t, std::uintptr_t> byte_span(const Tensor& t);
 
+/// The address space a view's bytes live in, for ordering and overlap:
+/// memory is identified by where it is, not by the handle that wraps it (two
+/// provide() calls on one pointer are the same data). All host memory,
+/// pageable or pinned, is one space; each device is its own. A graph
+/// intermediate that no runtime has bound yet has no address: its storage
+/// is its space. Never dereferenced; only compared.
+const void* address_space(const Tensor& t) noexcept;
+
 /// How strided tensors are gathered within one memory space. The copy paths
 /// (src/transfer) implement it; the runtime gives each owner its own, so that
 /// the layers below transfer need not know how copies are made.

@@ -2,6 +2,7 @@
 #include <loom/tensor.hpp>
 
 #include "core/storage.hpp"
+#include "core/tensor_access.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -138,7 +139,28 @@ std::pair<std::uintptr_t, std::uintptr_t> byte_span(const Tensor& t) {
           base + static_cast<std::uintptr_t>(ceil_bytes(hi + 1))};
 }
 
+const void* address_space(const Tensor& t) noexcept {
+  const Storage* s = TensorAccess::storage(t).get();
+  if (s == nullptr || (s->intermediate && !s->bound)) return s;
+  // Small integers: no object lives there, so they never equal a storage's address.
+  const Memory m = s->memory;
+  const std::uintptr_t space = m.is_host() ? 1 : 2 + static_cast<std::uintptr_t>(m.device());
+  return reinterpret_cast<const void*>(space);
+}
+
 }  // namespace detail
+
+bool Tensor::shares_storage_with(const Tensor& other) const noexcept {
+  if (!storage_ || !other.storage_) return false;
+  if (storage_ == other.storage_) return true;
+  const void* space = detail::address_space(*this);
+  if (space != detail::address_space(other) || space == storage_.get()) return false;
+  // Two handles of one memory (provide() twice, take() then provide()): the
+  // bytes each storage covers overlap.
+  const auto lo = reinterpret_cast<std::uintptr_t>(storage_->base);
+  const auto other_lo = reinterpret_cast<std::uintptr_t>(other.storage_->base);
+  return lo < other_lo + other.storage_->bytes && other_lo < lo + storage_->bytes;
+}
 
 namespace {
 

@@ -23,6 +23,9 @@ class ThreadRole {
   virtual void end_blocking() noexcept = 0;
   /// Null when this thread may wait; else why waiting here would deadlock.
   virtual const char* cannot_wait() const noexcept = 0;
+  /// What the thread belongs to (its worker pool, its scheduler), so that a
+  /// runtime can tell its own threads from others'; null when nothing.
+  virtual const void* owner() const noexcept { return nullptr; }
 };
 
 /// The role of the calling thread; null for threads that are not loom's.

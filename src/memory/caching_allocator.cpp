@@ -517,11 +517,25 @@ void CachingAllocator::record_stream(const Allocation& allocation, StreamKey str
   }
 }
 
-void CachingAllocator::forget_other_streams() noexcept {
-  std::lock_guard lock(impl_->mutex);
-  for (Block* head : impl_->segments) {
-    for (Block* b = head; b != nullptr; b = b->next) b->used_on.clear();
+void CachingAllocator::forget_streams(StreamKey keep) noexcept {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mutex);
+  // Free blocks are ordered by stream: take them out, re-key, put them back.
+  std::vector<Block*> free_blocks;
+  for (FreeSet* set : {&m.small_free, &m.large_free}) {
+    while (!set->empty()) {
+      Block& b = *set->begin();
+      set->erase(set->iterator_to(b));
+      free_blocks.push_back(&b);
+    }
   }
+  for (Block* head : m.segments) {
+    for (Block* b = head; b != nullptr; b = b->next) {
+      b->used_on.clear();
+      b->stream = keep;
+    }
+  }
+  for (Block* b : free_blocks) m.free_set(b->small).insert(*b);
 }
 
 std::size_t CachingAllocator::release_cached() {

@@ -74,9 +74,11 @@ class CachingAllocator {
 
   /// Gives every wholly free segment back to the upstream; returns the bytes released.
   std::size_t release_cached();
-  /// Forgets the other streams recorded for live blocks: call only when
-  /// every stream is idle and some may be destroyed (runtime shutdown).
-  void forget_other_streams() noexcept;
+  /// Moves every block, live, free or pending, to `keep` and forgets the
+  /// other streams recorded for them: call only when every stream is idle
+  /// and all but `keep` may be destroyed (runtime shutdown), so that a block
+  /// freed or reused later never names a stream that no longer exists.
+  void forget_streams(StreamKey keep) noexcept;
 
   PoolStatistics statistics() const;
   /// The upstream's name: "device 0", "pinned host", "host".

@@ -41,9 +41,11 @@ struct Use {
 
 Use use_of(const detail::PreparedGraph& prepared, const Tensor& placeholder) {
   Use use;
-  const void* storage = detail::TensorAccess::storage(placeholder).get();
+  // By memory, like the ordering: any access that overlaps its bytes.
+  const void* space = detail::address_space(placeholder);
+  const auto [lo, hi] = detail::byte_span(placeholder);
   for (const auto& a : prepared.accesses) {
-    if (a.storage != storage) continue;
+    if (a.space != space || !(a.lo < hi && lo < a.hi)) continue;
     (a.write ? use.written : use.read) = true;
   }
   return use;
@@ -81,7 +83,7 @@ Use check_binding(const detail::PreparedGraph& prepared, const Binding& b) {
 }
 
 bool same_view(const Tensor& a, const Tensor& b) {
-  return a.shares_storage_with(b) && a.offset() == b.offset();
+  return a.shares_storage_with(b) && a.data() == b.data();
 }
 
 // Compile refuses what a capture cannot hold, on every backend, so that a

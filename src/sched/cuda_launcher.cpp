@@ -52,7 +52,12 @@ struct CudaLauncher::RunStreams final : LaunchState {
   std::vector<std::uint8_t> wait_streams;  // executor streams of earlier runs to wait on at start
   std::vector<EventPool::Lease> gate_events;
   std::vector<EventPool::Lease> start_marks;  // behind the waits on earlier runs, one a stream
-  std::vector<std::size_t> queried_streams;   // executor streams watched without an event
+  // Plan streams ordered after earlier runs by stream order alone (they land
+  // on those runs' streams): no event, so no start mark unless nothing of
+  // this run is launched there (see mark_unlaunched_waits).
+  std::vector<std::uint8_t> stream_order_waits;
+  bool unlaunched_marked = false;
+  std::vector<std::size_t> queried_streams;  // executor streams watched without an event
   std::vector<std::uint32_t> watched;
   std::vector<std::uint32_t> async_running;
   EventPool::Lease trace_base;
@@ -220,12 +225,17 @@ void CudaLauncher::start(Run& run) {
   // Earlier runs over the same data have enqueued all their work: this
   // run's streams wait for theirs (a stream is already ordered after itself).
   std::vector<std::uint8_t> waited_on(mine.wait_streams.empty() ? 0 : streams, 0);
+  if (!mine.wait_streams.empty()) mine.stream_order_waits.assign(streams, 0);
   for (std::size_t s = 0; s < mine.wait_streams.size(); ++s) {
     if (mine.wait_streams[s] == 0) continue;
     EventPool::Lease* event = nullptr;
     for (std::size_t plan_stream = 0; plan_stream < streams; ++plan_stream) {
       const auto target = physical(run, static_cast<int>(plan_stream));
-      if (target == s || run.stream_plan(plan_stream).empty()) continue;
+      if (run.stream_plan(plan_stream).empty()) continue;
+      if (target == s) {
+        mine.stream_order_waits[plan_stream] = 1;
+        continue;
+      }
       if (event == nullptr) {
         mine.gate_events.push_back(events_->acquire());
         event = &mine.gate_events.back();
@@ -262,8 +272,33 @@ bool CudaLauncher::advance(RunMachine& machine, Run& run) {
   for (int st = run.plan().stream_count - 1; st >= 0; --st) {
     if (advance_stream(machine, run, st)) progress = true;
   }
+  if (run.unsettled == 0) mark_unlaunched_waits(run);
   if (poll(machine, run)) progress = true;
   return progress;
+}
+
+void CudaLauncher::mark_unlaunched_waits(Run& run) {
+  RunStreams& mine = streams_of(run);
+  if (mine.unlaunched_marked) return;
+  mine.unlaunched_marked = true;
+  // A plan stream that waits for earlier runs by stream order and launched
+  // nothing (its tasks were cancelled, or cancelled by a failure) must still
+  // see that work done before the run is over: later runs follow this one
+  // in the earlier runs' place, and a run that ended at once would let them
+  // overtake it.
+  for (std::size_t s = 0; s < mine.stream_order_waits.size(); ++s) {
+    if (mine.stream_order_waits[s] == 0 || !mine.streams[s].in_flight.empty()) continue;
+    const std::size_t executor_stream = physical(run, static_cast<int>(s));
+    try {
+      EventPool::Lease mark = events_->acquire();
+      mark->record(streams_[executor_stream]->view());
+      mine.start_marks.push_back(std::move(mark));
+    } catch (const std::exception& e) {
+      // No mark: the stream itself is queried until it has drained.
+      logger().debug("a run's ordering mark could not be recorded: {}", e.what());
+      mine.queried_streams.push_back(executor_stream);
+    }
+  }
 }
 
 bool CudaLauncher::idle(const Run& run) const {

@@ -90,6 +90,7 @@ class CudaLauncher final : public Launcher {
   bool advance_in_plan_order(RunMachine& machine, Run& run);
   bool advance_stream(RunMachine& machine, Run& run, int stream);
   void watch_stream_tail(RunMachine& machine, Run& run, int stream);
+  void mark_unlaunched_waits(Run& run);
   void launch(RunMachine& machine, Run& run, std::uint32_t t);
   void start_async(RunMachine& machine, Run& run, std::uint32_t t);
   bool poll(RunMachine& machine, Run& run);

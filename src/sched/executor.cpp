@@ -1,5 +1,7 @@
 #include "sched/executor.hpp"
 
+#include "core/thread_role.hpp"
+
 #include <algorithm>
 #include <thread>
 
@@ -35,12 +37,22 @@ Executor::Executor(ExecutorOptions options, CopyEngine& copies)
   loop_.start(machine_, host_, device_.get(), options_.cuda ? options_.device : -1);
 }
 
-Executor::~Executor() {
+Executor::~Executor() { shutdown(); }
+
+void Executor::shutdown() {
+  // Runs, and continuations that may submit more, first: the scheduling
+  // thread and the workers stay until nothing can reach them any more.
+  machine_.drain_and_close();
   loop_.stop();
   // Workers may still be finishing a wake(), a trace write or a run's
   // teardown: join them before the members they use go away.
   workers_->shutdown();
   if (device_) device_->shutdown();
+}
+
+bool Executor::runs_on_own_thread() const noexcept {
+  const ThreadRole* role = current_thread_role();
+  return role != nullptr && (role->owner() == workers_.get() || role->owner() == &loop_);
 }
 
 void Executor::wait_idle() { machine_.wait_idle(); }

@@ -55,7 +55,17 @@ struct ExecutorOptions {
 class Executor {
  public:
   Executor(ExecutorOptions options, CopyEngine& copies);
-  ~Executor();  // lets every submitted run finish
+  ~Executor();  // shutdown()
+
+  /// The shutdown protocol (lifecycle.hpp): lets every run in flight finish,
+  /// with the runs and continuations they submit meanwhile; then refuses
+  /// new runs, stops the scheduling thread and joins the workers. Call it
+  /// while everything the runs use is still alive, never on the executor's
+  /// own threads (runs_on_own_thread()). Idempotent.
+  void shutdown();
+  /// True on the executor's scheduling thread or one of its workers, where
+  /// shutdown() would wait for itself.
+  bool runs_on_own_thread() const noexcept;
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 

@@ -3,6 +3,7 @@
 
 #include "core/log.hpp"
 #include "core/thread_role.hpp"
+#include "sched/lifecycle.hpp"
 #include "sched/run_state.hpp"
 #include "sched/worker_pool.hpp"
 
@@ -70,17 +71,19 @@ void Future::then(std::function<void(const Future&)> fn) const {
       return;
     }
   }
-  // Already over: run it on a worker if the runtime still exists, else here.
-  if (auto workers = s.workers.lock()) {
-    workers->post(Priority::normal, [fn = std::move(fn), self = *this](int) {
-      try {
-        fn(self);
-      } catch (const std::exception& e) {
-        detail::logger().error("a continuation threw: {}", e.what());
-      }
-    });
-  } else {
-    fn(*this);
+  // Already over: run it on a worker while the runtime accepts work (its
+  // shutdown waits for it), else here. Either way what it throws is logged.
+  auto job = [fn = std::move(fn), self = *this] { fn(self); };
+  if (auto lifecycle = s.lifecycle.lock()) {
+    lifecycle->post_continuation(std::move(job));
+    return;
+  }
+  try {
+    job();
+  } catch (const std::exception& e) {
+    detail::logger().error("a continuation threw: {}", e.what());
+  } catch (...) {
+    detail::logger().error("a continuation threw a non-standard exception");
   }
 }
 

@@ -44,7 +44,8 @@ RunMachine::RunMachine(Launcher& host, Launcher* device, Poison& poison,
       device_(device),
       poison_(poison),
       workers_(std::move(workers)),
-      trace_path_(std::move(trace_path)) {}
+      trace_path_(std::move(trace_path)),
+      lifecycle_(std::make_shared<Lifecycle>(workers_)) {}
 
 std::unique_ptr<Run> RunMachine::make_run(std::shared_ptr<const PreparedGraph> prepared,
                                           std::shared_ptr<CompletionState> completion) {
@@ -53,7 +54,7 @@ std::unique_ptr<Run> RunMachine::make_run(std::shared_ptr<const PreparedGraph> p
   run->completion = std::move(completion);
   const std::size_t n = run->tasks().size();
   run->state = std::make_shared<RunState>();
-  run->state->workers = workers_;
+  run->state->lifecycle = lifecycle_;
   run->state->names = run->prepared->names;
   run->reports.resize(n);
   run->tasks_state.resize(n);
@@ -64,10 +65,7 @@ std::unique_ptr<Run> RunMachine::make_run(std::shared_ptr<const PreparedGraph> p
   run->tracing = !trace_path_.empty() || static_cast<bool>(run->activity);
   host_.attach(*run);
   if (device_ != nullptr) device_->attach(*run);
-  {
-    std::lock_guard lock(idle_mutex_);
-    ++live_runs_;
-  }
+  lifecycle_->run_made();  // last: a run refused (shutting down) was never live
   return run;
 }
 
@@ -77,8 +75,7 @@ void RunMachine::wait_idle() {
     throw InvalidArgument(
         "Runtime::synchronize() inside a task or continuation would wait for its own run");
   }
-  std::unique_lock lock(idle_mutex_);
-  idle_cv_.wait(lock, [&] { return live_runs_ == 0; });
+  lifecycle_->wait_no_runs();
 }
 
 void RunMachine::start_activity_log() {
@@ -142,6 +139,10 @@ void RunMachine::start(Run& run) {
     run.tasks_state[t].unmet = static_cast<std::uint32_t>(tasks[t].predecessors.size());
   }
   for (auto t : run.prepared->roots) make_ready(run, t);
+  // Settled before it started (cancelled while it waited for earlier runs):
+  // its followers were kept until now, when its streams wait for those
+  // runs' work in its place.
+  if (run.unsettled == 0) release_followers(run.followers_settled);
 }
 
 bool RunMachine::advance(Run& run) {
@@ -199,7 +200,10 @@ void RunMachine::settle(Run& run, std::uint32_t t) {
   TaskState& ts = run.tasks_state[t];
   if (ts.settled) return;
   ts.settled = true;
-  if (--run.unsettled == 0) release_followers(run.followers_settled);
+  // A run keeps its place in the order until it starts: a follower that
+  // starts once this run settled must find this run's streams waiting for
+  // the earlier runs' work (start() releases a run settled before it).
+  if (--run.unsettled == 0 && run.started) release_followers(run.followers_settled);
 }
 
 void RunMachine::release_followers(std::vector<Run*>& followers) {
@@ -310,7 +314,7 @@ void RunMachine::finish(std::unique_ptr<Run> owned) {
   std::erase(to_start_, &run);
   auto state = run.state;
   auto completion = run.completion;
-  auto publish = [this, state, completion, error = run.first_error,
+  auto publish = [lifecycle = lifecycle_, state, completion, error = run.first_error,
                   reports = std::move(run.reports)]() mutable {
     std::vector<std::function<void(const Future&)>> continuations;
     {
@@ -323,28 +327,14 @@ void RunMachine::finish(std::unique_ptr<Run> owned) {
     }
     state->done_cv.notify_all();
     if (completion) completion->finish(error);
-    {
-      std::lock_guard lock(idle_mutex_);
-      --live_runs_;
-    }
-    idle_cv_.notify_all();
-    const auto workers = state->workers.lock();
+    std::vector<std::function<void()>> jobs;
+    jobs.reserve(continuations.size());
     for (auto& fn : continuations) {
-      auto job = [fn = std::move(fn), state](int) {
-        try {
-          fn(FutureAccess::make(state));
-        } catch (const std::exception& e) {
-          logger().error("a continuation threw: {}", e.what());
-        } catch (...) {
-          logger().error("a continuation threw a non-standard exception");
-        }
-      };
-      if (workers) {
-        workers->post(Priority::normal, std::move(job));
-      } else {
-        job(-1);
-      }
+      jobs.emplace_back([fn = std::move(fn), state] { fn(FutureAccess::make(state)); });
     }
+    // No longer live, its continuations counted until they return: the
+    // runtime's shutdown waits for both.
+    lifecycle->run_published(std::move(jobs));
   };
   // Only the times are read here (a device task's from its events, which
   // this thread alone queries); names, files and spans are made on the worker.

@@ -14,6 +14,7 @@
 // any thread; everything else on the scheduling thread only.
 
 #include "sched/launcher.hpp"
+#include "sched/lifecycle.hpp"
 #include "sched/poison.hpp"
 #include "sched/run.hpp"
 #include "sched/run_ordering.hpp"
@@ -46,6 +47,10 @@ class RunMachine {
                                 std::shared_ptr<CompletionState> completion);
   /// Blocks until every run made has been published. Any thread but loom's own.
   void wait_idle();
+  /// The shutdown protocol's first step (lifecycle.hpp): waits for every run
+  /// and continuation, including those they submit meanwhile, then refuses
+  /// new runs. Any thread but loom's own.
+  void drain_and_close() { lifecycle_->drain_and_close(); }
   /// Opens an activity log: the runs made from now on time their tasks and
   /// hand their spans to it. Any thread. @throws InvalidArgument when one is open.
   void start_activity_log();
@@ -106,9 +111,7 @@ class RunMachine {
   std::vector<RunOrdering::RunId> after_;  // scheduling thread only: scratch
   std::vector<Run*> earlier_;              // scheduling thread only: scratch
   RunOrdering ordering_;                   // scheduling thread only
-  std::mutex idle_mutex_;
-  std::condition_variable idle_cv_;
-  int live_runs_ = 0;  // under idle_mutex_: made and not yet published
+  std::shared_ptr<Lifecycle> lifecycle_;   // live runs, pending continuations, shutdown
 };
 
 }  // namespace loom::detail

@@ -13,20 +13,20 @@ std::vector<DataAccess> summarize_accesses(const std::vector<Task>& tasks) {
   const auto add = [&](const Tensor& t, bool write) {
     if (!t.defined() || t.numel() == 0) return;
     const auto [lo, hi] = byte_span(t);
-    all.push_back(DataAccess{TensorAccess::storage(t).get(), lo, hi, write});
+    all.push_back(DataAccess{address_space(t), lo, hi, write});
   };
   for (const auto& task : tasks) {
     for (const auto& r : task.reads) add(r, false);
     for (const auto& w : task.writes) add(w, true);
   }
   std::sort(all.begin(), all.end(), [](const DataAccess& a, const DataAccess& b) {
-    return std::tuple(a.storage, !a.write, a.lo) < std::tuple(b.storage, !b.write, b.lo);
+    return std::tuple(a.space, !a.write, a.lo) < std::tuple(b.space, !b.write, b.lo);
   });
   std::vector<DataAccess> merged;
   for (const auto& a : all) {
     if (!merged.empty()) {
       auto& m = merged.back();
-      if (m.storage == a.storage && m.write == a.write && a.lo <= m.hi) {
+      if (m.space == a.space && m.write == a.write && a.lo <= m.hi) {
         m.hi = std::max(m.hi, a.hi);
         continue;
       }
@@ -39,28 +39,41 @@ std::vector<DataAccess> summarize_accesses(const std::vector<Task>& tasks) {
 void RunOrdering::enter(RunId run, const std::vector<DataAccess>& accesses,
                         std::vector<RunId>& after) {
   for (const auto& a : accesses) {
-    auto& entries = by_storage_[a.storage];
-    for (const auto& e : entries) {
-      if (e.run == run || !(e.write || a.write)) continue;
-      if (e.lo < a.hi && a.lo < e.hi &&
+    Space& space = by_space_[a.space];
+    auto& entries = space.entries;
+    // Entries that start before a.lo - longest end before a.lo.
+    const std::uintptr_t from = a.lo > space.longest ? a.lo - space.longest : 0;
+    for (auto it = entries.lower_bound(from); it != entries.end() && it->first < a.hi;) {
+      const Entry& e = it->second;
+      const bool overlaps = a.lo < e.hi;
+      if (overlaps && e.run != run && (e.write || a.write) &&
           std::find(after.begin(), after.end(), e.run) == after.end()) {
         after.push_back(e.run);
       }
+      // A write replaces the accesses of other runs it covers: whoever
+      // comes later follows it, and it follows them.
+      if (a.write && e.run != run && a.lo <= it->first && e.hi <= a.hi) {
+        it = entries.erase(it);
+      } else {
+        ++it;
+      }
     }
-    if (a.write) {
-      std::erase_if(entries,
-                    [&](const Entry& e) { return e.run != run && a.lo <= e.lo && e.hi <= a.hi; });
-    }
-    entries.push_back(Entry{run, a.lo, a.hi, a.write});
+    entries.emplace(a.lo, Entry{run, a.hi, a.write});
+    space.longest = std::max(space.longest, a.hi - a.lo);
   }
 }
 
 void RunOrdering::leave(RunId run, const std::vector<DataAccess>& accesses) {
   for (const auto& a : accesses) {
-    const auto it = by_storage_.find(a.storage);
-    if (it == by_storage_.end()) continue;
-    std::erase_if(it->second, [&](const Entry& e) { return e.run == run; });
-    if (it->second.empty()) by_storage_.erase(it);
+    const auto it = by_space_.find(a.space);
+    if (it == by_space_.end()) continue;
+    auto& entries = it->second.entries;
+    // enter() put each of the run's accesses at its own start.
+    const auto [first, last] = entries.equal_range(a.lo);
+    for (auto e = first; e != last;) {
+      e = e->second.run == run ? entries.erase(e) : std::next(e);
+    }
+    if (entries.empty()) by_space_.erase(it);
   }
 }
 

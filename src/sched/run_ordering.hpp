@@ -2,8 +2,12 @@
 // Ordering across runs: a run (or a Runtime::copy, which is a run of one
 // task) that reads or writes storage an earlier, unfinished run writes, or
 // writes storage an earlier one reads, must follow it; runs over disjoint
-// data do not. RunOrdering keeps, per storage, the byte spans each entered
-// run reads and writes, and tells a new run which earlier runs it follows.
+// data do not. Data is memory, not a handle: accesses are keyed by address
+// space (all host memory, or one device: detail::address_space) and absolute
+// byte spans, so two tensors over one buffer (provided twice, taken then
+// provided) are ordered, partial overlaps included. RunOrdering keeps, per
+// space, the byte spans each entered run reads and writes, sorted by their
+// start, and tells a new run which earlier runs it follows.
 // A write that covers earlier accesses of other runs replaces them: whoever
 // comes later follows the writer, which follows them (ordering is
 // transitive), so the lists stay short.
@@ -14,21 +18,22 @@
 #include <loom/graph.hpp>
 
 #include <cstdint>
+#include <map>
 #include <unordered_map>
 #include <vector>
 
 namespace loom::detail {
 
-/// One storage's bytes [lo, hi) that a run reads or writes.
+/// Bytes [lo, hi) of one address space that a run reads or writes.
 struct DataAccess {
-  const void* storage = nullptr;
+  const void* space = nullptr;
   std::uintptr_t lo = 0;
   std::uintptr_t hi = 0;
   bool write = false;
 };
 
-/// The accesses of a graph's tasks, merged per storage and mode (overlapping
-/// or touching spans become one), sorted by storage, then writes first.
+/// The accesses of a graph's tasks, merged per space and mode (overlapping
+/// or touching spans become one), sorted by space, then writes first.
 std::vector<DataAccess> summarize_accesses(const std::vector<Task>& tasks);
 
 class RunOrdering {
@@ -40,17 +45,22 @@ class RunOrdering {
   void enter(RunId run, const std::vector<DataAccess>& accesses, std::vector<RunId>& after);
   /// Forgets what `run` entered (it finished).
   void leave(RunId run, const std::vector<DataAccess>& accesses);
-  /// Storages with accesses of unfinished runs.
-  std::size_t tracked_storages() const noexcept { return by_storage_.size(); }
+  /// Address spaces with accesses of unfinished runs.
+  std::size_t tracked_spaces() const noexcept { return by_space_.size(); }
 
  private:
   struct Entry {
     RunId run;
-    std::uintptr_t lo;
     std::uintptr_t hi;
     bool write;
   };
-  std::unordered_map<const void*, std::vector<Entry>> by_storage_;
+  // One space's entries by start; `longest` bounds how far before a query's
+  // start an overlapping entry can begin (reset when the space empties).
+  struct Space {
+    std::multimap<std::uintptr_t, Entry> entries;
+    std::uintptr_t longest = 0;
+  };
+  std::unordered_map<const void*, Space> by_space_;
 };
 
 }  // namespace loom::detail

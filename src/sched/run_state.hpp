@@ -17,7 +17,7 @@
 
 namespace loom::detail {
 
-class WorkerPool;
+class Lifecycle;
 
 struct RunState {
   mutable std::mutex mutex;
@@ -28,7 +28,7 @@ struct RunState {
   std::shared_ptr<const std::vector<std::string>> names;  // shared by every run of a graph
   std::atomic<bool> cancel_requested{false};
   std::vector<std::function<void(const Future&)>> continuations;
-  std::weak_ptr<WorkerPool> workers;     // where continuations run
+  std::weak_ptr<Lifecycle> lifecycle;  // where continuations run (counted), while the runtime lives
   std::function<void()> wake_scheduler;  // after cancel(); cleared when the run is over
 };
 

@@ -23,7 +23,9 @@
 #include <cctype>
 #include <cstdlib>
 
+#include <atomic>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace loom {
@@ -102,6 +104,11 @@ struct Runtime::Impl final : detail::CopyEngine {
   }
 
   std::unique_ptr<detail::Executor> executor;  // made last, destroyed first
+
+  /// The shutdown protocol: runs in flight finish with everything alive,
+  /// then the executor, the staging engine and the streams go, and the pools
+  /// forget them (tensors may outlive the runtime). Idempotent.
+  void shut_down() noexcept;
 
   // A fault seen only while the executor drained its runs at shutdown.
   bool executor_poisoned_late() const {
@@ -209,13 +216,72 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
   m.executor = std::make_unique<detail::Executor>(exec, m);
 }
 
+namespace {
+
+// Runtimes destroyed on one of their own threads (a continuation or task
+// held the last reference) are torn down here, each on a thread of its own:
+// a worker cannot join itself. Joined when the program's statics go, so
+// that none outlives what it uses.
+class Reaper {
+ public:
+  void adopt(std::unique_ptr<Runtime::Impl> impl) {
+    std::lock_guard lock(mutex_);
+    std::erase_if(teardowns_, [](Teardown& t) {
+      if (!t.done->load()) return false;
+      t.thread.join();
+      return true;
+    });
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::thread thread([impl = std::move(impl), done]() mutable {
+      impl->shut_down();
+      impl.reset();
+      done->store(true);
+    });
+    teardowns_.push_back(Teardown{std::move(thread), std::move(done)});
+  }
+  ~Reaper() {
+    for (auto& t : teardowns_) t.thread.join();
+  }
+
+ private:
+  struct Teardown {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::mutex mutex_;
+  std::vector<Teardown> teardowns_;
+};
+
+Reaper& reaper() {
+  static Reaper r;
+  return r;
+}
+
+}  // namespace
+
 Runtime::~Runtime() {
-  auto& m = *impl_;
+  if (!impl_) return;
+  if (impl_->executor->runs_on_own_thread()) {
+    // Waiting here would wait for this very thread: the teardown is handed
+    // off, and runs once this task or continuation has returned.
+    detail::logger().debug(
+        "loom runtime destroyed on one of its own threads: torn down on another");
+    reaper().adopt(std::move(impl_));
+    return;
+  }
+  impl_->shut_down();
+}
+
+void Runtime::Impl::shut_down() noexcept {
+  auto& m = *this;
+  if (!m.executor) return;
   const bool poisoned = m.executor->poisoned();
   try {
-    // Lets submitted runs finish (on a poisoned device they fail at once);
-    // its streams go away.
-    m.executor.reset();
+    // Lets submitted runs finish (on a poisoned device they fail at once),
+    // with what they submit meanwhile; then refuses new work. The executor
+    // stays reachable until then: a task submitting meanwhile finds it.
+    m.executor->shutdown();
+    m.executor.reset();  // its streams go away
   } catch (const std::exception& e) {
     detail::logger().error("loom runtime shutdown: {}", e.what());
   }
@@ -241,9 +307,9 @@ Runtime::~Runtime() {
   // the runtime must not record markers on streams that no longer exist
   // when they are freed.
   for (auto& owner : m.devices) {
-    if (owner) owner->pool().forget_other_streams();
+    if (owner) owner->pool().forget_streams(detail::key_of(owner->stream()));
   }
-  if (m.pinned) m.pinned->pool().forget_other_streams();
+  if (m.pinned) m.pinned->pool().forget_streams(0);
 }
 
 Future Runtime::submit(const Graph& graph) {

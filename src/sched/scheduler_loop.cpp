@@ -21,12 +21,17 @@ constexpr auto kDeviceSpin = std::chrono::milliseconds(2);
 // that work progress.
 class SchedulerRole final : public ThreadRole {
  public:
+  explicit SchedulerRole(const SchedulerLoop& loop) : loop_(loop) {}
+  const void* owner() const noexcept override { return &loop_; }
   void begin_blocking() override {}
   void end_blocking() noexcept override {}
   const char* cannot_wait() const noexcept override {
     return "called on loom's scheduling thread (inside an op's run_cuda), which would wait "
            "for itself forever; enqueue the work in the same graph instead";
   }
+
+ private:
+  const SchedulerLoop& loop_;
 };
 
 }  // namespace
@@ -64,7 +69,7 @@ void SchedulerLoop::wake() {
 }
 
 void SchedulerLoop::loop() {
-  SchedulerRole role;
+  SchedulerRole role(*this);
   const ThreadRoleScope role_scope(&role);
   // The scheduling thread drives one device: make it current once, not per launch.
   if (cuda_device_ >= 0) {

@@ -16,6 +16,7 @@ class WorkerRole final : public ThreadRole {
   void begin_blocking() override { pool_.begin_blocking(); }
   void end_blocking() noexcept override { pool_.end_blocking(); }
   const char* cannot_wait() const noexcept override { return nullptr; }
+  const void* owner() const noexcept override { return &pool_; }
 
  private:
   WorkerPool& pool_;

@@ -75,6 +75,7 @@ class FakeEvents final : public EventSource {
  public:
   Marker record(StreamKey stream) override {
     std::lock_guard lock(mutex_);
+    if (destroyed_.count(stream) > 0) ++touched_destroyed_;
     const Marker m = next_++;
     stream_of_[m] = stream;
     ++recorded_;
@@ -91,8 +92,15 @@ class FakeEvents final : public EventSource {
   }
   bool stream_idle(StreamKey stream) override {
     std::lock_guard lock(mutex_);
+    if (destroyed_.count(stream) > 0) ++touched_destroyed_;
     return finished_.count(stream) > 0;
   }
+  /// The stream is gone: any later use of it is counted.
+  void destroy(StreamKey stream) {
+    std::lock_guard lock(mutex_);
+    destroyed_.insert(stream);
+  }
+  int touched_destroyed() const { return touched_destroyed_; }
   void finish(StreamKey stream) {
     std::lock_guard lock(mutex_);
     finished_.insert(stream);
@@ -105,6 +113,8 @@ class FakeEvents final : public EventSource {
   Marker next_ = 1;
   std::map<Marker, StreamKey> stream_of_;
   std::set<StreamKey> finished_;
+  std::set<StreamKey> destroyed_;
+  int touched_destroyed_ = 0;
   int recorded_ = 0;
   int released_ = 0;
 };
@@ -246,10 +256,27 @@ TEST_F(CachingAllocatorTest, BlocksOfDifferentStreamsNeverMerge) {
 TEST_F(CachingAllocatorTest, ForgettingOtherStreamsMakesFreesImmediate) {
   const Allocation a = pool->allocate(4096, 1);
   pool->record_stream(a, 5);
-  pool->forget_other_streams();
+  pool->forget_streams(1);
   pool->deallocate(a);
   EXPECT_EQ(events->recorded(), 0) << "no marker on a forgotten stream";
   EXPECT_EQ(pool->statistics().pending_reuse, 0U);
+}
+
+// A runtime's streams go away at shutdown while tensors (and so the pool)
+// live on: no block may name one of them afterwards.
+TEST_F(CachingAllocatorTest, AfterForgettingStreamsNoBlockNamesADestroyedStream) {
+  constexpr std::size_t kLarge = std::size_t{12} << 20;
+  const Allocation kept = pool->allocate(kLarge, 1);  // a tensor on the owner's stream
+  pool->record_stream(kept, 7);                       // used by a run's stream
+  const Allocation scratch = pool->allocate(kLarge, 7);
+  pool->deallocate(scratch);  // cached, free, for stream 7
+  pool->forget_streams(1);
+  events->destroy(7);
+  const Allocation again = pool->allocate(kLarge, 1);  // finds the block stream 7 had
+  pool->deallocate(kept);                              // no marker on stream 7
+  EXPECT_EQ(events->touched_destroyed(), 0) << "a destroyed stream was queried or recorded on";
+  EXPECT_EQ(upstream->allocations(), 2) << "the cached block is reused, not a new segment";
+  pool->deallocate(again);
 }
 
 TEST_F(CachingAllocatorTest, CrossStreamUseDelaysReuseUntilTheEventCompletes) {

@@ -50,7 +50,7 @@ TEST(RunOrderingRules, ACoveringWriteReplacesWhatItCoversAndLeaveForgets) {
   o.leave(&r2, {wr(&storage_a, 0, 100)});
   o.leave(&r3, {rd(&storage_a, 0, 5)});
   o.leave(&r1, {rd(&storage_a, 0, 10)});
-  EXPECT_EQ(o.tracked_storages(), 0U);
+  EXPECT_EQ(o.tracked_spaces(), 0U);
 }
 
 TEST(RunOrderingRules, ManyReadersStayCheap) {
