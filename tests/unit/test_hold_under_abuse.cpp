@@ -1,0 +1,329 @@
+// The runtime under abuse, on the CPU backend: a cancelled run keeps its
+// place in the order; ordering and overlap go by memory, not by the handle;
+// the shutdown protocol (work in flight finishes, submits during shutdown
+// run, a runtime destroyed on its own worker is handed off). The stress test
+// that mixes all of it is in test_stress.cpp.
+#include <loom/error.hpp>
+#include <loom/graph.hpp>
+#include <loom/ops.hpp>
+#include <loom/runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include "sched/lifecycle.hpp"
+#include "sched/worker_pool.hpp"
+#include "support/cpu.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+using loom::DType;
+using loom::Graph;
+using loom::Memory;
+using loom::test::cpu;
+
+std::vector<float> values_of(const loom::Tensor& t) {
+  const float* p = t.data_as<float>();
+  return std::vector<float>(p, p + t.numel());
+}
+
+bool all_equal(const std::vector<float>& v, float x) {
+  return std::all_of(v.begin(), v.end(), [x](float y) { return y == x; });
+}
+
+// --- 1. A cancelled run keeps its place in the order ------------------------
+
+// Runs C (a slow host task), D (fill 2) and E (fill 3) over one tensor,
+// submitted in that order, then a follower; E is cancelled after the follower
+// is queued, while E still waits for D. The follower must see D's 2.
+TEST(CancelledRunKeepsItsPlace, DeviceAndHostFollowersSeeTheWorkBeforeIt) {
+  loom::Runtime rt(cpu(4));
+  constexpr std::int64_t n = 1024;
+  auto t = rt.tensor<float>({n});
+  auto out = rt.tensor<float>({n});
+  Graph init;
+  init.add(loom::ops::fill(t, -1.0F));
+  init.add(loom::ops::fill(out, -5.0F));
+  rt.submit(init).wait();
+
+  Graph c, d, e, f, h;
+  c.host("C slow", [] { std::this_thread::sleep_for(150ms); }, {}, {t});
+  d.add(loom::ops::fill(t, 2.0F), {.name = "D"});
+  e.add(loom::ops::fill(t, 3.0F), {.name = "E"});
+  f.add(loom::ops::scale_copy(t, out, 1.0F), {.name = "F"});
+  std::vector<float> seen_by_host;
+  h.host("H reads t", [&] { seen_by_host = values_of(t); }, {t}, {});
+
+  auto rc = rt.submit(c);
+  auto rd = rt.submit(d);
+  auto re = rt.submit(e);
+  auto rf = rt.submit(f);
+  auto rh = rt.submit(h);
+  re.cancel();
+  rf.wait();
+  rh.wait();
+  EXPECT_THROW(re.wait(), loom::Cancelled);
+  EXPECT_TRUE(rc.ready() && rd.ready()) << "a follower of the cancelled run ended before C and D";
+  EXPECT_TRUE(all_equal(values_of(out), 2.0F))
+      << "F overtook C and D: out[0] = " << values_of(out)[0];
+  EXPECT_TRUE(all_equal(seen_by_host, 2.0F)) << "the host follower overtook C and D";
+}
+
+// A run cancelled before it starts must not end before the runs it waited
+// for: one submitted after it has ended must still follow them.
+TEST(CancelledRunKeepsItsPlace, ALaterRunStillFollowsTheWorkBeforeIt) {
+  loom::Runtime rt(cpu(4));
+  auto t = rt.tensor<float>({256});
+  Graph init, c, e, later;
+  init.add(loom::ops::fill(t, 0.0F));
+  rt.submit(init).wait();
+  c.host("C slow",
+         [&] {
+           std::this_thread::sleep_for(150ms);
+           std::fill_n(t.data_as<float>(), t.numel(), 7.0F);
+         },
+         {}, {t});
+  e.add(loom::ops::fill(t, 3.0F), {.name = "E"});
+  std::vector<float> seen;
+  later.host("later", [&] { seen = values_of(t); }, {t}, {});
+  auto rc = rt.submit(c);
+  auto re = rt.submit(e);
+  re.cancel();
+  EXPECT_THROW(re.wait(), loom::Cancelled);
+  EXPECT_TRUE(rc.ready()) << "the cancelled run ended before the run it waited for";
+  rt.submit(later).wait();
+  EXPECT_TRUE(all_equal(seen, 7.0F));
+}
+
+// --- 2. Order by memory, not by the handle -----------------------------------
+
+TEST(OrderByMemory, TwoWrappersOfOneBufferGetAnEdgeInAGraph) {
+  loom::Runtime rt(cpu());
+  std::vector<float> buffer(100, 0.0F);
+  auto a = rt.provide(buffer.data(), DType::f32, {100}, Memory::pageable);
+  auto b = rt.provide(buffer.data(), DType::f32, {100}, Memory::pageable);
+  auto tail = rt.provide(buffer.data() + 60, DType::f32, {40}, Memory::pageable);
+  auto out = rt.tensor<float>({40});
+  Graph g;
+  const auto write = g.add(loom::ops::fill(a, 1.0F));
+  const auto read_whole = g.add(loom::ops::scale_copy(b.slice(0, 60, 100), out, 1.0F));
+  const auto read_tail = g.add(loom::ops::scale_copy(tail, out, 2.0F));
+  const auto& tasks = g.tasks();
+  EXPECT_EQ(tasks[read_whole.index].predecessors, std::vector<std::uint32_t>{write.index})
+      << "a second provide() of the same pointer is the same data";
+  const auto& preds = tasks[read_tail.index].predecessors;
+  EXPECT_TRUE(std::find(preds.begin(), preds.end(), write.index) != preds.end())
+      << "a partial overlap between two provided ranges is ordered too";
+  rt.submit(g).wait();
+  EXPECT_TRUE(all_equal(values_of(out), 2.0F));
+}
+
+TEST(OrderByMemory, RunsOverTwoWrappersOfOneBufferAreOrdered) {
+  loom::Runtime rt(cpu(4));
+  std::vector<float> buffer(64, 0.0F);
+  auto a = rt.provide(buffer.data(), DType::f32, {64}, Memory::pageable);
+  auto b = rt.provide(buffer.data() + 32, DType::f32, {32}, Memory::pageable);  // a's upper half
+  Graph writer, reader;
+  writer.host("slow writer",
+              [&] {
+                std::this_thread::sleep_for(100ms);
+                std::fill(buffer.begin(), buffer.end(), 4.0F);
+              },
+              {}, {a});
+  std::vector<float> seen;
+  reader.host("reader", [&] { seen = values_of(b); }, {b}, {});
+  auto w = rt.submit(writer);
+  rt.submit(reader).wait();
+  EXPECT_TRUE(w.ready()) << "the reader of the second wrapper did not wait for the writer";
+  EXPECT_TRUE(all_equal(seen, 4.0F));
+}
+
+TEST(OrderByMemory, OverlapChecksSeeThroughWrappers) {
+  loom::Runtime rt(cpu());
+  std::vector<float> buffer(100, 1.0F);
+  auto a = rt.provide(buffer.data(), DType::f32, {50}, Memory::pageable);
+  auto shifted = rt.provide(buffer.data() + 25, DType::f32, {50}, Memory::pageable);
+  auto same = rt.provide(buffer.data(), DType::f32, {50}, Memory::pageable);
+  EXPECT_TRUE(a.shares_storage_with(shifted));
+  EXPECT_TRUE(a.shares_storage_with(same));
+  EXPECT_FALSE(a.shares_storage_with(rt.tensor<float>({50})));
+  try {
+    rt.copy(a, shifted).wait();
+    ADD_FAILURE() << "a copy between overlapping wrappers was accepted";
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("overlap"), std::string::npos) << e.what();
+  }
+  rt.copy(a, same).wait();  // the very same memory: nothing to do
+  auto y = rt.tensor<float>({50});
+  Graph g;
+  g.add(loom::ops::add(a, y, shifted), {.name = "overlapping add"});
+  try {
+    rt.submit(g).wait();
+    ADD_FAILURE() << "an elementwise output partly overlapping an input's memory was accepted";
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("overlapping add"), std::string::npos) << e.what();
+  }
+}
+
+// --- 3. The shutdown protocol -----------------------------------------------
+
+TEST(ShutdownProtocol, WorkInFlightFinishesWithEverythingAlive) {
+  std::atomic<int> ran{0};
+  std::vector<loom::Future> runs;
+  {
+    loom::Runtime rt(cpu(2));
+    auto t = rt.tensor<float>({16});
+    for (int i = 0; i < 50; ++i) {
+      Graph g;
+      g.host("step",
+             [&] {
+               std::this_thread::sleep_for(1ms);
+               ++ran;
+             },
+             {}, {t});
+      g.add(loom::ops::fill(t, static_cast<float>(i)));
+      runs.push_back(rt.submit(g));
+    }
+  }
+  EXPECT_EQ(ran.load(), 50);
+  for (auto& r : runs) {
+    EXPECT_TRUE(r.ready());
+    EXPECT_NO_THROW(r.wait());
+  }
+}
+
+TEST(ShutdownProtocol, TasksAndContinuationsMaySubmitWhileTheRuntimeIsDestroyed) {
+  std::atomic<int> nested{0};
+  loom::Future outer;
+  {
+    auto rt = std::make_unique<loom::Runtime>(cpu(1));
+    loom::Runtime* p = rt.get();
+    const auto nested_graph = [&] {
+      Graph h;
+      h.host("nested", [&] { ++nested; });
+      return h;
+    };
+    Graph g;
+    g.host("submits during shutdown", [&, p] {
+      std::this_thread::sleep_for(100ms);  // the destructor has begun by now
+      p->submit(nested_graph()).wait();
+    });
+    outer = rt->submit(g);
+    outer.then([&, p](const loom::Future&) {
+      std::this_thread::sleep_for(20ms);
+      p->submit(nested_graph()).wait();
+      p->submit(nested_graph()).then([&, p](const loom::Future&) {
+        p->submit(nested_graph()).wait();  // a continuation of a continuation's run
+      });
+    });
+    rt.reset();
+  }
+  EXPECT_NO_THROW(outer.wait());
+  EXPECT_EQ(nested.load(), 4) << "every submit made during shutdown runs";
+}
+
+TEST(ShutdownProtocol, ARuntimeWhoseLastReferenceAContinuationHoldsIsHandedOff) {
+  auto rt = std::make_shared<loom::Runtime>(cpu(2));
+  std::weak_ptr<loom::Runtime> watch = rt;
+  std::promise<void> continued;
+  std::promise<void> released;
+  auto main_released = released.get_future().share();
+  Graph g;
+  g.host("work", [] {});
+  auto run = rt->submit(g);
+  run.then([rt, &continued, main_released](const loom::Future&) mutable {
+    Graph h;
+    h.host("more", [] {});
+    rt->submit(h).wait();
+    main_released.wait();  // from here on this continuation holds the last reference
+    continued.set_value();
+  });  // dropping the continuation on a worker destroys the runtime there
+  rt.reset();
+  released.set_value();
+  continued.get_future().wait();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!watch.expired() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_TRUE(watch.expired()) << "the runtime was never destroyed";
+  // Its teardown was handed to a thread of its own: a new runtime works meanwhile.
+  loom::Runtime other(cpu(1));
+  other.submit(g).wait();
+}
+
+TEST(ShutdownProtocol, ARuntimeDestroyedInsideItsOwnTaskIsHandedOff) {
+  auto rt = std::make_shared<loom::Runtime>(cpu(1));
+  std::weak_ptr<loom::Runtime> watch = rt;
+  std::promise<void> dropped;
+  std::promise<void> released;
+  auto main_released = released.get_future().share();
+  auto holder = std::make_shared<std::shared_ptr<loom::Runtime>>(rt);
+  Graph g;
+  g.host("drops the last reference", [holder, &dropped, main_released] {
+    main_released.wait();
+    holder->reset();  // ~Runtime on its own worker
+    dropped.set_value();
+  });
+  auto run = rt->submit(g);
+  rt.reset();
+  released.set_value();
+  dropped.get_future().wait();
+  EXPECT_NO_THROW(run.wait());
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!watch.expired() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_TRUE(watch.expired());
+}
+
+TEST(ShutdownProtocol, AClosedLifecycleRefusesRunsClearly) {
+  auto workers = std::make_shared<loom::detail::WorkerPool>(1);
+  auto life = std::make_shared<loom::detail::Lifecycle>(workers);
+  life->run_made();
+  std::atomic<int> continued{0};
+  life->run_published({[&] { ++continued; }});
+  life->drain_and_close();
+  EXPECT_EQ(continued.load(), 1) << "the drain waits for continuations";
+  try {
+    life->run_made();
+    ADD_FAILURE() << "a closed lifecycle accepted a run";
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("being destroyed"), std::string::npos) << e.what();
+  }
+  // A continuation added once closed runs here, and what it throws is logged.
+  bool here = false;
+  life->post_continuation([&] {
+    here = true;
+    throw std::runtime_error("logged, not propagated");
+  });
+  EXPECT_TRUE(here);
+  workers->shutdown();
+}
+
+TEST(ShutdownProtocol, ThenOnAFinishedRunOfAGoneRuntimeNeverThrows) {
+  loom::Future run;
+  {
+    loom::Runtime rt(cpu(1));
+    Graph g;
+    g.host("work", [] {});
+    run = rt.submit(g);
+    run.wait();
+  }
+  bool ran = false;
+  EXPECT_NO_THROW(run.then([&](const loom::Future&) {
+    ran = true;
+    throw 42;  // not even a std::exception
+  }));
+  EXPECT_TRUE(ran);
+}
+
+}  // namespace
