@@ -22,6 +22,16 @@
 /// Completion and failure are an op's (op.hpp): the task is completed when
 /// its device work has finished; a launch error, an exception or a device
 /// fault fails it by name.
+///
+/// In a compiled graph (Runtime::compile) the launcher runs once, at
+/// compile, while its launches are captured into a CUDA graph; a replay
+/// repeats the captured kernels with the arguments they had then, and never
+/// calls the launcher again. (The CPU version, on the CPU backend, runs on
+/// every replay.) So a launcher whose launches depend on something read at
+/// launch time (a host value, a size, a pointer that changes) gives a
+/// replay that does not follow it: mark such a task
+/// KernelTaskOptions{.capturable = false}, and compile() refuses the graph,
+/// naming the task (submit it eagerly instead).
 
 #include <loom/export.hpp>
 #include <loom/op.hpp>
@@ -57,9 +67,23 @@ class KernelContext {
 /// Launches the task's kernels on its stream.
 using KernelLauncher = std::function<void(KernelContext&)>;
 
+/// How a kernel task may be used.
+struct KernelTaskOptions {
+  /// Whether compile() may capture the launcher's launches once and replay
+  /// them (Op::capturable). False: compile() refuses a graph with the task,
+  /// naming it; submit runs it as usual.
+  bool capturable = true;
+};
+
 /// A task running `cuda` on the CUDA backend and `cpu` (if given) on the CPU
 /// backend. @throws InvalidArgument for an empty name or an empty launcher.
 LOOM_API OpPtr kernel_task(std::string name, std::vector<Tensor> reads, std::vector<Tensor> writes,
                            KernelLauncher cuda, std::function<void()> cpu = {});
+
+/// As above, with `options`, e.g. kernel_task("step", {x}, {y}, launch, cpu,
+/// {.capturable = false}). @throws as above.
+LOOM_API OpPtr kernel_task(std::string name, std::vector<Tensor> reads, std::vector<Tensor> writes,
+                           KernelLauncher cuda, std::function<void()> cpu,
+                           KernelTaskOptions options);
 
 }  // namespace loom

@@ -32,12 +32,13 @@ namespace {
 class KernelTaskOp final : public Op {
  public:
   KernelTaskOp(std::string name, std::vector<Tensor> reads, std::vector<Tensor> writes,
-               KernelLauncher cuda, std::function<void()> cpu)
+               KernelLauncher cuda, std::function<void()> cpu, KernelTaskOptions options)
       : name_(std::move(name)),
         reads_(std::move(reads)),
         writes_(std::move(writes)),
         cuda_(std::move(cuda)),
-        cpu_(std::move(cpu)) {}
+        cpu_(std::move(cpu)),
+        options_(options) {}
   std::string_view name() const noexcept override { return name_; }
   std::vector<Tensor> reads() const override { return reads_; }
   std::vector<Tensor> writes() const override { return writes_; }
@@ -54,6 +55,7 @@ class KernelTaskOp final : public Op {
     check(writes_, "write");
   }
   bool has_cpu() const noexcept override { return static_cast<bool>(cpu_); }
+  bool capturable() const noexcept override { return options_.capturable; }
   void run_cpu() const override {
     if (!cpu_) Op::run_cpu();
     cpu_();
@@ -69,16 +71,23 @@ class KernelTaskOp final : public Op {
   std::vector<Tensor> writes_;
   KernelLauncher cuda_;
   std::function<void()> cpu_;
+  KernelTaskOptions options_;
 };
 
 }  // namespace
 
 OpPtr kernel_task(std::string name, std::vector<Tensor> reads, std::vector<Tensor> writes,
                   KernelLauncher cuda, std::function<void()> cpu) {
+  return kernel_task(std::move(name), std::move(reads), std::move(writes), std::move(cuda),
+                     std::move(cpu), KernelTaskOptions{});
+}
+
+OpPtr kernel_task(std::string name, std::vector<Tensor> reads, std::vector<Tensor> writes,
+                  KernelLauncher cuda, std::function<void()> cpu, KernelTaskOptions options) {
   if (name.empty()) throw InvalidArgument("kernel_task: a task needs a name");
   if (!cuda) throw InvalidArgument("kernel_task '" + name + "': an empty launcher");
   return std::make_shared<KernelTaskOp>(std::move(name), std::move(reads), std::move(writes),
-                                        std::move(cuda), std::move(cpu));
+                                        std::move(cuda), std::move(cpu), options);
 }
 
 }  // namespace loom

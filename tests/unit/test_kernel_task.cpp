@@ -1,7 +1,10 @@
-// Kernel tasks and the Op defaults on the CPU backend: the CPU version runs,
-// a task without one is rejected at submit naming it, bad arguments are
-// refused, and an Op that overrides only what it must compiles and runs.
+// Kernel tasks and the Op defaults on the CPU backend: the CPU version runs
+// (on every replay of a compiled graph), a task without one is rejected at
+// submit naming it, one marked not capturable is refused by compile naming
+// it, bad arguments are refused, and an Op that overrides only what it must
+// compiles and runs.
 #include <loom/error.hpp>
+#include <loom/executable.hpp>
 #include <loom/graph.hpp>
 #include <loom/kernel_task.hpp>
 #include <loom/runtime.hpp>
@@ -58,6 +61,42 @@ TEST(KernelTask, BadArgumentsAreRefused) {
     EXPECT_EQ(e.task(), "careless");
     EXPECT_NE(std::string(e.what()).find("undefined"), std::string::npos) << e.what();
   }
+}
+
+TEST(KernelTask, CompileRefusesATaskMarkedNotCapturableNamingIt) {
+  loom::Runtime rt(cpu());
+  auto y = rt.tensor<float>({8});
+  int calls = 0;
+  loom::Graph g;
+  g.add(loom::kernel_task(
+            "stamp", {}, {y}, [](loom::KernelContext&) {},
+            [y, &calls] { y.data_as<float>()[0] = static_cast<float>(++calls); },
+            {.capturable = false}),
+        {.name = "stamp the frame"});
+  try {
+    (void)rt.compile(g);
+    FAIL() << "a kernel task marked not capturable was compiled";
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_EQ(e.task(), "stamp the frame");
+    EXPECT_NE(std::string(e.what()).find("cannot be captured"), std::string::npos) << e.what();
+  }
+  rt.submit(g).wait();  // eagerly it runs as usual
+  EXPECT_EQ(y.data_as<float>()[0], 1.0F);
+}
+
+TEST(KernelTask, ACompiledTasksCpuVersionRunsOnEveryReplay) {
+  loom::Runtime rt(cpu());
+  auto y = rt.tensor<float>({8});
+  int calls = 0;
+  loom::Graph g;
+  g.add(loom::kernel_task(
+      "count", {}, {y}, [](loom::KernelContext&) {},
+      [y, &calls] { y.data_as<float>()[0] = static_cast<float>(++calls); }));
+  const loom::Executable exe = rt.compile(g);
+  exe.run().wait();
+  exe.run().wait();
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(y.data_as<float>()[0], 2.0F);
 }
 
 // Only the pure virtuals: validation accepts, there is no CPU version.
