@@ -15,6 +15,9 @@ set(LOOM_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/loom)
 install(EXPORT loomTargets NAMESPACE loom:: DESTINATION ${LOOM_CMAKE_DIR})
 export(EXPORT loomTargets NAMESPACE loom:: FILE ${PROJECT_BINARY_DIR}/loomTargets.cmake)
 
+# Where loom::cute looks for CUTLASS's headers after CUTLASS_ROOT: those the
+# kernels were built with (a hint only; an install elsewhere sets CUTLASS_ROOT).
+set(LOOM_BUILT_WITH_CUTLASS "${CUTLASS_INCLUDE_DIR}")
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/loomConfig.cmake.in
   ${PROJECT_BINARY_DIR}/loomConfig.cmake
   INSTALL_DESTINATION ${LOOM_CMAKE_DIR})

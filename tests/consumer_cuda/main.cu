@@ -2,8 +2,10 @@
 // loom::Op subclass whose run_cuda() launches the kernel on the stream loom
 // gives it (loom::cuda_stream) and whose run_cpu() does the same on the host.
 // Without a GPU the program still builds, says why it runs on the CPU
-// backend, and checks the result there. Exits 0 when the result is right.
+// backend, and checks the result there, also through a CuTe view
+// (loom/cute.hpp, linked as loom::cute). Exits 0 when the result is right.
 #include <loom/cuda_interop.hpp>
+#include <loom/cute.hpp>  // through loom::cute, which brings CUTLASS's headers
 #include <loom/loom.hpp>
 
 #include <cuda_runtime_api.h>
@@ -89,7 +91,11 @@ int main() {
     for (std::size_t i = 0; i < y.size(); ++i)
       wrong += y[i] != 1.0F + 2.0F * static_cast<float>(i % 7);
     std::printf("axpy over %lld floats: %zu wrong\n", static_cast<long long>(n), wrong);
-    return wrong == 0 ? 0 : 1;
+    // The result again through a CuTe view of the host tensor (loom/cute.hpp).
+    const auto cy = loom::cute_tensor<const float, 1>(hy);
+    const bool cute_agrees = cute::size(cy) == n && cy(7) == y[7] && cy(n - 1) == y.back();
+    std::printf("CuTe view of the result: %s\n", cute_agrees ? "agrees" : "DISAGREES");
+    return wrong == 0 && cute_agrees ? 0 : 1;
   } catch (const loom::Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
