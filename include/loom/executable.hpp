@@ -25,7 +25,8 @@
 /// memory space, contiguous. The executable copies each bound input into its
 /// placeholder before the replay, and each bound output out of it after, as
 /// tasks of the same run (device-to-device copies, stream-ordered), so a
-/// bound input's placeholder holds the bound values afterwards. That run's
+/// bound input's placeholder holds the bound values afterwards, and a bound
+/// output's placeholder holds the output as well as the bound tensor. That run's
 /// graph (copies around the shared, already instantiated segments) is put
 /// together and planned on the calling thread, per call: host work linear in
 /// the steps and bindings, no pool memory, no capture. Why

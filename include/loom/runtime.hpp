@@ -124,8 +124,11 @@ class LOOM_API Runtime {
   Completion copy(const Tensor& src, const Tensor& dst);
 
   /// Blocks until every run, copy and device operation loom has queued is
-  /// done. @throws InvalidArgument inside a task or continuation (it would
-  /// wait for its own run).
+  /// done: it returns at the first moment no run is in flight, so runs other
+  /// threads submit meanwhile are waited for too (while they keep coming, it
+  /// may not return; wait on your own Futures instead). @throws
+  /// InvalidArgument inside a task or continuation (it would wait for its
+  /// own run).
   void synchronize();
 
   /// Opens an activity log (see activity.hpp): every run submitted from now
