@@ -43,21 +43,46 @@ class LOOM_API Error : public std::exception {
   const std::string& task() const noexcept { return context_.task; }
   const ErrorContext& context() const noexcept { return context_; }
 
-  /// Names the task the error came from, when it was raised outside one
-  /// (for example by a worker that runs the task). Keeps an existing name.
-  void attach_task(std::string_view task);
+  /// When the error reached task() from another task (a host task that
+  /// waited on a run whose task failed, and rethrew its error), the task
+  /// that raised it first; empty otherwise. what() then reads "loom: task
+  /// 'b': because of task 'a': ...".
+  const std::string& origin_task() const noexcept { return origin_task_; }
+
+  /// This error as a failure of `task`: a new exception of the same dynamic
+  /// type (a CudaError keeps its code, an OutOfMemory its size, ...) whose
+  /// task() is `task`. This error is never changed: a stored error may be
+  /// read by many threads, and rethrown into many tasks. An error that names
+  /// another task already keeps that name as origin_task(). Subclasses
+  /// override it to keep their type; one that does not (a user's subclass)
+  /// becomes a plain loom::Error. @throws std::bad_alloc only.
+  virtual std::exception_ptr with_task(std::string_view task) const;
+
+ protected:
+  /// For with_task's overrides: a copy of `self`, named `task`.
+  template <class Self>
+  static std::exception_ptr named_copy(const Self& self, std::string_view task) {
+    Self copy(self);
+    static_cast<Error&>(copy).name_task(task);
+    return std::make_exception_ptr(std::move(copy));
+  }
 
  private:
+  void name_task(std::string_view task);
   void format();
 
   std::string message_;
   ErrorContext context_;
+  std::string origin_task_;
   std::string what_;
 };
 
 /// A CUDA runtime call failed. code() is the cudaError_t value.
 class LOOM_API CudaError : public Error {
  public:
+  std::exception_ptr with_task(std::string_view task) const override {
+    return named_copy(*this, task);
+  }
   CudaError(int code, std::string message, ErrorContext context = {})
       : Error(std::move(message), std::move(context)), code_(code) {}
   int code() const noexcept { return code_; }
@@ -69,6 +94,9 @@ class LOOM_API CudaError : public Error {
 /// An NCCL call failed. code() is the ncclResult_t value.
 class LOOM_API NcclError : public Error {
  public:
+  std::exception_ptr with_task(std::string_view task) const override {
+    return named_copy(*this, task);
+  }
   NcclError(int code, std::string message, ErrorContext context = {})
       : Error(std::move(message), std::move(context)), code_(code) {}
   int code() const noexcept { return code_; }
@@ -80,6 +108,9 @@ class LOOM_API NcclError : public Error {
 /// An MPI call failed. code() is the MPI error code.
 class LOOM_API MpiError : public Error {
  public:
+  std::exception_ptr with_task(std::string_view task) const override {
+    return named_copy(*this, task);
+  }
   MpiError(int code, std::string message, ErrorContext context = {})
       : Error(std::move(message), std::move(context)), code_(code) {}
   int code() const noexcept { return code_; }
@@ -92,6 +123,9 @@ class LOOM_API MpiError : public Error {
 /// expected and what was given.
 class LOOM_API InvalidArgument : public Error {
  public:
+  std::exception_ptr with_task(std::string_view task) const override {
+    return named_copy(*this, task);
+  }
   using Error::Error;
 };
 
@@ -99,6 +133,9 @@ class LOOM_API InvalidArgument : public Error {
 /// in bytes (0 when unknown).
 class LOOM_API OutOfMemory : public Error {
  public:
+  std::exception_ptr with_task(std::string_view task) const override {
+    return named_copy(*this, task);
+  }
   OutOfMemory(std::size_t requested, std::string message, ErrorContext context = {})
       : Error(std::move(message), std::move(context)), requested_(requested) {}
   std::size_t requested() const noexcept { return requested_; }
@@ -111,12 +148,18 @@ class LOOM_API OutOfMemory : public Error {
 /// cancelled.
 class LOOM_API Cancelled : public Error {
  public:
+  std::exception_ptr with_task(std::string_view task) const override {
+    return named_copy(*this, task);
+  }
   using Error::Error;
 };
 
 /// No usable GPU: which of the reasons applies is in reason().
 class LOOM_API NoDevice : public Error {
  public:
+  std::exception_ptr with_task(std::string_view task) const override {
+    return named_copy(*this, task);
+  }
   enum class Reason {
     no_driver,            ///< no CUDA driver is installed (or it cannot be loaded)
     driver_too_old,       ///< the driver is older than the CUDA runtime loom was built with
@@ -134,6 +177,9 @@ class LOOM_API NoDevice : public Error {
 /// loom itself broke a promise it checks (a bug in loom, please report it).
 class LOOM_API InternalError : public Error {
  public:
+  std::exception_ptr with_task(std::string_view task) const override {
+    return named_copy(*this, task);
+  }
   using Error::Error;
 };
 

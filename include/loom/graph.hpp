@@ -48,7 +48,8 @@ LOOM_API std::string_view to_string(TaskKind kind) noexcept;
 class Graph;
 
 struct TaskOptions {
-  std::string name;  ///< defaults to the op's name (numbered when repeated)
+  std::string
+      name;  ///< defaults to the op's name; a name taken gets a number ("fill#1"), never one taken
   Priority priority = Priority::normal;
 };
 
@@ -136,7 +137,8 @@ class LOOM_API Graph {
   /// (two share bytes only when every use of one is ordered before every use
   /// of the other). Its data() is null until then. An intermediate belongs to
   /// one graph: its memory is given once, by the first submit or compile.
-  /// @throws InvalidArgument for a bad shape.
+  /// Another graph that uses it before that is refused at submit or compile,
+  /// naming the task. @throws InvalidArgument for a bad shape.
   Tensor intermediate(DType dtype, const Shape& shape);
   /// The intermediates, in the order they were declared.
   const std::vector<Tensor>& intermediates() const noexcept { return intermediates_; }
@@ -146,8 +148,10 @@ class LOOM_API Graph {
   /// `after` runs after `before`.
   void succeed(TaskId after, TaskId before) { precede(before, after); }
 
-  /// Rejects cycles (the message names the tasks on one, in order) and ops
-  /// whose inputs are invalid (the message names the task). @throws InvalidArgument.
+  /// Rejects cycles (the message names the tasks on one, in order), ops
+  /// whose inputs are invalid or whose validate() throws anything, and ops
+  /// (kernel tasks too) with an output whose elements share memory (a zero
+  /// stride); the message names the task. @throws InvalidArgument.
   void validate() const;
 
   std::size_t size() const noexcept { return tasks_.size(); }

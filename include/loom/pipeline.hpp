@@ -109,16 +109,23 @@ struct PipelineOptions {
   std::size_t latency_history = std::size_t{1} << 16;  ///< frames the latency statistics keep
 };
 
-/// A buffer of a pipeline (a handle PipelineBuilder gives out).
+/// A buffer of a pipeline (a handle PipelineBuilder gives out). It belongs
+/// to its builder and the pipeline built from it: any other refuses it.
 struct PipelineBuffer {
   std::uint32_t index = ~std::uint32_t{0};
+  std::uint64_t pipeline = 0;  ///< which builder made it (0: none)
 };
 
 /// A stage failed on a frame. cause() is the original error.
 class LOOM_API PipelineError : public Error {
  public:
+  /// what() reads "loom: task 't': pipeline 'p': stage 's' failed on frame
+  /// f: <the cause's text without its own "loom: task 't': ">".
   PipelineError(const std::string& pipeline, std::string stage, std::uint64_t frame,
                 std::exception_ptr cause);
+  std::exception_ptr with_task(std::string_view task) const override {
+    return named_copy(*this, task);
+  }
   const std::string& stage() const noexcept { return stage_; }
   std::uint64_t frame() const noexcept { return frame_; }
   std::exception_ptr cause() const noexcept { return cause_; }
@@ -191,7 +198,7 @@ class LOOM_API InputFrame {
   /// The frame's number (0, 1, 2, ... in push order).
   std::uint64_t number() const noexcept { return number_; }
   /// The host tensor of input `buffer` to fill. @throws InvalidArgument for a
-  /// buffer that is not an input.
+  /// buffer that is not an input, or a handle of another pipeline.
   const Tensor& input(PipelineBuffer buffer) const;
 
   struct State;  ///< loom's own
@@ -216,10 +223,11 @@ class LOOM_API Frame {
   /// From push to the end of its download, in microseconds.
   double latency_us() const noexcept { return latency_us_; }
   /// The host tensor of output `buffer`. @throws InvalidArgument for a
-  /// buffer that is not an output, or one taken already.
+  /// buffer that is not an output, one taken already, or a handle of
+  /// another pipeline.
   const Tensor& output(PipelineBuffer buffer) const;
   /// Keeps output `buffer`'s memory: the caller owns the tensor, and the
-  /// pipeline gives the slot a fresh one.
+  /// pipeline gives the slot a fresh one. @throws as output().
   Tensor take(PipelineBuffer buffer);
 
  private:

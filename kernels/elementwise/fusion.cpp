@@ -169,6 +169,20 @@ std::string instruction_expr(const FusedInstr& in) {
   return a;
 }
 
+const char* opcode_name(FusedOpcode op) {
+  switch (op) {
+    case FusedOpcode::input: return "input";
+    case FusedOpcode::constant: return "constant";
+    case FusedOpcode::add: return "add";
+    case FusedOpcode::mul: return "mul";
+    case FusedOpcode::axpby: return "axpby";
+    case FusedOpcode::relu: return "relu";
+    case FusedOpcode::gelu_tanh: return "gelu_tanh";
+    case FusedOpcode::round: return "cast";
+  }
+  return "unknown";
+}
+
 }  // namespace
 
 void check_program(const FusedProgram& p) {
@@ -185,34 +199,69 @@ void check_program(const FusedProgram& p) {
     bad_program("the output must be f32, f16 or bf16, got " + std::string(to_string(p.output)));
   }
   if (p.code.empty()) bad_program("the chain is empty");
-  if (static_cast<int>(p.code.size()) > kFusedMaxInstructions) {
-    bad_program("at most " + std::to_string(kFusedMaxInstructions) + " maps in one chain, got " +
-                std::to_string(p.code.size()));
+  // The limit counts maps: the instructions that read an input or a scalar
+  // are the chain's leaves, not maps.
+  const auto maps = std::count_if(p.code.begin(), p.code.end(), [](const FusedInstr& in) {
+    return in.op != FusedOpcode::input && in.op != FusedOpcode::constant;
+  });
+  if (maps > kFusedMaxMaps) {
+    bad_program("at most " + std::to_string(kFusedMaxMaps) + " maps in one chain, got " +
+                std::to_string(maps));
   }
   if (static_cast<int>(p.constants.size()) > kFusedMaxConstants) {
     bad_program("at most " + std::to_string(kFusedMaxConstants) + " scalars in one chain, got " +
                 std::to_string(p.constants.size()));
   }
-  const auto slot_ok = [&](int s) { return s >= 0 && s < static_cast<int>(p.constants.size()); };
+  const int slots = static_cast<int>(p.constants.size());
   for (int k = 0; k < static_cast<int>(p.code.size()); ++k) {
     const FusedInstr& in = p.code[static_cast<std::size_t>(k)];
-    const auto reg_ok = [&](int r) { return r >= 0 && r < k; };
-    bool ok = true;
+    const std::string at = "instruction " + std::to_string(k) + " (" + opcode_name(in.op) + ")";
+    // Operands are earlier instructions' registers (the program is in SSA form).
+    const auto check_reg = [&](int r, const char* operand) {
+      if (r >= 0 && r < k) return;
+      bad_program(at + ": operand " + operand + " is register " + std::to_string(r) +
+                  ", not an earlier instruction's (0 to " + std::to_string(k - 1) + ")");
+    };
+    const auto check_slot = [&](int slot, const char* what) {
+      if (slot >= 0 && slot < slots) return;
+      bad_program(at + ": " + what + " is scalar slot " + std::to_string(slot) +
+                  ", but the chain has " + std::to_string(slots) +
+                  (slots == 1 ? " scalar" : " scalars"));
+    };
     switch (in.op) {
       case FusedOpcode::input:
-        ok = in.index >= 0 && in.index < static_cast<int>(p.inputs.size());
+        if (in.index < 0 || in.index >= static_cast<int>(p.inputs.size())) {
+          const auto n = p.inputs.size();
+          bad_program(at + " is malformed: it reads input " + std::to_string(in.index) +
+                      ", but the chain has " + std::to_string(n) + (n == 1 ? " input" : " inputs") +
+                      " (MapExpr::input takes 0 to " + std::to_string(n - 1) + ")");
+        }
         break;
-      case FusedOpcode::constant: ok = slot_ok(in.index); break;
+      case FusedOpcode::constant: check_slot(in.index, "its value"); break;
       case FusedOpcode::add:
-      case FusedOpcode::mul: ok = reg_ok(in.a) && reg_ok(in.b); break;
+      case FusedOpcode::mul:
+        check_reg(in.a, "a");
+        check_reg(in.b, "b");
+        break;
       case FusedOpcode::axpby:
-        ok = reg_ok(in.a) && reg_ok(in.b) && slot_ok(in.index) && slot_ok(in.index + 1);
+        check_reg(in.a, "x");
+        check_reg(in.b, "y");
+        check_slot(in.index, "alpha");
+        check_slot(in.index + 1, "beta");
         break;
       case FusedOpcode::relu:
-      case FusedOpcode::gelu_tanh: ok = reg_ok(in.a); break;
-      case FusedOpcode::round: ok = reg_ok(in.a) && is_float(in.dtype); break;
+      case FusedOpcode::gelu_tanh: check_reg(in.a, "x"); break;
+      case FusedOpcode::round:
+        check_reg(in.a, "x");
+        if (!is_float(in.dtype)) {
+          bad_program(at + " rounds to " + std::string(to_string(in.dtype)) +
+                      "; cast() takes f32, f16 or bf16");
+        }
+        break;
+      default:
+        bad_program("instruction " + std::to_string(k) + " has unknown opcode " +
+                    std::to_string(static_cast<int>(in.op)));
     }
-    if (!ok) bad_program("instruction " + std::to_string(k) + " is malformed");
   }
 }
 

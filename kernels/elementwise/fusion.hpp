@@ -34,7 +34,8 @@
 // backend interprets the same program (fused_map_reference).
 //
 // Limits: kFusedMaxInputs inputs, kFusedMaxConstants scalars (each constant
-// and each axpby's alpha and beta), kFusedMaxInstructions instructions;
+// and each axpby's alpha and beta), kFusedMaxMaps maps (instructions other
+// than reading an input or a scalar);
 // contiguous operands of f32, f16 or bf16.
 
 #include <loom/cuda_interop.hpp>
@@ -49,7 +50,7 @@ namespace loom::kernels {
 
 inline constexpr int kFusedMaxInputs = 8;
 inline constexpr int kFusedMaxConstants = 32;
-inline constexpr int kFusedMaxInstructions = 256;
+inline constexpr int kFusedMaxMaps = 256;
 /// 16-byte vectors of the output each thread of the fused kernel moves;
 /// twice as many where an input is 16-bit and the output f32 (8-byte input
 /// vectors), so that each thread keeps 32 bytes of every input in flight.

@@ -134,33 +134,9 @@ std::pair<std::uintptr_t, std::uintptr_t> byte_span(const Tensor& t) {
   return {base + static_cast<std::uintptr_t>(lo), base + static_cast<std::uintptr_t>(hi)};
 }
 
-// Sufficient for distinct elements: sorted by stride, each dimension steps
-// over all of the previous ones. A zero stride (an expanded view) fails.
-bool elements_distinct(const Tensor& t) {
-  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // |stride|, extent
-  for (int d = 0; d < t.rank(); ++d) {
-    if (t.shape()[d] > 1) dims.emplace_back(std::abs(t.strides()[d]), t.shape()[d]);
-  }
-  std::sort(dims.begin(), dims.end());
-  std::int64_t covered = 1;
-  for (const auto& [stride, extent] : dims) {
-    if (stride < covered) return false;
-    covered = stride * extent;
-  }
-  return true;
-}
-
 bool same_view(const Tensor& a, const Tensor& b) {
   return a.data() == b.data() && a.dtype() == b.dtype() && a.shape() == b.shape() &&
          (a.strides() == b.strides() || (a.is_contiguous() && b.is_contiguous()));
-}
-
-void require_writable_view(const Tensor& out, std::string_view op) {
-  if (!elements_distinct(out)) {
-    reject(op, "out " + out.describe() +
-                   " has elements that share memory (a zero or overlapping stride); write to a "
-                   "tensor whose elements are distinct");
-  }
 }
 
 // In place is fine (the same view: each element is read, then written, by one
@@ -223,7 +199,8 @@ class MapOp final : public Op {
       require_same_shape(y_, out_, op, std::string(y_role()) + " and out");
       require_same_memory(y_, out_, op);
     }
-    require_writable_view(out_, op);
+    // An out whose elements share memory is refused for every op, at submit
+    // (Graph::validate).
     require_no_partial_overlap(x_, out_, op, x_role());
     if (binary()) require_no_partial_overlap(y_, out_, op, y_role());
   }
@@ -331,7 +308,7 @@ class FusedMap final : public Op {
       Lowering(p).lower(node_of(expr).get());
       kernel_.emplace(std::move(p));
     } catch (const InvalidArgument& e) {
-      problem_ = e.what();
+      problem_ = e.message();  // validate() rethrows it: "loom: " once
     }
   }
   std::string_view name() const noexcept override { return "fused_map"; }

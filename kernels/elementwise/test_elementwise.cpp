@@ -477,6 +477,55 @@ TEST(ElementwiseFusion, BadChainsAreRejectedAtSubmitNamingTheTask) {
   expect_rejected(rt, loom::ops::fused_map({a}, b, e), "scalars");
 }
 
+// A malformed program says what exactly is wrong: which operand, which
+// input, which opcode.
+TEST(ElementwiseFusion, AMalformedChainSaysWhatIsWrong) {
+  loom::Runtime rt(cpu(1));
+  auto a = rt.tensor<float>({8});
+  auto b = rt.tensor<float>({8});
+  expect_rejected(rt, loom::ops::fused_map({a}, b, MapExpr::input(1)),
+                  "reads input 1, but the chain has 1 input");
+  expect_rejected(rt, loom::ops::fused_map({a}, b, MapExpr::input(-2)),
+                  "reads input -2, but the chain has 1 input");
+  using loom::kernels::FusedOpcode;
+  const auto refusal = [](const loom::kernels::FusedProgram& p) -> std::string {
+    try {
+      loom::kernels::check_program(p);
+    } catch (const loom::InvalidArgument& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  loom::kernels::FusedProgram p;
+  p.inputs = {DType::f32};
+  p.code = {{FusedOpcode::input, -1, -1, 0}, {FusedOpcode::add, 0, 1, 0}};
+  EXPECT_NE(refusal(p).find("instruction 1 (add): operand b is register 1"), std::string::npos)
+      << refusal(p);
+  p.code = {{FusedOpcode::input, -1, -1, 0}, {FusedOpcode::axpby, 0, 0, 0}};
+  EXPECT_NE(refusal(p).find("scalar slot 0"), std::string::npos) << refusal(p);
+  p.code = {{FusedOpcode::input, -1, -1, 0}, {static_cast<FusedOpcode>(99), 0, -1, 0}};
+  EXPECT_NE(refusal(p).find("unknown opcode 99"), std::string::npos) << refusal(p);
+  p.code = {{FusedOpcode::input, -1, -1, 0}, {FusedOpcode::round, 0, -1, 0, DType::i32}};
+  EXPECT_NE(refusal(p).find("rounds to i32"), std::string::npos) << refusal(p);
+}
+
+// The documented limit is 256 maps: 256 are accepted, 257 refused.
+TEST(ElementwiseFusion, AChainOfExactly256MapsIsAccepted) {
+  loom::Runtime rt(cpu(1));
+  auto a = rt.tensor<float>({8});
+  auto b = rt.tensor<float>({8});
+  for (int i = 0; i < 8; ++i) a.data_as<float>()[i] = static_cast<float>(i) - 4.0F;
+  MapExpr e = MapExpr::input(0);
+  for (int k = 0; k < 256; ++k) e = loom::ops::relu(e);
+  loom::Graph g;
+  g.add(loom::ops::fused_map({a}, b, e), {.name = "deep"});
+  EXPECT_NO_THROW(rt.submit(g).wait());
+  EXPECT_EQ(b.data_as<float>()[7], 3.0F);
+  EXPECT_EQ(b.data_as<float>()[0], 0.0F);
+  expect_rejected(rt, loom::ops::fused_map({a}, b, loom::ops::relu(e)),
+                  "at most 256 maps in one chain, got 257");
+}
+
 // The generated source compiles for the architectures loom targets, for
 // every dtype of input and output: NVRTC needs no GPU.
 TEST(ElementwiseFusion, GeneratedKernelsCompileWithNvrtc) {

@@ -301,6 +301,18 @@ TEST(ReductionOpsCpu, BadInputsAreRejectedAtSubmitNamingTheTask) {
   expect_op_rejected(loom::ops::sum(rt.tensor<float>({}), 0, one), "at least one dimension");
 }
 
+// An output along a dimension whose elements share memory (a zero stride):
+// every row would write the same float. Refused, as for every op.
+TEST(ReductionOpsCpu, AnOutputWhoseElementsShareMemoryIsRefused) {
+  loom::Runtime rt(cpu(1));
+  const auto x = rt.tensor<float>({8, 6});
+  std::vector<float> one(1);
+  const auto expanded =
+      rt.provide(one.data(), DType::f32, {8}, loom::Memory::pageable, loom::Strides{0});
+  expect_op_rejected(loom::ops::sum(x, 1, expanded), "share memory");
+  expect_op_rejected(loom::ops::max(x.transpose(0, 1), 0, expanded), "share memory");
+}
+
 TEST(ReductionOpsCpu, ViewsTheKernelsCannotTakeAreRejectedSayingSo) {
   loom::Runtime rt(cpu(1));
   const auto t = rt.tensor<float>({3, 4, 5, 6});

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -23,18 +25,24 @@ std::string_view to_string(TaskKind kind) noexcept {
   return "unknown";
 }
 
+// name_counts_ holds every name given (a user's "load#1" as much as a
+// generated one) with how often it was asked for: the next "load" tries
+// "load#<count>" and on, past names taken already.
 std::string Graph::unique_name(std::string base) {
   if (base.empty()) base = "task";
-  const int n = name_counts_[base]++;
-  if (n != 0) {
+  int& asked = name_counts_[base];
+  if (asked++ == 0) return base;
+  std::string name;
+  for (;; ++asked) {
     char digits[16];
-    const char* end = std::to_chars(digits, digits + sizeof digits, n).ptr;
-    const auto count = static_cast<std::size_t>(end - digits);
-    base.reserve(base.size() + 1 + count);
-    base += '#';
-    base.append(digits, count);
+    const char* end = std::to_chars(digits, digits + sizeof digits, asked - 1).ptr;
+    name.assign(base);
+    name += '#';
+    name.append(digits, static_cast<std::size_t>(end - digits));
+    if (name_counts_.count(name) == 0) break;
   }
-  return base;
+  name_counts_.emplace(name, 1);  // taken: asking for it later gets a suffix
+  return name;
 }
 
 void Graph::changed() {
@@ -423,6 +431,18 @@ void Graph::validate() const {
     try {
       if (t.op) t.op->validate();
       if (t.collective) t.collective->validate();
+      if (t.kind == TaskKind::op) {
+        // Every op's (and kernel task's) outputs, whatever the op checks:
+        // elements that share bytes would be written by several threads.
+        for (std::size_t i = 0; i < t.writes.size(); ++i) {
+          const Tensor& w = t.writes[i];
+          if (!w.defined() || w.numel() == 0 || detail::elements_distinct(w)) continue;
+          throw InvalidArgument("op " + t.name + " ('" + std::string(t.op->name()) + "'): output " +
+                                std::to_string(i) + " " + w.describe() +
+                                " has elements that share memory (a zero or overlapping "
+                                "stride); write to a tensor whose elements are distinct");
+        }
+      }
       if (t.kind == TaskKind::host) {
         // As an op's inputs are checked: a tensor declared but undefined is a mistake.
         for (std::size_t i = 0; i < t.reads.size(); ++i) {
@@ -450,9 +470,15 @@ void Graph::validate() const {
               t.copy_src.describe() + ", destination is " + t.copy_dst.describe());
         }
       }
-    } catch (Error& e) {
-      e.attach_task(t.name);
+    } catch (const Error& e) {
+      std::rethrow_exception(e.with_task(t.name));
+    } catch (const std::bad_alloc&) {
       throw;
+    } catch (const std::exception& e) {
+      // An op's own validate() that fails in its own way is bad input too.
+      throw InvalidArgument(
+          std::string(to_string(t.kind)) + " " + t.name + ": validate() threw: " + e.what(),
+          {"", "", 0, t.name});
     }
   }
 }

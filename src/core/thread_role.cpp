@@ -1,5 +1,7 @@
 #include "core/thread_role.hpp"
 
+#include "core/task_context.hpp"
+
 #include <loom/error.hpp>
 
 #include <string>
@@ -18,7 +20,9 @@ ThreadRoleScope::~ThreadRoleScope() { t_role = previous_; }
 void check_may_wait(const char* what) {
   if (t_role == nullptr) return;
   if (const char* why = t_role->cannot_wait()) {
-    throw InvalidArgument(std::string(what) + ": " + why);
+    // Named where it is thrown: the scheduling thread runs an op's run_cuda
+    // and a kernel task's launcher inside the task's TaskScope.
+    throw InvalidArgument(std::string(what) + ": " + why, in_current_task());
   }
 }
 

@@ -14,10 +14,12 @@
 #include "core/thread_role.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <string_view>
 #include <utility>
 
 namespace loom {
@@ -50,6 +52,23 @@ double micros(Clock::duration d) { return std::chrono::duration<double, std::mic
 
 std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
 
+// Each builder's handles carry its number: another pipeline refuses them.
+std::atomic<std::uint64_t> pipeline_serials{0};
+
+// A cause's text inside another error: without its "loom: ", and without the
+// task's name when the outer error names that task already.
+std::string nested_text(const std::exception& cause, bool outer_names_task) {
+  std::string_view what = cause.what();
+  const auto drop = [&](std::string_view prefix) {
+    if (what.substr(0, prefix.size()) == prefix) what.remove_prefix(prefix.size());
+  };
+  if (const auto* e = dynamic_cast<const Error*>(&cause)) {
+    drop("loom: ");
+    if (outer_names_task && !e->task().empty()) drop("task '" + e->task() + "': ");
+  }
+  return std::string(what);
+}
+
 }  // namespace
 
 struct StageSlot::Buffers {
@@ -57,11 +76,18 @@ struct StageSlot::Buffers {
   std::vector<std::vector<Tensor>> device;  // [buffer][slot], in the default memory
   std::size_t slots = 0;
   std::string pipeline;
+  std::uint64_t id = 0;  // the builder's number, in every handle it made
 
   const BufferDecl& decl(PipelineBuffer b) const {
-    if (b.index >= decls.size())
+    if (b.pipeline == 0)
       throw InvalidArgument("pipeline " + in_quotes(pipeline) +
-                            ": a buffer handle this pipeline did not make");
+                            ": an empty buffer handle (use the ones this pipeline's builder "
+                            "gave out)");
+    if (b.pipeline != id || b.index >= decls.size())
+      throw InvalidArgument("pipeline " + in_quotes(pipeline) + ": buffer handle " +
+                            std::to_string(b.index) +
+                            " belongs to another pipeline (use the ones this pipeline's builder "
+                            "gave out)");
     return decls[b.index];
   }
 };
@@ -90,7 +116,7 @@ PipelineError::PipelineError(const std::string& pipeline, std::string stage, std
             try {
               if (cause) std::rethrow_exception(cause);
             } catch (const std::exception& e) {
-              inner = e.what();
+              inner = nested_text(e, true);  // this error names the cause's task
             } catch (...) {
             }
             return "pipeline " + in_quotes(pipeline) + ": stage " + in_quotes(stage) +
@@ -224,6 +250,7 @@ struct InputFrame::State {
 struct PipelineBuilder::Impl {
   Runtime* runtime;
   PipelineOptions options;
+  std::uint64_t id = ++pipeline_serials;
   std::vector<BufferDecl> decls;
   std::vector<StageDecl> stages;
   std::size_t counts[3] = {0, 0, 0};
@@ -254,7 +281,7 @@ struct PipelineBuilder::Impl {
     check_element_count(dtype, shape);
     const std::size_t position = counts[static_cast<int>(role)]++;
     decls.push_back({std::move(name), dtype, shape, role, position});
-    return PipelineBuffer{static_cast<std::uint32_t>(decls.size() - 1)};
+    return PipelineBuffer{static_cast<std::uint32_t>(decls.size() - 1), id};
   }
 };
 
@@ -324,6 +351,7 @@ Pipeline PipelineBuilder::build() {
   st->buffers.decls = b.decls;
   st->buffers.slots = n;
   st->buffers.pipeline = b.options.name;
+  st->buffers.id = b.id;
   st->latency_ring.assign(b.options.latency_history, 0.0);
   st->frame_ring.assign(b.options.latency_history, 0);
 
@@ -368,7 +396,7 @@ Pipeline PipelineBuilder::build() {
       } catch (const std::exception& e) {
         throw InvalidArgument("pipeline " + in_quotes(b.options.name) + ", stage " +
                               in_quotes(stage.name) + " (slot " + std::to_string(s) +
-                              "): " + e.what());
+                              "): " + nested_text(e, false));
       }
     }
   }

@@ -94,11 +94,11 @@ bool is_capture_error(cudaError_t rc) {
 }
 
 [[noreturn]] void refuse_capture(const Task& task, const std::string& why) {
-  InvalidArgument e(std::string(to_string(task.kind)) + " " + task.name +
-                    " cannot be captured into a CUDA graph: " + why +
-                    " (a compiled op must only enqueue stream-ordered work: see Op::capturable)");
-  e.attach_task(task.name);
-  throw e;
+  throw InvalidArgument(std::string(to_string(task.kind)) + " " + task.name +
+                            " cannot be captured into a CUDA graph: " + why +
+                            " (a compiled op must only enqueue stream-ordered work: see "
+                            "Op::capturable)",
+                        {"", "", 0, task.name});
 }
 
 // Enqueues op task t on `lane` while it is being captured; refuses it, by
@@ -117,9 +117,8 @@ void capture_task(const Task& task, StreamView lane, const CaptureOptions& optio
   } catch (const CudaError& e) {
     if (is_capture_error(static_cast<cudaError_t>(e.code()))) refuse_capture(task, e.message());
     throw;
-  } catch (Error& e) {
-    e.attach_task(task.name);
-    throw;
+  } catch (const Error&) {
+    std::rethrow_exception(naming_task(std::current_exception(), task.name));
   }
   const cudaError_t rc = cudaGetLastError();
   if (is_capture_error(rc)) refuse_capture(task, cudaGetErrorString(rc));
@@ -201,10 +200,9 @@ cudaGraphExec_t capture_segment(const PreparedGraph& prepared, const CompiledSte
   if (ended != cudaSuccess) {
     if (graph != nullptr) (void)cudaGraphDestroy(graph);
     (void)cudaGetLastError();
-    InvalidArgument e(step.name +
-                      " could not be captured into a CUDA graph: " + cudaGetErrorString(ended));
-    e.attach_task(tasks[step.tasks.front()].name);
-    throw e;
+    throw InvalidArgument(
+        step.name + " could not be captured into a CUDA graph: " + cudaGetErrorString(ended),
+        {"", "", 0, tasks[step.tasks.front()].name});
   }
   std::size_t nodes = 0;
   (void)cudaGraphGetNodes(graph, nullptr, &nodes);

@@ -99,9 +99,7 @@ void check_compilable(const Graph& graph) {
       why = "collective " + t.name + " cannot be compiled; submit the graph instead";
     }
     if (why.empty()) continue;
-    InvalidArgument e(std::move(why));
-    e.attach_task(t.name);
-    throw e;
+    throw InvalidArgument(std::move(why), {"", "", 0, t.name});
   }
 }
 

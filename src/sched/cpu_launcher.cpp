@@ -91,15 +91,11 @@ void CpuLauncher::run_on_worker(Run& run, std::uint32_t t, int worker) {
         case TaskKind::collective: task.collective->run_cpu(); break;
         case TaskKind::copy: copies_.host_copy(task.copy_src, task.copy_dst); break;
       }
-    } catch (Error& e) {
-      e.attach_task(task.name);
-      ts.error = std::current_exception();
-    } catch (const std::exception& e) {
-      ts.error =
-          std::make_exception_ptr(Error(thrower + " threw: " + e.what(), {"", "", 0, task.name}));
     } catch (...) {
-      ts.error = std::make_exception_ptr(
-          Error(thrower + " threw a non-standard exception", {"", "", 0, task.name}));
+      // A loom::Error keeps its type; one that names another task (a run
+      // waited on here failed) becomes a new error of this task "because of"
+      // that one, which stays as it was.
+      ts.error = naming_task(std::current_exception(), task.name, thrower);
     }
     ts.end_us = micros_since(run.started_at);
   }

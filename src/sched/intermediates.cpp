@@ -3,7 +3,11 @@
 #include "core/log.hpp"
 #include "core/tensor_access.hpp"
 
+#include <loom/error.hpp>
+
 #include <mutex>
+#include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace loom::detail {
@@ -36,6 +40,41 @@ void bind_storage(Storage& storage, const std::shared_ptr<Storage>& memory, std:
 }
 
 }  // namespace
+
+void check_foreign_intermediates(const Graph& graph) {
+  std::unordered_set<const Storage*> own;
+  bool own_listed = false;
+  const auto check = [&](const Task& task, const Tensor& x, const char* role) {
+    if (!x.defined()) return;
+    const Storage* storage = TensorAccess::storage(x).get();
+    if (!storage->intermediate) return;
+    if (!own_listed) {
+      for (const auto& t : graph.intermediates()) own.insert(TensorAccess::storage(t).get());
+      own_listed = true;
+    }
+    if (own.count(storage) != 0) return;
+    bool bound = false;
+    {
+      std::lock_guard lock(binding_mutex());  // its graph may be binding it now
+      bound = storage->bound;
+    }
+    if (bound) return;
+    throw InvalidArgument(std::string(to_string(task.kind)) + " " + task.name + ": the " + role +
+                              " " + x.describe() +
+                              " is an intermediate of another graph that was never submitted or "
+                              "compiled, so it has no memory: submit or compile that graph first, "
+                              "or use a tensor of the runtime's (Runtime::tensor)",
+                          {"", "", 0, task.name});
+  };
+  for (const auto& t : graph.tasks()) {
+    for (const auto& r : t.reads) check(t, r, "input");
+    for (const auto& w : t.writes) check(t, w, "output");
+    if (t.kind == TaskKind::copy) {
+      check(t, t.copy_src, "source");
+      check(t, t.copy_dst, "destination");
+    }
+  }
+}
 
 void bind_from_pool(const Graph& graph, MemoryOwner& owner) {
   std::lock_guard lock(binding_mutex());

@@ -14,6 +14,12 @@
 
 namespace loom::detail {
 
+/// Refuses a task of `graph` that uses another graph's intermediate that
+/// was never bound (that graph never submitted nor compiled): it has no
+/// memory, and this graph cannot give it any. @throws InvalidArgument naming
+/// the task and the tensor.
+void check_foreign_intermediates(const Graph& graph);
+
 /// Gives each unbound intermediate of `graph` its own block from `owner`.
 /// @throws OutOfMemory.
 void bind_from_pool(const Graph& graph, MemoryOwner& owner);

@@ -3,6 +3,7 @@
 #include "core/prepared_slot.hpp"
 #include "sched/capture.hpp"
 #include "sched/copy_engine.hpp"
+#include "sched/intermediates.hpp"
 
 #include <loom/error.hpp>
 
@@ -73,21 +74,21 @@ Preparer::Preparer(PrepareOptions options, const CopyEngine& copies)
     : options_(options), copies_(copies), serial_(++preparer_serials) {}
 
 void Preparer::check(const Graph& graph) const {
+  check_foreign_intermediates(graph);
   for (const auto& t : graph.tasks()) {
     if (t.kind == TaskKind::copy) {
       // Before launch, like an op's inputs: the path's own refusals, by name.
       try {
         copies_.check(t.copy_src, t.copy_dst);
-      } catch (Error& e) {
-        e.attach_task(t.name);
-        throw;
+      } catch (const Error& e) {
+        std::rethrow_exception(e.with_task(t.name));
       }
     }
     if (!options_.cuda && t.kind == TaskKind::op && !t.op->has_cpu()) {
-      InvalidArgument e("op " + t.name + " ('" + std::string(t.op->name()) +
-                        "') has no CPU implementation, and this runtime runs the CPU backend");
-      e.attach_task(t.name);
-      throw e;
+      throw InvalidArgument("op " + t.name + " ('" + std::string(t.op->name()) +
+                                "') has no CPU implementation, and this runtime runs the CPU "
+                                "backend",
+                            {"", "", 0, t.name});
     }
     if (t.kind != TaskKind::op && t.kind != TaskKind::collective) continue;
     // A captured segment's copies may read or write pinned memory.
@@ -101,11 +102,11 @@ void Preparer::check(const Graph& graph) const {
       if (!ok) {
         const std::string expected = options_.cuda ? Memory::on_device(options_.device).to_string()
                                                    : std::string("host memory");
-        InvalidArgument e(std::string(to_string(t.kind)) + " " + t.name + ": the " + role + " " +
-                          x.describe() + " is not on " + expected + ", where this runtime's " +
-                          (options_.cuda ? "CUDA" : "CPU") + " backend runs it");
-        e.attach_task(t.name);
-        throw e;
+        throw InvalidArgument(std::string(to_string(t.kind)) + " " + t.name + ": the " + role +
+                                  " " + x.describe() + " is not on " + expected +
+                                  ", where this runtime's " + (options_.cuda ? "CUDA" : "CPU") +
+                                  " backend runs it",
+                              {"", "", 0, t.name});
       }
     };
     for (const auto& r : t.reads) check_space(r, "input");

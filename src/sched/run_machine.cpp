@@ -1,6 +1,7 @@
 #include "sched/run_machine.hpp"
 
 #include "core/log.hpp"
+#include "core/task_context.hpp"
 #include "core/thread_role.hpp"
 
 #include <loom/error.hpp>
@@ -19,20 +20,6 @@ std::string message_of(const std::exception_ptr& e) {
     return x.what();
   } catch (...) {
     return "an unknown exception";
-  }
-}
-
-// The error as the run reports it: a loom::Error that names the task.
-std::exception_ptr naming_task(std::exception_ptr error, const std::string& name) {
-  try {
-    std::rethrow_exception(error);
-  } catch (Error& e) {
-    e.attach_task(name);
-    return std::current_exception();
-  } catch (const std::exception& e) {
-    return std::make_exception_ptr(Error(e.what(), {"", "", 0, name}));
-  } catch (...) {
-    return std::make_exception_ptr(Error("an unknown exception", {"", "", 0, name}));
   }
 }
 
@@ -73,7 +60,8 @@ void RunMachine::wait_idle() {
   check_may_wait("Runtime::synchronize()");
   if (current_thread_role() != nullptr) {
     throw InvalidArgument(
-        "Runtime::synchronize() inside a task or continuation would wait for its own run");
+        "Runtime::synchronize() inside a task or continuation would wait for its own run",
+        in_current_task());
   }
   lifecycle_->wait_no_runs();
 }
@@ -248,8 +236,10 @@ void RunMachine::fail(Run& run, std::uint32_t t, std::exception_ptr error) {
     return;
   }
   const std::string& name = run.tasks()[t].name;
-  error = naming_task(std::move(error), name);
-  poison_.note(error);  // after the task's name is attached: others may read it from now on
+  // A new error when it names another task or none: the one passed in may
+  // fail other tasks too, or be another run's, and is never changed.
+  error = naming_task(error, name);
+  poison_.note(error);
   ts.status = TaskStatus::failed;
   ts.error = error;
   run.reports[t].status = TaskStatus::failed;

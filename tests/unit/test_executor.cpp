@@ -406,3 +406,115 @@ TEST(ExecutorCpu, AnInvalidGraphIsRejectedOnEverySubmit) {
     }
   }
 }
+
+namespace {
+
+// Errors are values (issue 16, item 5): an error rethrown into a task of
+// another run is named there as a new error; the run it came from still
+// reports it as it was.
+TEST(ErrorsAreValues, ACancelledRunsErrorRethrownInAnotherRunsTaskIsNotRenamed) {
+  loom::Runtime rt(cpu(2));
+  std::atomic<bool> started{false};
+  std::atomic<bool> release{false};
+  loom::Graph a;
+  auto gate = a.host("gate", [&] {
+    started = true;
+    while (!release) std::this_thread::sleep_for(1ms);
+  });
+  a.host("after gate", [] {}).succeed(gate);
+  auto first = rt.submit(a);
+  while (!started) std::this_thread::sleep_for(1ms);
+  first.cancel();
+  release = true;
+  EXPECT_THROW(first.wait(), loom::Cancelled);
+
+  loom::Graph b;
+  b.host("waiter", [&] { first.wait(); });
+  try {
+    rt.submit(b).wait();
+    FAIL() << "the waiter's run did not fail";
+  } catch (const loom::Cancelled& e) {
+    EXPECT_EQ(e.task(), "waiter") << e.what();
+  }
+  try {
+    first.wait();
+    FAIL();
+  } catch (const loom::Cancelled& e) {
+    EXPECT_TRUE(e.task().empty()) << "the cancelled run's error was renamed: " << e.what();
+  }
+}
+
+TEST(ErrorsAreValues, AFailedRunsErrorRethrownInAnotherRunsTaskNamesBoth) {
+  loom::Runtime rt(cpu(2));
+  loom::Graph a;
+  a.host("load", [] { throw std::runtime_error("disk on fire"); });
+  auto first = rt.submit(a);
+  EXPECT_THROW(first.wait(), loom::Error);
+
+  loom::Graph b;
+  b.host("waiter", [&] { first.wait(); });
+  auto second = rt.submit(b);
+  try {
+    second.wait();
+    FAIL() << "the waiter's run did not fail";
+  } catch (const loom::Error& e) {
+    EXPECT_EQ(e.task(), "waiter") << e.what();
+    EXPECT_EQ(e.origin_task(), "load") << e.what();
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("loom: task 'waiter': because of task 'load': ", 0), 0U) << what;
+    EXPECT_NE(what.find("disk on fire"), std::string::npos) << what;
+  }
+  EXPECT_NE(second.report()[0].error.find("task 'waiter'"), std::string::npos)
+      << second.report()[0].error;
+  try {
+    first.wait();
+    FAIL();
+  } catch (const loom::Error& e) {
+    EXPECT_EQ(e.task(), "load") << "the first run's error was renamed: " << e.what();
+    EXPECT_TRUE(e.origin_task().empty());
+  }
+}
+
+// The README: rt.synchronize() inside a task fails at once with
+// InvalidArgument naming the task, where it is thrown (not only once the
+// run reports it).
+TEST(ErrorsAreValues, SynchronizeInsideAHostTaskNamesTheTaskWhereItThrows) {
+  loom::Runtime rt(cpu(1));
+  std::string named = "(not thrown)";
+  loom::Graph g;
+  g.host("impatient", [&] {
+    try {
+      rt.synchronize();
+    } catch (const loom::InvalidArgument& e) {
+      named = e.task();
+    }
+  });
+  rt.submit(g).wait();
+  EXPECT_EQ(named, "impatient");
+}
+
+// then() on a finished run whose runtime is gone runs the continuation on
+// the caller's thread; what it throws is logged, never propagated (issue
+// 16, item 8).
+TEST(Continuations, ThenOnAFinishedRunOfADestroyedRuntimeLogsWhatItThrows) {
+  loom::Future run;
+  {
+    loom::Runtime rt(cpu(1));
+    loom::Graph g;
+    g.host("only", [] {});
+    run = rt.submit(g);
+    run.wait();
+  }
+  int ran = 0;
+  EXPECT_NO_THROW(run.then([&](const loom::Future&) {
+    ++ran;
+    throw std::runtime_error("a continuation's bug");
+  }));
+  EXPECT_NO_THROW(run.then([&](const loom::Future&) {
+    ++ran;
+    throw 42;  // not even a std::exception
+  }));
+  EXPECT_EQ(ran, 2) << "the continuations ran on the caller's thread";
+}
+
+}  // namespace

@@ -6,6 +6,7 @@
 
 #include <loom/error.hpp>
 #include <loom/graph.hpp>
+#include <loom/kernel_task.hpp>
 #include <loom/ops.hpp>
 #include <loom/runtime.hpp>
 
@@ -13,8 +14,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace {
@@ -505,6 +509,132 @@ TEST(TaskHandle, AHostTaskWithAnUndefinedTensorIsRejectedNamingIt) {
   } catch (const loom::InvalidArgument& e) {
     EXPECT_EQ(e.task(), "careless");
     EXPECT_NE(std::string(e.what()).find("undefined"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+namespace {
+
+loom::RuntimeOptions cpu_options() {
+  loom::RuntimeOptions o;
+  o.backend = loom::Backend::cpu;
+  return o;
+}
+
+// An op whose validate() throws something other than a loom::Error.
+class CarelessValidation final : public loom::Op {
+ public:
+  explicit CarelessValidation(loom::Tensor t) : t_(std::move(t)) {}
+  std::string_view name() const noexcept override { return "careless"; }
+  std::vector<loom::Tensor> reads() const override { return {}; }
+  std::vector<loom::Tensor> writes() const override { return {t_}; }
+  void validate() const override { throw std::out_of_range("vector::at: index 7 >= 3"); }
+  void run_cpu() const override {}
+  void run_cuda(const loom::ExecutionContext&) const override {}
+
+ private:
+  loom::Tensor t_;
+};
+
+TEST(Validation, AValidateThatThrowsAStdExceptionIsRefusedAsInvalidArgumentNamingTheTask) {
+  loom::Runtime rt(cpu_options());
+  loom::Graph g;
+  g.add(std::make_shared<CarelessValidation>(rt.tensor<float>({4})), {.name = "check me"});
+  try {
+    (void)rt.submit(g);
+    FAIL() << "accepted";
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_EQ(e.task(), "check me");
+    EXPECT_NE(std::string(e.what()).find("vector::at: index 7 >= 3"), std::string::npos)
+        << e.what();
+  } catch (const std::exception& e) {
+    FAIL() << "escaped unnamed: " << e.what();
+  }
+}
+
+// Every op's output must have distinct elements: one generic check at
+// submit, for ops and kernel tasks alike, naming the task and the tensor.
+TEST(Validation, AnOutputWhoseElementsShareMemoryIsRefusedForEveryOp) {
+  loom::Runtime rt(cpu_options());
+  std::vector<float> one(1);
+  auto expanded =
+      rt.provide(one.data(), loom::DType::f32, {8}, loom::Memory::pageable, loom::Strides{0});
+  loom::Graph g;
+  g.add(loom::kernel_task(
+      "broadcast into", {}, {expanded}, [](loom::KernelContext&) {}, [] {}));
+  try {
+    (void)rt.submit(g);
+    FAIL() << "a kernel task writing an expanded view was accepted";
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_EQ(e.task(), "broadcast into");
+    const std::string what = e.what();
+    EXPECT_NE(what.find("share memory"), std::string::npos) << what;
+    EXPECT_NE(what.find(expanded.describe()), std::string::npos) << what;
+  }
+  // Legitimate outputs stay accepted: a transpose, a slice with a step, a
+  // tensor with an extent of 1 and any stride there.
+  auto m = rt.tensor<float>({4, 6});
+  auto row =
+      rt.provide(one.data(), loom::DType::f32, {1, 1}, loom::Memory::pageable, loom::Strides{0, 0});
+  loom::Graph ok;
+  ok.add(loom::kernel_task(
+      "fine", {}, {m.transpose(0, 1), row}, [](loom::KernelContext&) {}, [] {}));
+  EXPECT_NO_THROW(rt.submit(ok).wait());
+}
+
+// A tensor that Graph::intermediate made for another graph is that graph's:
+// until that graph is submitted or compiled it has no memory, and a graph
+// that uses it first is refused, by the task's name.
+TEST(Validation, AnotherGraphsUnboundIntermediateIsRefusedNamingTheTask) {
+  loom::Runtime rt(cpu_options());
+  loom::Graph a;
+  auto scratch = a.intermediate(loom::DType::f32, {16});
+  a.add(loom::ops::fill(scratch, 1.0F));
+  auto out = rt.tensor<float>({16});
+  loom::Graph b;
+  b.copy(scratch, out, {.name = "borrow"});
+  for (int compile = 0; compile < 2; ++compile) {
+    try {
+      if (compile != 0) {
+        (void)rt.compile(b);
+      } else {
+        rt.submit(b).wait();
+      }
+      FAIL() << "a foreign, unbound intermediate was accepted";
+    } catch (const loom::InvalidArgument& e) {
+      EXPECT_EQ(e.task(), "borrow") << e.what();
+      EXPECT_NE(std::string(e.what()).find("intermediate of another graph"), std::string::npos)
+          << e.what();
+    }
+  }
+  // Once its own graph has given it memory, it is a tensor like any other.
+  rt.submit(a).wait();
+  rt.submit(b).wait();
+  EXPECT_EQ(out.data_as<float>()[15], 1.0F);
+}
+
+// Names are unique for real: a user's own "load#1" beside generated ones.
+TEST(TaskNames, AreUniqueWhateverTheOrder) {
+  const std::vector<std::vector<std::string>> orders = {
+      {"load", "load#1", "load", "load#1"},
+      {"load#1", "load", "load", "load#1"},
+      {"load", "load", "load#1", "load#1", "load#1#1", "load"},
+      {"load#2", "load", "load", "load", "load#1"},
+  };
+  for (const auto& order : orders) {
+    loom::Graph g;
+    for (const auto& n : order) g.host([] {}, {}, {}, {.name = n});
+    auto renamed = g.host([] {});
+    renamed.name("load");
+    std::set<std::string> names;
+    for (const auto& t : g.tasks()) names.insert(t.name);
+    EXPECT_EQ(names.size(), g.tasks().size()) << "two tasks share a name, order " << order[0];
+    EXPECT_EQ(g.tasks()[0].name, order[0]) << "the first keeps its name";
+    loom::Runtime rt(cpu_options());
+    std::set<std::string> reported;
+    for (const auto& r : rt.submit(g).report()) reported.insert(r.name);
+    EXPECT_EQ(reported.size(), g.tasks().size());
   }
 }
 

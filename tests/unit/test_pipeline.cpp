@@ -524,3 +524,58 @@ TEST(Pipeline, DestroyingItInsideAHostTaskWithOneWorkerWaitsForItsFrames) {
 }
 
 }  // namespace
+
+namespace {
+
+// The cause's "loom: task '...': " is the PipelineError's own prefix: the
+// text says it once.
+TEST(Pipeline, APipelineErrorSaysItsPrefixOnce) {
+  loom::Runtime rt(cpu(2));
+  Faulty faulty(rt, 10);  // frame 10 waits for slot 0 until frame 7 fails
+  Pipeline& p = faulty.pipeline;
+  std::string what;
+  try {
+    for (int i = 0; i < 11; ++i) {
+      InputFrame f = p.acquire();
+      fill_input(f.input(faulty.in), f.number());
+      p.push(std::move(f));
+    }
+  } catch (const loom::PipelineError& e) {
+    what = e.what();
+    EXPECT_EQ(e.task(), "reject frame 7");
+  }
+  ASSERT_FALSE(what.empty()) << "the pipeline never failed";
+  EXPECT_EQ(what.find("loom: "), 0U) << what;
+  EXPECT_EQ(what.find("loom: ", 1), std::string::npos) << what;
+  EXPECT_EQ(what.find("task 'reject frame 7'"), what.rfind("task 'reject frame 7'")) << what;
+  EXPECT_NE(what.find("frame seven is cursed"), std::string::npos) << what;
+}
+
+// A handle is its builder's: another pipeline refuses it, even where it has
+// a buffer at the same index.
+TEST(Pipeline, ABufferHandleOfAnotherPipelineIsRefused) {
+  loom::Runtime rt(cpu(2));
+  ThreeX mine(rt, {.name = "mine"});
+  ThreeX theirs(rt, {.name = "theirs"});
+  InputFrame f = mine.pipeline.acquire();
+  try {
+    (void)f.input(theirs.in);
+    FAIL() << "a foreign handle was accepted";
+  } catch (const loom::InvalidArgument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("pipeline 'mine'"), std::string::npos) << what;
+    EXPECT_NE(what.find("buffer handle 0"), std::string::npos) << what;
+    EXPECT_NE(what.find("another pipeline"), std::string::npos) << what;
+  }
+  EXPECT_THROW((void)f.input(PipelineBuffer{}), loom::InvalidArgument);
+  PipelineBuilder b(rt, {.name = "builder"});
+  const PipelineBuffer own = b.input("x", DType::f32, {kN});
+  const PipelineBuffer out = b.output("y", DType::f32, {kN});
+  b.stage("copy", [&](Graph& g, const StageSlot& s) {
+    EXPECT_THROW((void)s[mine.in], loom::InvalidArgument);
+    g.add(loom::ops::scale_copy(s[own], s[out], 1.0f));
+  });
+  (void)b.build();
+}
+
+}  // namespace

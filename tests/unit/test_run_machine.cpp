@@ -335,6 +335,36 @@ TEST_F(RunMachineTest, ALauncherThatCannotStartARunFailsItsTasksByName) {
   }
 }
 
+// One error that fails several tasks (a launcher's setup, an event poll):
+// each task's report names that task, and the error itself is not changed.
+TEST_F(RunMachineTest, OneErrorFailingSeveralTasksNamesEachItsOwn) {
+  loom::Graph g;
+  g.host("first", [] {});
+  g.host("second", [] {});
+  auto [run, future] = admit(g);
+  machine.start_ready_runs();
+  const loom::CudaError original(2, "no event", {"cudaEventRecord", "x.cpp", 1, ""});
+  const auto error = std::make_exception_ptr(original);
+  machine.fail(*run, 0, error);
+  machine.fail(*run, 1, error);
+  ASSERT_NO_FATAL_FAILURE(finish_and_wait(future));
+  const auto report = future.report();
+  EXPECT_EQ(report[0].error.rfind("loom: task 'first': ", 0), 0U) << report[0].error;
+  EXPECT_EQ(report[1].error.rfind("loom: task 'second': ", 0), 0U) << report[1].error;
+  try {
+    std::rethrow_exception(error);
+  } catch (const loom::CudaError& e) {
+    EXPECT_TRUE(e.task().empty()) << "the error passed in was renamed: " << e.what();
+  }
+  try {
+    future.wait();
+    FAIL();
+  } catch (const loom::CudaError& e) {
+    EXPECT_EQ(e.task(), "first");
+    EXPECT_EQ(e.code(), 2);
+  }
+}
+
 TEST_F(RunMachineTest, TheEndIsPublishedOnceWithContinuationsAndTheCompletion) {
   loom::Graph g;
   g.host("only", [] {});
