@@ -8,10 +8,12 @@
 # Optional, through the environment:
 #   LOOM_BASELINE_DIR=<tree>   also build that tree (an earlier commit with new
 #                              tests copied in) and run LOOM_BASELINE_FILTER of
-#                              its GPU and CPU tests: shows which fail before a fix
+#                              its GPU and CPU tests, one process a test: shows
+#                              which fail (or crash) before a fix
 #   LOOM_COMPUTE_SANITIZER=1   run the GPU suite under compute-sanitizer
 #                              memcheck and racecheck, where the device allows
 #   LOOM_BENCH_REPEAT=N        run each benchmark program N times (medians)
+#   LOOM_BENCHES="bench_a ..." run only these benchmark programs
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -68,13 +70,16 @@ baseline_lines=""
 if [ -n "$baseline_pid" ]; then
   wait "$baseline_pid"
   bfilter="${LOOM_BASELINE_FILTER:-*}"
-  timeout 240 build-baseline/tests/loom_gpu_tests --gtest_filter="$bfilter" \
-    >"$logs/baseline-gpu.log" 2>&1
-  baseline_lines+="baseline gpu tests: rc $?"$'\n'
-  timeout 240 build-baseline/tests/loom_unit_tests --gtest_filter="$bfilter" \
-    >"$logs/baseline-cpu.log" 2>&1
-  baseline_lines+="baseline cpu tests: rc $?"$'\n'
-  baseline_lines+=$(grep -hE '^\[  (FAILED|     OK) \]' "$logs"/baseline-*.log | grep -v 'listed below' | sort -u | head -40)
+  # One process a test: a test that crashes the baseline shows as its own line.
+  for bin in loom_gpu_tests loom_unit_tests; do
+    [ -x "build-baseline/tests/$bin" ] || { baseline_lines+="baseline $bin: not built"$'\n'; continue; }
+    for t in $("build-baseline/tests/$bin" --gtest_list_tests --gtest_filter="$bfilter" |
+      awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }'); do
+      timeout 120 "build-baseline/tests/$bin" --gtest_filter="$t" >>"$logs/baseline-$bin.log" 2>&1
+      rc=$?
+      baseline_lines+="baseline $t: $([ $rc -eq 0 ] && echo passed || echo "FAILED (rc $rc)")"$'\n'
+    done
+  done
 fi
 
 bench_rc=0
@@ -82,6 +87,8 @@ bench_lines=""
 for bench in "$LOOM_BUILD_DIR"/bench/bench_*; do
   [ -x "$bench" ] || continue
   name=$(basename "$bench")
+  # LOOM_BENCHES="bench_a bench_b" runs only those programs.
+  if [ -n "${LOOM_BENCHES:-}" ] && [[ " $LOOM_BENCHES " != *" $name "* ]]; then continue; fi
   for rep in $(seq 1 "${LOOM_BENCH_REPEAT:-1}"); do
     suffix=$([ "$rep" -eq 1 ] && echo "" || echo ".$rep")
     "$bench" --benchmark_filter="$filter" --benchmark_out="$logs/$name$suffix.json" \

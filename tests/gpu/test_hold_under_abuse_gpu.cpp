@@ -155,11 +155,14 @@ TEST(ShutdownProtocolGpu, TasksSubmitWhileTheRuntimeIsDestroyedAndTensorsOutlive
     Graph g;
     g.add(loom::ops::spin(t, 20000));
     g.add(loom::ops::scale_copy(t, survivor, 1.0F));  // the survivor is used on a run's stream
+    // The nested run has data of its own: one over t would be ordered after
+    // this run, which waits for it (a deadlock by design).
+    auto own = rt->tensor<float>({kN});
     g.host("submits during shutdown",
-           [&, p, t] {
+           [&, p, own] {
              std::this_thread::sleep_for(50ms);
              Graph h;
-             h.add(loom::ops::fill(t, 9.0F));
+             h.add(loom::ops::fill(own, 9.0F));
              p->submit(h).wait();
              ++nested;
            },
