@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -185,6 +186,8 @@ class LOOM_API Graph {
     void for_each_overlapping(std::uintptr_t lo, std::uintptr_t hi, F&& f) const;
     /// Drops the accesses inside [lo, hi), except those of task `keep`.
     void prune_covered(std::uintptr_t lo, std::uintptr_t hi, std::uint32_t keep);
+    /// Adds every access of `other`, whose spans this lane does not hold.
+    void absorb(const AccessLane& other);
 
    private:
     struct Bucket {  ///< spans whose length has one bit width
@@ -205,14 +208,18 @@ class LOOM_API Graph {
   struct StorageHistory {
     AccessLane reads;
     AccessLane writes;
+    const void* space = nullptr;  ///< a storage's address space; null for intermediates
   };
   TaskId append(Task&& task);
   TaskId handle(std::uint32_t index) noexcept { return TaskId(this, index); }
   void check_id(TaskId id, const char* call) const;
   friend class TaskId;
   void infer(std::uint32_t task, const Tensor& tensor, bool write);
+  StorageHistory& history_for(const Tensor& tensor, std::uintptr_t& lo, std::uintptr_t& hi);
+  void key_space_by_address(const void* space);
   void add_edge(std::uint32_t from, std::uint32_t to);
   std::string unique_name(std::string base);
+  bool generated_taken(std::string_view name) const;
   void changed();
 
   friend struct detail::GraphAccess;
@@ -220,10 +227,16 @@ class LOOM_API Graph {
   std::vector<Task> tasks_;
   std::vector<Tensor> intermediates_;
   std::size_t edges_ = 0;
-  std::unordered_map<const void*, StorageHistory>
-      history_;                          // by address space (detail::address_space)
+  // By storage; in an address space where the graph met provided memory
+  // (which may alias anything there), by the space (history_key()).
+  std::unordered_map<const void*, StorageHistory> history_;
+  std::vector<const void*> spaces_by_address_;
   std::vector<std::uint32_t> inferred_;  // the appended task's inferred predecessors
-  std::unordered_map<std::string, int> name_counts_;
+  struct NameUse {
+    int asked = 0;        ///< times this exact name was asked for
+    int next_suffix = 1;  ///< suffixes below this were handed out as "name#k" (or skipped)
+  };
+  std::unordered_map<std::string, NameUse> names_;
   // What a runtime derived from this exact graph (validated, planned), so
   // that submitting it again costs no copy and no planning. Shared by
   // copies until one of them changes.

@@ -25,24 +25,39 @@ std::string_view to_string(TaskKind kind) noexcept {
   return "unknown";
 }
 
-// name_counts_ holds every name given (a user's "load#1" as much as a
-// generated one) with how often it was asked for: the next "load" tries
-// "load#<count>" and on, past names taken already.
+// names_ holds each name asked for, not the generated ones (a graph of
+// 65,536 "scale_copy" tasks keeps one entry): a name asked for again becomes
+// "name#k", k counting on from its next_suffix past names users gave; a name
+// a user gives in that form is taken when k is below its base's next_suffix.
+bool Graph::generated_taken(std::string_view name) const {
+  const auto hash = name.rfind('#');
+  if (hash == std::string_view::npos || hash + 1 >= name.size() || name[hash + 1] == '0') {
+    return false;
+  }
+  int k = 0;
+  const char* end = name.data() + name.size();
+  const auto [at, rc] = std::from_chars(name.data() + hash + 1, end, k);
+  if (rc != std::errc() || at != end || k < 1) return false;
+  const auto it = names_.find(std::string(name.substr(0, hash)));
+  return it != names_.end() && k < it->second.next_suffix;
+}
+
 std::string Graph::unique_name(std::string base) {
   if (base.empty()) base = "task";
-  int& asked = name_counts_[base];
-  if (asked++ == 0) return base;
+  NameUse& use = names_[base];  // a node: stays put while names_ grows
+  if (use.asked++ == 0 && !generated_taken(base)) return base;
   std::string name;
-  for (;; ++asked) {
+  for (int k = use.next_suffix;; ++k) {
     char digits[16];
-    const char* end = std::to_chars(digits, digits + sizeof digits, asked - 1).ptr;
+    const char* end = std::to_chars(digits, digits + sizeof digits, k).ptr;
     name.assign(base);
     name += '#';
     name.append(digits, static_cast<std::size_t>(end - digits));
-    if (name_counts_.count(name) == 0) break;
+    if (names_.find(name) == names_.end()) {  // not a name a user gave
+      use.next_suffix = k + 1;
+      return name;
+    }
   }
-  name_counts_.emplace(name, 1);  // taken: asking for it later gets a suffix
-  return name;
 }
 
 void Graph::changed() {
@@ -164,6 +179,16 @@ void Graph::AccessLane::drop_few(std::size_t i) {
   --few_;
 }
 
+void Graph::AccessLane::absorb(const AccessLane& other) {
+  const auto take = [this](const SpanTasks& s) {
+    s.for_each([&](std::uint32_t t) { add(t, s.lo, s.hi); });
+  };
+  for (std::size_t i = 0; i < other.few_; ++i) take(i == 0 ? other.head_ : other.more_[i - 1]);
+  for (const auto& b : other.buckets_) {
+    for (const auto& [span, tasks] : b.spans) take(tasks);
+  }
+}
+
 template <class F>
 void Graph::AccessLane::for_each_overlapping(std::uintptr_t lo, std::uintptr_t hi, F&& f) const {
   for (std::size_t i = 0; i < few_; ++i) {
@@ -209,23 +234,57 @@ void Graph::AccessLane::prune_covered(std::uintptr_t lo, std::uintptr_t hi, std:
   }
 }
 
-void Graph::infer(std::uint32_t task, const Tensor& tensor, bool write) {
-  if (!tensor.defined() || tensor.numel() == 0) return;
-  // Memory is keyed by where it is (its address space and bytes), not by
-  // the handle: two provide() calls on one pointer are the same data. An
-  // intermediate gets its memory only once the graph is submitted or
-  // compiled: its storage is its key, with spans relative to its start, for
-  // as long as the graph lives (binding it later must not split its history).
+// Memory is keyed by where it is, not by the handle: two provide() calls on
+// one pointer are the same data. Memory loom handed out (rt.tensor) never
+// aliases other such memory, so its storage is its key (one small lane
+// each: the fast path). Provided memory may alias anything in its address
+// space: the first time a graph meets it there, that space's histories
+// merge into one keyed by the space, with absolute spans, and stay so. An
+// intermediate has no memory until the graph is submitted or compiled: its
+// storage is its key, with spans relative to its start, for as long as the
+// graph lives (binding it later must not split its history).
+Graph::StorageHistory& Graph::history_for(const Tensor& tensor, std::uintptr_t& lo,
+                                          std::uintptr_t& hi) {
   const auto& storage = detail::TensorAccess::storage(tensor);
-  auto [lo, hi] = detail::byte_span(tensor);
-  const void* key = detail::address_space(tensor);
   if (storage->intermediate) {
-    key = storage.get();
     const auto start = reinterpret_cast<std::uintptr_t>(storage->base);
     lo -= start;
     hi -= start;
+    return history_[storage.get()];
   }
-  auto& history = history_[key];
+  const void* space = detail::address_space(tensor);
+  const bool by_address = std::find(spaces_by_address_.begin(), spaces_by_address_.end(), space) !=
+                          spaces_by_address_.end();
+  if (by_address) return history_[space];
+  if (!storage->owned) {
+    key_space_by_address(space);
+    return history_[space];
+  }
+  StorageHistory& history = history_[storage.get()];
+  history.space = space;
+  return history;
+}
+
+void Graph::key_space_by_address(const void* space) {
+  spaces_by_address_.push_back(space);
+  StorageHistory& merged = history_[space];  // a node: stays put while others go
+  merged.space = space;
+  for (auto it = history_.begin(); it != history_.end();) {
+    if (it->first != space && it->second.space == space) {
+      // Distinct storages of loom's own never overlap: their spans are new here.
+      merged.reads.absorb(it->second.reads);
+      merged.writes.absorb(it->second.writes);
+      it = history_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Graph::infer(std::uint32_t task, const Tensor& tensor, bool write) {
+  if (!tensor.defined() || tensor.numel() == 0) return;
+  auto [lo, hi] = detail::byte_span(tensor);
+  StorageHistory& history = history_for(tensor, lo, hi);
   const auto depend = [&](std::uint32_t from) {
     if (from != task) inferred_.push_back(from);
   };

@@ -127,6 +127,29 @@ TEST(OrderByMemory, TwoWrappersOfOneBufferGetAnEdgeInAGraph) {
   EXPECT_TRUE(all_equal(values_of(out), 2.0F));
 }
 
+// The graph keys loom's own tensors by storage until it meets provided
+// memory in their space: the histories gathered so far must carry over.
+TEST(OrderByMemory, AWrapperMetAfterLoomsOwnTensorStillGetsItsEdges) {
+  loom::Runtime rt(cpu());
+  auto t = rt.tensor<float>({64});
+  auto other = rt.tensor<float>({64});
+  Graph g;
+  const auto write = g.add(loom::ops::fill(t, 1.0F));
+  const auto unrelated = g.add(loom::ops::fill(other, 2.0F));
+  auto alias = rt.provide(static_cast<float*>(t.data()) + 8, DType::f32, {8}, Memory::pageable);
+  const auto read_alias = g.add(loom::ops::scale_copy(alias, other.slice(0, 0, 8), 1.0F));
+  const auto read_t = g.add(loom::ops::scale_copy(t.slice(0, 32, 40), other.slice(0, 8, 16), 1.0F));
+  const auto preds = [&](loom::TaskId id) { return g.tasks()[id.index].predecessors; };
+  EXPECT_EQ(preds(read_alias), (std::vector<std::uint32_t>{write.index, unrelated.index}));
+  EXPECT_EQ(preds(read_t), (std::vector<std::uint32_t>{write.index, unrelated.index}))
+      << "t and other keep their histories once their space is keyed by address";
+  rt.submit(g).wait();
+  const auto out = values_of(other);
+  EXPECT_EQ(out[0], 1.0F);
+  EXPECT_EQ(out[8], 1.0F);
+  EXPECT_EQ(out[16], 2.0F);
+}
+
 TEST(OrderByMemory, RunsOverTwoWrappersOfOneBufferAreOrdered) {
   loom::Runtime rt(cpu(4));
   std::vector<float> buffer(64, 0.0F);
