@@ -36,6 +36,7 @@ void check_gather(const Tensor& src, const Tensor& dst) {
 
 void copy_strided_on_host(const Tensor& src, const Tensor& dst) {
   check_gather(src, dst);
+  if (src.numel() == 0) return;  // an empty tensor may have no memory at all
   if (src.is_contiguous()) {
     std::memcpy(dst.data(), src.data(), src.nbytes());
     return;
