@@ -54,9 +54,9 @@ class LOOM_API Future {
   /// `fn` receives this future; exceptions it throws are logged.
   void then(std::function<void(const Future&)> fn) const;
   /// Asks the run to stop: tasks not yet started are cancelled; started
-  /// ones finish. wait() then throws loom::Cancelled (or the first failure),
-  /// even when every task had already started, so that none was cancelled;
-  /// a run already over when the request reaches it keeps its own result.
+  /// ones finish. wait() then throws loom::Cancelled (or the first failure)
+  /// when at least one task was stopped; a cancel that stopped nothing
+  /// (every task had started, or the run was over) leaves its result as is.
   void cancel() const;
   /// Per-task outcome, in the graph's task order.
   std::vector<TaskReport> report() const;

@@ -137,10 +137,9 @@ bool RunMachine::advance(Run& run) {
   bool progress = false;
   if (run.state->cancel_requested.load() && !run.cancel_handled) {
     run.cancel_handled = true;
-    if (!run.first_error) {
-      run.first_error = std::make_exception_ptr(Cancelled("the run was cancelled by the user"));
-    }
-    cancel_pending(run, "the run was cancelled by the user");
+    // A cancel that stopped nothing (every task had started) leaves the
+    // run's outcome as its tasks make it.
+    if (cancel_pending(run, "the run was cancelled by the user") > 0) note_user_cancel(run);
     progress = true;
   }
   if (!run.started) return progress;  // waits for earlier runs over the same data
@@ -258,7 +257,14 @@ void RunMachine::skipped(Run& run, std::uint32_t t) {
   settle(run, t);
   run.reports[t].status = TaskStatus::cancelled;
   run.reports[t].error = "cancelled: the run was cancelled by the user";
+  note_user_cancel(run);
   cancel_successors(run, t, "task '" + run.tasks()[t].name + "' was cancelled");
+}
+
+void RunMachine::note_user_cancel(Run& run) {
+  if (!run.first_error) {
+    run.first_error = std::make_exception_ptr(Cancelled("the run was cancelled by the user"));
+  }
 }
 
 void RunMachine::cancel_successors(Run& run, std::uint32_t t, const std::string& why) {
@@ -277,7 +283,8 @@ void RunMachine::cancel_successors(Run& run, std::uint32_t t, const std::string&
   }
 }
 
-void RunMachine::cancel_pending(Run& run, const std::string& why) {
+std::size_t RunMachine::cancel_pending(Run& run, const std::string& why) {
+  std::size_t cancelled = 0;
   for (std::uint32_t t = 0; t < run.tasks_state.size(); ++t) {
     TaskState& ts = run.tasks_state[t];
     if (ts.status != TaskStatus::pending) continue;
@@ -286,7 +293,9 @@ void RunMachine::cancel_pending(Run& run, const std::string& why) {
     run.reports[t].error = "cancelled: " + why;
     --run.unfinished;
     settle(run, t);
+    ++cancelled;
   }
+  return cancelled;
 }
 
 void RunMachine::finish(std::unique_ptr<Run> owned) {

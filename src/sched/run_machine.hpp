@@ -92,7 +92,11 @@ class RunMachine {
   void settle(Run& run, std::uint32_t t);
   void release_followers(std::vector<Run*>& followers);
   void cancel_successors(Run& run, std::uint32_t t, const std::string& why);
-  void cancel_pending(Run& run, const std::string& why);
+  /// Cancels every pending task; how many there were.
+  std::size_t cancel_pending(Run& run, const std::string& why);
+  /// The user's cancel stopped a task: the run reports Cancelled (unless a
+  /// task failed first).
+  void note_user_cancel(Run& run);
   bool finished(const Run& run) const;
   void finish(std::unique_ptr<Run> run);
   /// On a worker, before the run is deleted: its trace file's contents and

@@ -192,6 +192,23 @@ TEST_F(RunMachineTest, CancelTakesPendingTasksAndWaitsForRunningOnes) {
   EXPECT_EQ(future.report()[1].error, "cancelled: the run was cancelled by the user");
 }
 
+TEST_F(RunMachineTest, ACancelThatStopsNothingLeavesTheResult) {
+  loom::Graph g;
+  g.host("a", [] {});
+  g.host("b", [] {});
+  auto [run, future] = admit(g);
+  machine.start_ready_runs();
+  machine.running(*run, 0);
+  machine.running(*run, 1);  // both handed to workers: nothing left to stop
+  future.cancel();
+  EXPECT_TRUE(machine.advance(*run));
+  machine.complete(*run, 0);
+  machine.complete(*run, 1);
+  ASSERT_NO_FATAL_FAILURE(finish_and_wait(future));
+  EXPECT_NO_THROW(future.wait()) << "every task completed: the run did";
+  EXPECT_EQ(future.report()[1].status, TaskStatus::completed);
+}
+
 TEST_F(RunMachineTest, ATaskSkippedOnAWorkerCancelsItsDependants) {
   loom::Graph g;
   auto a = g.host("a", [] {});
