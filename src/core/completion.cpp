@@ -1,4 +1,5 @@
 #include <loom/completion.hpp>
+#include <loom/error.hpp>
 
 #include "core/completion_state.hpp"
 #include "core/thread_role.hpp"
@@ -55,11 +56,19 @@ bool Completion::wait_for(std::chrono::nanoseconds timeout) const {
   auto& s = *state_;
   if (s.poll) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!ready()) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      std::this_thread::yield();
+    bool done = false;
+    const auto poll_until_deadline = [&] {
+      while (!(done = ready()) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+    };
+    try {
+      // A worker polling here is replaced meanwhile, as in wait().
+      detail::block_helping(poll_until_deadline, "Completion::wait_for()");
+    } catch (const Error&) {
+      poll_until_deadline();  // a thread that may not block: it only polls
     }
-    return true;
+    return done;
   }
   std::unique_lock lock(s.mutex);
   return detail::wait_helping_for(
