@@ -240,7 +240,12 @@ class Reaper {
     teardowns_.push_back(Teardown{std::move(thread), std::move(done)});
   }
   ~Reaper() {
-    for (auto& t : teardowns_) t.thread.join();
+    std::vector<Teardown> all;
+    {
+      std::lock_guard lock(mutex_);
+      all.swap(teardowns_);
+    }
+    for (auto& t : all) t.thread.join();
   }
 
  private:
