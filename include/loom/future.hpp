@@ -44,7 +44,8 @@ class LOOM_API Future {
   /// on a host worker (inside a host task or a continuation), another worker
   /// thread takes the waiting one's place, so waiting never starves the
   /// pool. @throws InvalidArgument on loom's scheduling thread (inside an
-  /// op's run_cuda), where waiting could never end.
+  /// op's run_cuda), and inside a host task whose own run this run is
+  /// ordered after (it touches that run's data): waiting could never end.
   void wait() const;
   /// Waits at most `timeout`; true if the run is over. Does not throw.
   bool wait_for(std::chrono::nanoseconds timeout) const;

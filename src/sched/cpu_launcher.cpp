@@ -84,6 +84,7 @@ void CpuLauncher::run_on_worker(Run& run, std::uint32_t t, int worker) {
                                           "' (CPU implementation)";
     try {
       const TaskScope scope(task.name);
+      const CurrentRunScope in_run(run.state.get());
       const NvtxRange range(task.name);
       switch (task.kind) {
         case TaskKind::host: task.host(); break;

@@ -1,7 +1,13 @@
 #include <loom/error.hpp>
 #include <loom/future.hpp>
 
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
 #include "core/log.hpp"
+#include "core/task_context.hpp"
 #include "core/thread_role.hpp"
 #include "sched/lifecycle.hpp"
 #include "sched/run_state.hpp"
@@ -20,6 +26,42 @@ std::string_view to_string(TaskStatus status) noexcept {
   return "unknown";
 }
 
+namespace detail {
+
+namespace {
+thread_local RunState* t_current_run = nullptr;
+}  // namespace
+
+RunState* current_run() noexcept { return t_current_run; }
+
+CurrentRunScope::CurrentRunScope(RunState* run) noexcept : previous_(t_current_run) {
+  t_current_run = run;
+}
+
+CurrentRunScope::~CurrentRunScope() { t_current_run = previous_; }
+
+bool waits_for(const std::shared_ptr<RunState>& run, const RunState* waiter) {
+  std::vector<std::shared_ptr<RunState>> stack{run};
+  std::vector<const RunState*> seen;
+  while (!stack.empty()) {
+    const auto r = std::move(stack.back());
+    stack.pop_back();
+    if (std::find(seen.begin(), seen.end(), r.get()) != seen.end()) continue;
+    seen.push_back(r.get());
+    std::lock_guard lock(r->mutex);
+    if (r->done) continue;  // over: it holds no one back
+    for (const auto& f : r->follows) {
+      auto earlier = f.lock();
+      if (!earlier) continue;
+      if (earlier.get() == waiter) return true;
+      stack.push_back(std::move(earlier));
+    }
+  }
+  return false;
+}
+
+}  // namespace detail
+
 const detail::RunState& Future::state() const {
   if (!state_) throw InvalidArgument("this Future belongs to no run (default-constructed)");
   return *state_;
@@ -33,12 +75,31 @@ bool Future::ready() const {
 
 void Future::wait() const {
   const auto& s = state();
+  auto& cv = const_cast<std::condition_variable&>(s.done_cv);
+  const auto done = [&] { return s.done; };
   std::unique_lock lock(s.mutex);
-  // On a host worker (a host task or a continuation waiting for another
-  // run), other ready host jobs run meanwhile, so the pool never starves.
-  detail::wait_helping(
-      lock, const_cast<std::condition_variable&>(s.done_cv), [&] { return s.done; },
-      "Future::wait()");
+  const detail::RunState* waiter = detail::current_run();
+  if (waiter == nullptr || waiter == &s) {
+    // On a host worker (a host task or a continuation waiting for another
+    // run), another worker takes this one's place, so the pool never starves.
+    detail::wait_helping(lock, cv, done, "Future::wait()");
+  } else {
+    // Inside a host task: a run ordered after the task's own run (it touches
+    // that run's data) can never start while the task waits. Admission is
+    // asynchronous, so look again now and then.
+    while (!detail::wait_helping_for(lock, cv, done, std::chrono::milliseconds(20),
+                                     "Future::wait()")) {
+      lock.unlock();
+      if (detail::waits_for(state_, waiter)) {
+        throw InvalidArgument(
+            "Future::wait(): the run waited for is ordered after the run of this very task "
+            "(it touches data that run reads or writes), so it cannot start before this task "
+            "ends: the wait would never end; give the nested run data of its own",
+            ErrorContext{"", "", 0, std::string(detail::current_task())});
+      }
+      lock.lock();
+    }
+  }
   if (s.error) std::rethrow_exception(s.error);
 }
 

@@ -84,6 +84,7 @@ void RunMachine::admit(std::unique_ptr<Run> owned) {
   // tasks, staged copies) once they are over.
   const bool follows = run.prepared->device_only && device_ != nullptr && device_->orders_runs();
   if (device_ != nullptr) device_->admit(run, earlier_, follows, runs_);
+  std::unique_lock state_lock(run.state->mutex, std::defer_lock);
   for (Run* earlier : earlier_) {
     if (!follows) {
       earlier->followers_finished.push_back(&run);
@@ -91,7 +92,12 @@ void RunMachine::admit(std::unique_ptr<Run> owned) {
     } else if (earlier->unsettled > 0 || !earlier->started) {
       earlier->followers_settled.push_back(&run);
       ++run.gates;
+    } else {
+      continue;
     }
+    // For Future::wait inside a task of `earlier`: this run cannot start first.
+    if (!state_lock.owns_lock()) state_lock.lock();
+    run.state->follows.push_back(earlier->state);
   }
   if (run.gates == 0) to_start_.push_back(&run);
 }

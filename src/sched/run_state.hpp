@@ -30,7 +30,29 @@ struct RunState {
   std::vector<std::function<void(const Future&)>> continuations;
   std::weak_ptr<Lifecycle> lifecycle;  // where continuations run (counted), while the runtime lives
   std::function<void()> wake_scheduler;  // after cancel(); cleared when the run is over
+  // The runs it waits for (ordering across runs), set at admission: a task
+  // waiting for this run from inside one of them would wait forever.
+  std::vector<std::weak_ptr<RunState>> follows;
 };
+
+/// The run whose host task the calling thread is running; null elsewhere.
+RunState* current_run() noexcept;
+
+/// Makes `run` the calling thread's current run for the scope's lifetime.
+class CurrentRunScope {
+ public:
+  explicit CurrentRunScope(RunState* run) noexcept;
+  ~CurrentRunScope();
+  CurrentRunScope(const CurrentRunScope&) = delete;
+  CurrentRunScope& operator=(const CurrentRunScope&) = delete;
+
+ private:
+  RunState* previous_;
+};
+
+/// True when `run` waits, directly or through other unfinished runs, for
+/// `waiter` (which is not over): waiting for `run` inside `waiter` never ends.
+bool waits_for(const std::shared_ptr<RunState>& run, const RunState* waiter);
 
 /// loom's way to make a Future of a run.
 struct FutureAccess {

@@ -104,6 +104,37 @@ TEST(CancelledRunKeepsItsPlace, ALaterRunStillFollowsTheWorkBeforeIt) {
   EXPECT_TRUE(all_equal(seen, 7.0F));
 }
 
+// A task that waits for a run ordered after its own run (the nested run
+// touches its run's data) would wait forever: the wait fails instead,
+// naming the task, and the nested run still runs once the task's run ends.
+TEST(NestedWaits, AWaitForARunOrderedAfterTheTasksOwnRunFailsNamingTheTask) {
+  loom::Runtime rt(cpu(2));
+  auto t = rt.tensor<float>({16});
+  Graph init;
+  init.add(loom::ops::fill(t, 1.0F));
+  rt.submit(init).wait();
+  loom::Future nested;
+  Graph g;
+  g.host("waits for its own data",
+         [&] {
+           Graph h;
+           h.add(loom::ops::fill(t, 5.0F));  // writes what this run reads: ordered after it
+           nested = rt.submit(h);
+           nested.wait();
+         },
+         {t}, {});
+  try {
+    rt.submit(g).wait();
+    ADD_FAILURE() << "the self-deadlocking wait did not fail";
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_EQ(e.task(), "waits for its own data") << e.what();
+    EXPECT_NE(std::string(e.what()).find("never end"), std::string::npos) << e.what();
+  }
+  ASSERT_TRUE(nested.valid());
+  EXPECT_NO_THROW(nested.wait()) << "the nested run runs once the outer run is over";
+  EXPECT_TRUE(all_equal(values_of(t), 5.0F));
+}
+
 // --- 2. Order by memory, not by the handle -----------------------------------
 
 TEST(OrderByMemory, TwoWrappersOfOneBufferGetAnEdgeInAGraph) {
