@@ -95,7 +95,7 @@ void Future::wait() const {
             "Future::wait(): the run waited for is ordered after the run of this very task "
             "(it touches data that run reads or writes), so it cannot start before this task "
             "ends: the wait would never end; give the nested run data of its own",
-            ErrorContext{"", "", 0, std::string(detail::current_task())});
+            detail::in_current_task());
       }
       lock.lock();
     }
@@ -137,14 +137,8 @@ void Future::then(std::function<void(const Future&)> fn) const {
   auto job = [fn = std::move(fn), self = *this] { fn(self); };
   if (auto lifecycle = s.lifecycle.lock()) {
     lifecycle->post_continuation(std::move(job));
-    return;
-  }
-  try {
-    job();
-  } catch (const std::exception& e) {
-    detail::logger().error("a continuation threw: {}", e.what());
-  } catch (...) {
-    detail::logger().error("a continuation threw a non-standard exception");
+  } else {
+    detail::Lifecycle::run_logged(job);
   }
 }
 

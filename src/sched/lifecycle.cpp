@@ -17,7 +17,7 @@ void Lifecycle::run_made() {
     throw InvalidArgument(
         "the runtime is being destroyed: its runs in flight and their continuations have "
         "finished, and it accepts no more work (submit before destroying it, or keep it alive)",
-        ErrorContext{"", "", 0, std::string(current_task())});
+        in_current_task());
   }
   ++live_runs_;
 }

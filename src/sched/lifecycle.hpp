@@ -41,10 +41,11 @@ class Lifecycle : public std::enable_shared_from_this<Lifecycle> {
   /// Blocks until no run is live and no continuation pending, then closes.
   /// Idempotent.
   void drain_and_close();
+  /// Runs a continuation here; what it throws is logged, never propagated.
+  static void run_logged(const std::function<void()>& job) noexcept;
 
  private:
   void post_counted(std::function<void()> job);
-  static void run_logged(const std::function<void()>& job) noexcept;
 
   std::shared_ptr<WorkerPool> workers_;
   std::mutex mutex_;

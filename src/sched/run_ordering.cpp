@@ -53,14 +53,33 @@ void RunOrdering::enter(RunId run, const std::vector<DataAccess>& accesses,
       // A write replaces the accesses of other runs it covers: whoever
       // comes later follows it, and it follows them.
       if (a.write && e.run != run && a.lo <= it->first && e.hi <= a.hi) {
-        it = entries.erase(it);
+        it = take(space, it);
       } else {
         ++it;
       }
     }
-    entries.emplace(a.lo, Entry{run, a.hi, a.write});
+    put(space, a.lo, Entry{run, a.hi, a.write});
     space.longest = std::max(space.longest, a.hi - a.lo);
   }
+}
+
+void RunOrdering::put(Space& space, std::uintptr_t lo, const Entry& entry) {
+  if (spare_.empty()) {
+    space.entries.emplace(lo, entry);
+    return;
+  }
+  auto node = std::move(spare_.back());
+  spare_.pop_back();
+  node.key() = lo;
+  node.mapped() = entry;
+  space.entries.insert(std::move(node));
+}
+
+std::multimap<std::uintptr_t, RunOrdering::Entry>::iterator RunOrdering::take(
+    Space& space, std::multimap<std::uintptr_t, Entry>::iterator at) {
+  auto next = std::next(at);
+  spare_.push_back(space.entries.extract(at));
+  return next;
 }
 
 void RunOrdering::leave(RunId run, const std::vector<DataAccess>& accesses) {
@@ -71,10 +90,16 @@ void RunOrdering::leave(RunId run, const std::vector<DataAccess>& accesses) {
     // enter() put each of the run's accesses at its own start.
     const auto [first, last] = entries.equal_range(a.lo);
     for (auto e = first; e != last;) {
-      e = e->second.run == run ? entries.erase(e) : std::next(e);
+      e = e->second.run == run ? take(it->second, e) : std::next(e);
     }
-    if (entries.empty()) by_space_.erase(it);
+    // Kept when empty (a few spaces at most): the next run allocates nothing.
+    if (entries.empty()) it->second.longest = 0;
   }
+}
+
+std::size_t RunOrdering::tracked_spaces() const noexcept {
+  return static_cast<std::size_t>(std::count_if(
+      by_space_.begin(), by_space_.end(), [](const auto& s) { return !s.second.entries.empty(); }));
 }
 
 }  // namespace loom::detail

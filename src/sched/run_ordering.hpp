@@ -46,7 +46,7 @@ class RunOrdering {
   /// Forgets what `run` entered (it finished).
   void leave(RunId run, const std::vector<DataAccess>& accesses);
   /// Address spaces with accesses of unfinished runs.
-  std::size_t tracked_spaces() const noexcept { return by_space_.size(); }
+  std::size_t tracked_spaces() const noexcept;
 
  private:
   struct Entry {
@@ -60,7 +60,13 @@ class RunOrdering {
     std::multimap<std::uintptr_t, Entry> entries;
     std::uintptr_t longest = 0;
   };
+  void put(Space& space, std::uintptr_t lo, const Entry& entry);
+  std::multimap<std::uintptr_t, Entry>::iterator take(
+      Space& space, std::multimap<std::uintptr_t, Entry>::iterator at);
+
   std::unordered_map<const void*, Space> by_space_;
+  // Entries' nodes, kept for reuse: steady state allocates none.
+  std::vector<std::multimap<std::uintptr_t, Entry>::node_type> spare_;
 };
 
 }  // namespace loom::detail
