@@ -2,6 +2,7 @@
 #include <loom/error.hpp>
 
 #include "core/completion_state.hpp"
+#include "core/task_context.hpp"
 #include "core/thread_role.hpp"
 
 #include <thread>
@@ -49,7 +50,9 @@ void Completion::wait() const {
   std::unique_lock lock(s.mutex);
   detail::wait_helping(
       lock, s.done_cv, [&] { return s.done; }, "Completion::wait()");
-  if (s.error) std::rethrow_exception(s.error);
+  // The waiter's own copy: the stored error's last reference may be
+  // dropped on any thread (see copy_of_error).
+  if (s.error) std::rethrow_exception(detail::copy_of_error(s.error));
 }
 
 bool Completion::wait_for(std::chrono::nanoseconds timeout) const {
@@ -77,7 +80,7 @@ bool Completion::wait_for(std::chrono::nanoseconds timeout) const {
 
 std::exception_ptr Completion::error() const {
   std::lock_guard lock(state_->mutex);
-  return state_->error;
+  return detail::copy_of_error(state_->error);
 }
 
 }  // namespace loom

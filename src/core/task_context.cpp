@@ -29,6 +29,21 @@ std::exception_ptr naming_task(const std::exception_ptr& error, std::string_view
   }
 }
 
+std::exception_ptr copy_of_error(const std::exception_ptr& error) noexcept {
+  if (!error) return nullptr;
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    try {
+      return e.with_task(e.task());
+    } catch (...) {
+      return error;  // out of memory: the shared error still says what failed
+    }
+  } catch (...) {
+    return error;
+  }
+}
+
 TaskScope::TaskScope(std::string_view name) noexcept : previous_(t_current_task) {
   t_current_task = name;
 }

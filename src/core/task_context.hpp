@@ -27,6 +27,15 @@ ErrorContext in_current_task();
 std::exception_ptr naming_task(const std::exception_ptr& error, std::string_view task,
                                std::string_view thrower = {});
 
+/// A copy of `error` that no other thread holds: what a waiter rethrows or
+/// returns. A stored error may be read by many threads and its last
+/// reference dropped by any of them; exception_ptr's count is invisible to
+/// thread checkers, so a waiter that kept the very object would "race" with
+/// the worker that frees it. A loom::Error is copied with its dynamic type
+/// (Error::with_task); any other exception, or any error when memory runs
+/// out, is returned as it is.
+std::exception_ptr copy_of_error(const std::exception_ptr& error) noexcept;
+
 /// Makes `name` the current task of this thread for the scope's lifetime.
 /// Scopes nest; the name must outlive the scope.
 class TaskScope {

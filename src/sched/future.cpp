@@ -100,7 +100,9 @@ void Future::wait() const {
       lock.lock();
     }
   }
-  if (s.error) std::rethrow_exception(s.error);
+  // The waiter's own copy: the stored error's last reference may be
+  // dropped on any thread (see copy_of_error).
+  if (s.error) std::rethrow_exception(detail::copy_of_error(s.error));
 }
 
 bool Future::wait_for(std::chrono::nanoseconds timeout) const {
@@ -119,7 +121,7 @@ bool Future::wait_for(std::chrono::nanoseconds timeout) const {
 std::exception_ptr Future::error() const {
   const auto& s = state();
   std::lock_guard lock(s.mutex);
-  return s.error;
+  return detail::copy_of_error(s.error);
 }
 
 void Future::then(std::function<void(const Future&)> fn) const {

@@ -322,16 +322,20 @@ void RunMachine::finish(std::unique_ptr<Run> owned) {
   auto publish = [lifecycle = lifecycle_, state, completion, error = run.first_error,
                   reports = std::move(run.reports)]() mutable {
     std::vector<std::function<void(const Future&)>> continuations;
+    // The Completion gets an error of its own, and this worker keeps no
+    // reference to either: each stored error dies with the state that holds
+    // it, after every waiter that read it (see copy_of_error).
+    auto completion_error = copy_of_error(error);
     {
       std::lock_guard lock(state->mutex);
-      state->error = error;
+      state->error = std::move(error);
       state->reports = std::move(reports);
       state->done = true;
       state->wake_scheduler = nullptr;
       continuations.swap(state->continuations);
     }
     state->done_cv.notify_all();
-    if (completion) completion->finish(error);
+    if (completion) completion->finish(std::move(completion_error));
     std::vector<std::function<void()>> jobs;
     jobs.reserve(continuations.size());
     for (auto& fn : continuations) {

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/completion_state.hpp"
 #include "sched/lifecycle.hpp"
 #include "sched/worker_pool.hpp"
 #include "support/cpu.hpp"
@@ -17,8 +18,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -133,6 +136,79 @@ TEST(NestedWaits, AWaitForARunOrderedAfterTheTasksOwnRunFailsNamingTheTask) {
   ASSERT_TRUE(nested.valid());
   EXPECT_NO_THROW(nested.wait()) << "the nested run runs once the outer run is over";
   EXPECT_TRUE(all_equal(values_of(t), 5.0F));
+}
+
+// Every waiter gets an error of its own: a stored error's last reference may
+// be dropped on any worker, and a waiter still reading the very object would
+// race with it (thread checkers cannot see exception_ptr's count).
+std::exception_ptr caught(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+TEST(ErrorsNeverShared, EachWaitAndEachErrorCallGetsItsOwnCopyOfTheRunsError) {
+  loom::Runtime rt(cpu(2));
+  Graph g;
+  g.host("fails", [] { throw std::runtime_error("boom"); });
+  const auto f = rt.submit(g);
+  const auto first = caught([&] { f.wait(); });
+  const auto second = caught([&] { f.wait(); });
+  ASSERT_TRUE(first && second);
+  EXPECT_NE(first, second) << "two waiters were handed the same exception object";
+  EXPECT_NE(f.error(), f.error());
+  for (const auto& e : {first, second, f.error()}) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const loom::Error& err) {
+      EXPECT_EQ(err.task(), "fails");
+      EXPECT_NE(std::string(err.what()).find("boom"), std::string::npos) << err.what();
+    }
+  }
+}
+
+TEST(ErrorsNeverShared, ACompletionsWaitAndErrorGetTheirOwnCopyWithTheirType) {
+  auto state = std::make_shared<loom::detail::CompletionState>();
+  state->finish(std::make_exception_ptr(loom::OutOfMemory(64, "no room")));
+  const auto c = loom::detail::CompletionAccess::make(state);
+  const auto first = caught([&] { c.wait(); });
+  EXPECT_NE(first, c.error());
+  EXPECT_NE(c.error(), c.error());
+  try {
+    std::rethrow_exception(first);
+  } catch (const loom::OutOfMemory& e) {
+    EXPECT_EQ(e.requested(), 64U);
+  } catch (...) {
+    ADD_FAILURE() << "the copy lost the error's type";
+  }
+}
+
+// Under a thread checker: a continuation on a worker holds the failed run
+// until after the submitting thread has left its catch block, and this
+// thread touches nothing of loom's meanwhile, so the stored error is freed on
+// the worker with nothing ordering it after the reads in the catch block.
+TEST(ErrorsNeverShared, ErrorsCaughtWhileTheRunIsFreedElsewhereAreNoRace) {
+  loom::Runtime rt(cpu(2));
+  for (int i = 0; i < 20; ++i) {
+    Graph g;
+    g.host("fails " + std::to_string(i), [] {
+      std::this_thread::sleep_for(1ms);  // then() below comes first
+      throw loom::InvalidArgument("bad");
+    });
+    try {
+      auto f = rt.submit(g);
+      f.then([](const loom::Future&) { std::this_thread::sleep_for(2ms); });
+      f.wait();
+      ADD_FAILURE() << "the run did not fail";
+    } catch (const loom::InvalidArgument& e) {
+      EXPECT_EQ(e.task(), "fails " + std::to_string(i)) << e.what();  // what() is virtual
+      EXPECT_EQ(e.message(), "bad");
+    }
+    std::this_thread::sleep_for(5ms);  // the continuation ends and frees the run
+  }
 }
 
 // --- 2. Order by memory, not by the handle -----------------------------------
