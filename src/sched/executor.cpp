@@ -28,7 +28,8 @@ std::unique_ptr<CudaLauncher> make_device_launcher(const ExecutorOptions& option
 
 Executor::Executor(ExecutorOptions options, CopyEngine& copies)
     : options_(std::move(options)),
-      preparer_(PrepareOptions{options_.cuda, options_.device, options_.streams_per_priority},
+      preparer_(PrepareOptions{options_.cuda, options_.device, options_.streams_per_priority,
+                               options_.check_graph},
                 copies),
       workers_(std::make_shared<WorkerPool>(worker_count(options_))),
       host_(workers_, copies, loop_),
@@ -57,9 +58,9 @@ bool Executor::runs_on_own_thread() const noexcept {
 
 void Executor::wait_idle() { machine_.wait_idle(); }
 
-Future Executor::submit(const Graph& graph) {
+Future Executor::submit(const Graph& graph, const PrepareHints& hints) {
   throw_if_poisoned();
-  return submit_prepared(preparer_.prepare(graph), nullptr);
+  return submit_prepared(preparer_.prepare(graph, hints), nullptr);
 }
 
 Completion Executor::submit_copy(const Tensor& src, const Tensor& dst) {

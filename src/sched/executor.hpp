@@ -36,6 +36,7 @@
 #include <cuda_runtime_api.h>
 
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -50,6 +51,8 @@ struct ExecutorOptions {
   /// The runtime's own stream on the device (allocations, Runtime::copy):
   /// each run's streams first wait for the work already queued on it.
   cudaStream_t entry_stream = nullptr;
+  /// See PrepareOptions::check_graph.
+  std::function<void(const Graph&)> check_graph;
 };
 
 class Executor {
@@ -72,14 +75,14 @@ class Executor {
   /// Validates the graph and starts it, after the unfinished runs whose
   /// data it touches. @throws InvalidArgument (naming the task); the
   /// poisoning error once a kernel fault made the device unusable.
-  Future submit(const Graph& graph);
+  Future submit(const Graph& graph, const PrepareHints& hints = {});
   /// dst = src as a run of one task (ordered like any run). @throws as submit.
   Completion submit_copy(const Tensor& src, const Tensor& dst);
 
   /// The graph's prepared form (validated, checked, planned; cached in its
   /// slot), without running it. @throws as submit.
-  std::shared_ptr<const PreparedGraph> prepare(const Graph& graph) {
-    return preparer_.prepare(graph);
+  std::shared_ptr<const PreparedGraph> prepare(const Graph& graph, const PrepareHints& hints = {}) {
+    return preparer_.prepare(graph, hints);
   }
 
   bool cuda() const noexcept { return options_.cuda; }

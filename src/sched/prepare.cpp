@@ -1,12 +1,11 @@
 #include "sched/prepare.hpp"
 
 #include "core/prepared_slot.hpp"
-#include "sched/capture.hpp"
 #include "sched/copy_engine.hpp"
-#include "sched/intermediates.hpp"
 
 #include <loom/error.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <string>
@@ -73,8 +72,8 @@ std::shared_ptr<PreparedGraph> make_prepared(const Graph& graph,
 Preparer::Preparer(PrepareOptions options, const CopyEngine& copies)
     : options_(options), copies_(copies), serial_(++preparer_serials) {}
 
-void Preparer::check(const Graph& graph) const {
-  check_foreign_intermediates(graph);
+void Preparer::check(const Graph& graph, const PrepareHints& hints) const {
+  if (options_.check_graph) options_.check_graph(graph);
   for (const auto& t : graph.tasks()) {
     if (t.kind == TaskKind::copy) {
       // Before launch, like an op's inputs: the path's own refusals, by name.
@@ -92,7 +91,9 @@ void Preparer::check(const Graph& graph) const {
     }
     if (t.kind != TaskKind::op && t.kind != TaskKind::collective) continue;
     // A captured segment's copies may read or write pinned memory.
-    const bool segment = t.kind == TaskKind::op && is_captured_segment(*t.op);
+    const bool segment = t.kind == TaskKind::op &&
+                         std::find(hints.device_graph_ops.begin(), hints.device_graph_ops.end(),
+                                   t.op.get()) != hints.device_graph_ops.end();
     const auto check_space = [&](const Tensor& x, const char* role) {
       if (!x.defined()) return;
       const Memory m = x.memory();
@@ -114,7 +115,8 @@ void Preparer::check(const Graph& graph) const {
   }
 }
 
-std::shared_ptr<const PreparedGraph> Preparer::prepare(const Graph& graph) {
+std::shared_ptr<const PreparedGraph> Preparer::prepare(const Graph& graph,
+                                                       const PrepareHints& hints) {
   const auto& slot = GraphAccess::slot(graph);
   if (slot) {
     std::lock_guard lock(slot->mutex);
@@ -123,7 +125,7 @@ std::shared_ptr<const PreparedGraph> Preparer::prepare(const Graph& graph) {
     }
   }
   graph.validate();
-  check(graph);
+  check(graph, hints);
   std::shared_ptr<const PreparedGraph> prepared =
       make_prepared(graph, placements(graph, options_.cuda), options_.streams_per_priority);
   if (slot) {

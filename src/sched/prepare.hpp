@@ -13,6 +13,7 @@
 #include <loom/graph.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -24,6 +25,17 @@ struct PrepareOptions {
   bool cuda = false;  ///< the CUDA backend (else every task runs on host workers)
   int device = 0;     ///< where the CUDA backend runs ops
   int streams_per_priority = 4;
+  /// A check of the layers above (the runtime's: a graph that uses another
+  /// graph's unbound intermediates), run with the others on a graph not yet
+  /// prepared. May be empty.
+  std::function<void(const Graph&)> check_graph;
+};
+
+/// What the caller knows of a graph that its tasks do not say.
+struct PrepareHints {
+  /// Ops that replay CUDA graphs (a compiled graph's segments): the copies
+  /// inside may read or write pinned host memory.
+  std::vector<const Op*> device_graph_ops;
 };
 
 /// Where each task of `graph` runs on a backend.
@@ -43,10 +55,11 @@ class Preparer {
   /// The graph's prepared form: from its slot when this preparer made it,
   /// else validated, checked and made now (and kept in the slot).
   /// @throws InvalidArgument (naming the task) for a graph that cannot run here.
-  std::shared_ptr<const PreparedGraph> prepare(const Graph& graph);
+  /// `hints` matter only when the graph is prepared now.
+  std::shared_ptr<const PreparedGraph> prepare(const Graph& graph, const PrepareHints& hints = {});
 
  private:
-  void check(const Graph& graph) const;
+  void check(const Graph& graph, const PrepareHints& hints) const;
 
   PrepareOptions options_;
   const CopyEngine& copies_;

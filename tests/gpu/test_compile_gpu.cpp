@@ -6,8 +6,8 @@
 #include "support/compile_graphs.hpp"
 #include "support/gpu.hpp"
 
+#include "compile/memory_plan.hpp"
 #include "cuda/object_counts.hpp"
-#include "sched/memory_plan.hpp"
 
 #include <loom/cuda_interop.hpp>
 #include <loom/error.hpp>

@@ -6,7 +6,10 @@
 #   trace      the Chrome-trace writer                          -> core
 #   comm       NCCL and MPI checks                               -> core, cuda
 #   transfer   the copy paths between memory spaces              -> core, memory, cuda, kernels
-#   sched      prepare, run, launch, the runtime                 -> all of the above
+#   sched      prepare, run, launch: the engine                  -> all of the above
+#   compile    compiled graphs: capture, graph building, the memory plan,
+#              intermediates                                    -> the above, sched
+#   runtime    the Runtime facade and the resources it owns      -> the above, compile
 #   ops        op bindings of the built-in kernels               -> core, ops, kernels
 #   pipeline   frames through compiled stages (public API, waits)  -> core, pipeline
 #   kernels/*  the catalogue: kernels know nothing of the runtime -> kernels only
@@ -29,13 +32,15 @@ set(allowed_trace core trace)
 set(allowed_comm core cuda comm)
 set(allowed_transfer core memory cuda transfer ${kernel_folders})
 set(allowed_sched core memory cuda transfer trace comm sched ${kernel_folders})
+set(allowed_compile core memory cuda transfer trace comm sched compile ${kernel_folders})
+set(allowed_runtime core memory cuda transfer trace comm sched compile runtime ${kernel_folders})
 set(allowed_ops core ops ${kernel_folders})
 set(allowed_pipeline core pipeline)
 set(allowed_kernels ops ${kernel_folders})
 
 set(violations "")
 set(checked 0)
-foreach(layer core memory cuda trace comm transfer sched ops pipeline kernels)
+foreach(layer core memory cuda trace comm transfer sched compile runtime ops pipeline kernels)
   if(layer STREQUAL "kernels")
     file(GLOB_RECURSE files ${SOURCE_DIR}/kernels/*.hpp ${SOURCE_DIR}/kernels/*.cpp
          ${SOURCE_DIR}/kernels/*.cu ${SOURCE_DIR}/kernels/*.cuh)

@@ -3,10 +3,10 @@
 // eager, the arena shares and never aliases live intermediates, rebinding,
 // refusals named by task).
 
+#include "compile/compile_plan.hpp"
+#include "compile/memory_plan.hpp"
 #include "core/storage.hpp"
 #include "core/tensor_access.hpp"
-#include "sched/compile_plan.hpp"
-#include "sched/memory_plan.hpp"
 #include "sched/prepare.hpp"
 #include "support/compile_graphs.hpp"
 #include "support/cpu.hpp"

@@ -1,4 +1,4 @@
-#include "sched/intermediates.hpp"
+#include "compile/intermediates.hpp"
 
 #include "core/log.hpp"
 #include "core/tensor_access.hpp"

@@ -1,9 +1,9 @@
-#include "sched/compile.hpp"
+#include "compile/compile.hpp"
 
+#include "compile/capture.hpp"
+#include "compile/compile_plan.hpp"
+#include "compile/intermediates.hpp"
 #include "core/tensor_access.hpp"
-#include "sched/capture.hpp"
-#include "sched/compile_plan.hpp"
-#include "sched/intermediates.hpp"
 
 #include <loom/error.hpp>
 
@@ -17,6 +17,7 @@ struct Executable::Impl {
   std::shared_ptr<const detail::PreparedGraph> prepared;  // the original graph, planned
   std::vector<detail::CompiledStep> steps;
   std::vector<OpPtr> segment_ops;  // by step; null for a step that is not a segment
+  detail::PrepareHints hints;      // the segment ops, for the executor
   std::shared_ptr<const detail::CapturedGraphs> captured;
   Graph replay;  // what run() submits
   std::size_t arena_bytes = 0;
@@ -107,7 +108,7 @@ void check_compilable(const Graph& graph) {
 
 Future Executable::run() const {
   const Impl& impl = checked(impl_);
-  return impl.executor->submit(impl.replay);
+  return impl.executor->submit(impl.replay, impl.hints);
 }
 
 Future Executable::run(const std::vector<Binding>& bindings) const {
@@ -140,7 +141,7 @@ Future Executable::run(const std::vector<Binding>& bindings) const {
       g.copy(b.placeholder, b.tensor, {.name = "bind out #" + std::to_string(i)});
     }
   }
-  return impl.executor->submit(g);
+  return impl.executor->submit(g, impl.hints);
 }
 
 std::size_t Executable::arena_bytes() const noexcept { return impl_ ? impl_->arena_bytes : 0; }
@@ -172,6 +173,9 @@ Executable compile_graph(const Graph& graph, const CompileServices& services) {
   } else {
     impl->segment_ops.assign(impl->steps.size(), nullptr);
   }
+  for (const auto& op : impl->segment_ops) {
+    if (op) impl->hints.device_graph_ops.push_back(op.get());
+  }
   for (const auto& step : impl->steps) {
     if (!step.segment) continue;
     ++impl->segments;
@@ -181,7 +185,7 @@ Executable compile_graph(const Graph& graph, const CompileServices& services) {
   append_steps(impl->replay, *impl->prepared, impl->steps,
                [self](std::size_t step) { return self->segment_ops[step]; });
   // Planned now, on the caller's thread, so that run() only submits.
-  if (!impl->replay.empty()) (void)executor.prepare(impl->replay);
+  if (!impl->replay.empty()) (void)executor.prepare(impl->replay, impl->hints);
   return ExecutableAccess::make(std::move(impl));
 }
 

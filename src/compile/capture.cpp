@@ -1,4 +1,4 @@
-#include "sched/capture.hpp"
+#include "compile/capture.hpp"
 
 #include "core/task_context.hpp"
 #include "cuda/check.hpp"
@@ -47,14 +47,6 @@ class SegmentOp final : public Op {
   std::vector<Tensor> reads_;
   std::vector<Tensor> writes_;
 };
-
-}  // namespace
-
-bool is_captured_segment(const Op& op) noexcept {
-  return dynamic_cast<const SegmentOp*>(&op) != nullptr;
-}
-
-namespace {
 
 // What a task may ask for while it is captured: scratch memory that the
 // executable keeps (a replay reuses the addresses captured).

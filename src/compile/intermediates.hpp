@@ -7,8 +7,8 @@
 // Thread-safety: any thread (binding is serialized process-wide; it happens
 // once an intermediate).
 
+#include "compile/memory_plan.hpp"
 #include "core/storage.hpp"
-#include "sched/memory_plan.hpp"
 
 #include <loom/graph.hpp>
 

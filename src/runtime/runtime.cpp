@@ -2,6 +2,8 @@
 #include <loom/error.hpp>
 #include <loom/runtime.hpp>
 
+#include "compile/compile.hpp"
+#include "compile/intermediates.hpp"
 #include "core/completion_state.hpp"
 #include "core/log.hpp"
 #include "core/storage.hpp"
@@ -12,9 +14,7 @@
 #include "cuda/device_owner.hpp"
 #include "cuda/event_pool.hpp"
 #include "memory/host_owner.hpp"
-#include "sched/compile.hpp"
 #include "sched/executor.hpp"
-#include "sched/intermediates.hpp"
 #include "transfer/copy_paths.hpp"
 #include "transfer/staging.hpp"
 #include "transfer/strided.hpp"
@@ -209,6 +209,7 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
   exec.streams_per_priority = options.streams_per_priority;
   exec.workers = options.workers;
   exec.trace_path = options.trace_path;
+  exec.check_graph = [](const Graph& graph) { detail::check_foreign_intermediates(graph); };
   if (m.gpu) exec.entry_stream = m.device_owner(options.device).stream().native();
   if (exec.trace_path.empty()) {
     if (const char* env = std::getenv("LOOM_TRACE"); env != nullptr) exec.trace_path = env;

@@ -1,4 +1,4 @@
-#include "sched/compile_plan.hpp"
+#include "compile/compile_plan.hpp"
 
 #include <loom/error.hpp>
 

@@ -14,8 +14,8 @@
 // A replay launches each instantiated graph on the stream the executor
 // gives its segment task: one cudaGraphLaunch, asynchronous.
 
+#include "compile/compile_plan.hpp"
 #include "core/storage.hpp"
-#include "sched/compile_plan.hpp"
 #include "sched/copy_engine.hpp"
 #include "sched/prepared_graph.hpp"
 
@@ -52,10 +52,6 @@ class CapturedGraphs {
 /// Captures and instantiates every segment of `steps`, and makes the op that
 /// replays it (`segment_ops[i]` for step i; null for other steps).
 /// @throws InvalidArgument naming the task whose capture failed; CudaError.
-/// True for the op that replays a captured segment: its reads and writes
-/// include the pinned host memory its captured copies touch.
-bool is_captured_segment(const Op& op) noexcept;
-
 std::shared_ptr<CapturedGraphs> capture_segments(const PreparedGraph& prepared,
                                                  const std::vector<CompiledStep>& steps,
                                                  const CaptureOptions& options,

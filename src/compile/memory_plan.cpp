@@ -1,4 +1,4 @@
-#include "sched/memory_plan.hpp"
+#include "compile/memory_plan.hpp"
 
 #include "core/tensor_access.hpp"
 
