@@ -17,6 +17,9 @@
 // their streams (rotation) and, at its start, waits for their streams with
 // events (start marks watch those waits); runs over disjoint data take the
 // least used rotation, so that they overlap on the device.
+//
+// The implementation is split by concern over cuda_*.cpp: cuda_run_streams.hpp
+// lists them.
 
 #include "cuda/event_pool.hpp"
 #include "cuda/stream_pool.hpp"
@@ -76,7 +79,9 @@ class CudaLauncher final : public Launcher {
   std::shared_ptr<const DeviceClockMark> mark_trace_clock(Clock::time_point opened) override;
   std::optional<double> trace_origin_us(const Run& run, const DeviceClockMark& mark) const override;
 
+  // Per-run state (cuda_run_streams.hpp).
   struct DeviceTask;
+  struct StreamCursor;
   struct RunStreams;
 
  private:
@@ -94,6 +99,7 @@ class CudaLauncher final : public Launcher {
   void launch(RunMachine& machine, Run& run, std::uint32_t t);
   void start_async(RunMachine& machine, Run& run, std::uint32_t t);
   bool poll(RunMachine& machine, Run& run);
+  bool poll_staged(RunMachine& machine, Run& run);
 
   CudaLauncherOptions options_;
   int k_;  // streams a priority
