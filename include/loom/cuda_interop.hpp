@@ -64,6 +64,7 @@ class EventView {
 #include <loom/kernel_task.hpp>
 #include <loom/op.hpp>
 
+#include <cstring>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -87,6 +88,34 @@ inline cudaStream_t cuda_stream(const KernelContext& k) noexcept {
 [[noreturn]] LOOM_API void throw_launch_error(cudaError_t code, const char* call, const char* file,
                                               int line);
 
+namespace detail {
+
+// The parameters' bytes and kinds, for a compiled graph (LaunchRecord).
+template <class... Params>
+LaunchRecord record_launch(const void* function, const std::tuple<Params...>& values) {
+  LaunchRecord record;
+  record.function = function;
+  record.plain =
+      ((std::is_pointer_v<Params> || std::is_arithmetic_v<Params> || std::is_enum_v<Params>)&&...);
+  std::apply(
+      [&](const auto&... v) {
+        const auto append = [&](const auto& value) {
+          using V = std::decay_t<decltype(value)>;
+          const std::size_t offset =
+              (record.bytes.size() + alignof(V) - 1) / alignof(V) * alignof(V);
+          record.bytes.resize(offset + sizeof(V));
+          std::memcpy(record.bytes.data() + offset, &value, sizeof(V));
+          record.params.push_back({offset, sizeof(V), std::is_pointer_v<V>});
+        };
+        (append(v), ...);
+        (void)append;  // a kernel without parameters
+      },
+      values);
+  return record;
+}
+
+}  // namespace detail
+
 /// Launches `kernel<<<grid, block, shared_bytes, task stream>>>(args...)`
 /// through cudaLaunchKernelEx. A launch error (a bad configuration, too much
 /// shared memory) throws a loom::CudaError naming the task, which fails it.
@@ -103,10 +132,10 @@ void launch(const KernelContext& k, void (*kernel)(Params...), dim3 grid, dim3 b
   config.stream = cuda_stream(k);
   const void* function = reinterpret_cast<const void*>(kernel);
   cudaError_t rc = cudaSuccess;
+  std::tuple<std::decay_t<Params>...> values(std::forward<Args>(args)...);
   if constexpr (sizeof...(Params) == 0) {
     rc = cudaLaunchKernelExC(&config, function, nullptr);
   } else {
-    std::tuple<std::decay_t<Params>...> values(std::forward<Args>(args)...);
     rc = std::apply(
         [&](auto&... v) {
           void* pointers[] = {static_cast<void*>(&v)...};
@@ -115,6 +144,9 @@ void launch(const KernelContext& k, void (*kernel)(Params...), dim3 grid, dim3 b
         values);
   }
   if (rc != cudaSuccess) throw_launch_error(rc, "cudaLaunchKernelEx");
+  // While a compiled graph is built: the launch's parameters, so that a
+  // rebinding run can re-point its kernel node (see executable.hpp).
+  if (k.records_launches()) k.launched(detail::record_launch(function, values));
 }
 
 }  // namespace loom

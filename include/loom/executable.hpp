@@ -4,10 +4,16 @@
 ///
 /// On the CUDA backend each maximal group of device tasks that are
 /// consecutive in the plan (ops, and copies that are stream-ordered: within
-/// a device, or between pinned memory and a device) is captured once into a
-/// CUDA graph, on streams private to the executable, following the plan's
-/// stream assignment and cross-stream waits, and instantiated once; run()
-/// launches each group's graph in turn (one cudaGraphLaunch a group), with
+/// a device, or between pinned memory and a device) is built once into a
+/// CUDA graph with exactly the graph's dependency edges (transitively
+/// reduced where one predecessor already follows another): each task's
+/// nodes hang off the last nodes of the tasks it depends on, with no event,
+/// fork, join or bookkeeping node, whatever streams an eager run would use.
+/// A copy within one device becomes a copy kernel's node (a memcpy node in a
+/// graph moves about two thirds of what the eager copy moves); copies
+/// between pinned memory and a device memcpy nodes. Each graph is
+/// instantiated once; run() launches each group's graph in turn (one
+/// cudaGraphLaunch a group), with
 /// host tasks, host-to-host copies, staged pageable copies and peer copies
 /// between groups, run as in an eager submit. The graph's intermediates (Graph::intermediate) live
 /// in one arena allocated at compile time, packed by their lifetimes; scratch
@@ -22,21 +28,27 @@
 ///
 /// Rebinding (run(bindings)): a binding names a tensor the graph was built
 /// with (a placeholder) and a caller's tensor of the same dtype, shape and
-/// memory space, contiguous. The executable copies each bound input into its
-/// placeholder before the replay, and each bound output out of it after, as
-/// tasks of the same run (device-to-device copies, stream-ordered), so a
-/// bound input's placeholder holds the bound values afterwards, and a bound
-/// output's placeholder holds the output as well as the bound tensor. That run's
-/// graph (copies around the shared, already instantiated segments) is put
-/// together and planned on the calling thread, per call: host work linear in
-/// the steps and bindings, no pool memory, no capture. Why
-/// copies rather than patching kernel-node parameters: a loom op is opaque
-/// (its kernels, their argument layout, and any pointer it derives from a
-/// tensor, such as a workspace carve or a view's offset, are its own
-/// business), so the only parameter update that is always right is a fresh
-/// capture, which costs a capture and a cudaGraphExecUpdate a run. A copy
-/// costs bandwidth only, keeps the instantiated graphs untouched, and the
-/// placeholder keeps the arena's lifetimes valid. A binding that would change
+/// memory space, contiguous. Two ways, chosen per binding:
+///  - In place, without a copy, when every task that touches the
+///    placeholder's bytes launched all its work through loom::launch with
+///    parameters that are pointers, numbers or enums (a kernel_task written
+///    as kernel_task.hpp shows), and no other bound placeholder overlaps it:
+///    each kernel parameter that points into the placeholder is moved to the
+///    same place in the bound tensor (cudaGraphExecKernelNodeSetParams) for
+///    this run, and back for a later run that does not bind it. The
+///    placeholder is neither read nor written by that run.
+///  - Otherwise by copies: the executable copies each bound input into its
+///    placeholder before the replay, and each bound output out of it after,
+///    as tasks of the same run (stream-ordered), so a bound input's
+///    placeholder holds the bound values afterwards, and a bound output's
+///    placeholder holds the output as well as the bound tensor. A built-in
+///    op's kernels, and a launch with a parameter of class type, are opaque
+///    to loom (their argument layout and any pointer derived from a tensor
+///    are their own business), so the only update that is always right for
+///    them is a copy.
+/// That run's graph is put together and planned on the calling thread, per
+/// call: host work linear in the tasks and bindings, no pool memory, no
+/// capture. A binding that would change
 /// the graph (another dtype, shape or memory space, a strided view, or a
 /// tensor the graph does not use) is refused with InvalidArgument saying so;
 /// so is binding an intermediate (its bytes are shared with others over the
@@ -62,11 +74,18 @@
 #include <loom/tensor.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
 
 namespace loom {
+
+class Executable;
+namespace detail {
+class CapturedGraphs;
+const CapturedGraphs* captured_graphs(const Executable& exe) noexcept;
+}  // namespace detail
 
 /// A placeholder the graph was built with, and the tensor a run uses instead.
 struct Binding {
@@ -86,6 +105,18 @@ class LOOM_API Executable {
   /// Replays with `bindings`. @throws InvalidArgument for a binding that
   /// would change the graph, saying what was expected.
   Future run(const std::vector<Binding>& bindings) const;
+  /// `times` replays in one run, each after the one before; returns at once.
+  /// An executable that is one CUDA graph and nothing else launches it
+  /// `times` times on one stream: one trip through the scheduler for all of
+  /// them. run_n(0) is a run that does nothing. @throws InvalidArgument for
+  /// a negative count, or as run().
+  Future run_n(int times) const;
+  /// Replays until `predicate` returns true, evaluated on a loom worker
+  /// before each replay, after the one before has finished (so a predicate
+  /// true at once replays nothing). The Future is the loop's: it fails with
+  /// the first failing replay's error. Returns at once. @throws
+  /// InvalidArgument for an empty predicate, or as run().
+  Future run_until(std::function<bool()> predicate) const;
 
   /// Bytes of the intermediates' arena, and of the intermediates laid side by side.
   std::size_t arena_bytes() const noexcept;
@@ -98,6 +129,7 @@ class LOOM_API Executable {
 
  private:
   friend struct ExecutableAccess;
+  friend const detail::CapturedGraphs* detail::captured_graphs(const Executable&) noexcept;
   explicit Executable(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
 };

@@ -40,6 +40,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace loom {
@@ -59,6 +60,9 @@ class KernelContext {
   /// `bytes` of device scratch memory, valid until the task's device work
   /// has finished, then given back to the pool. @throws OutOfMemory.
   void* workspace(std::size_t bytes) const { return ctx_.workspace(bytes); }
+  /// loom's own (loom::launch): see ExecutionContext::records_launches.
+  bool records_launches() const noexcept { return ctx_.records_launches(); }
+  void launched(detail::LaunchRecord&& record) const { ctx_.launched(std::move(record)); }
 
  private:
   const ExecutionContext& ctx_;

@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <memory>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace loom {
@@ -32,12 +33,35 @@ namespace loom {
 struct DeviceProperties;
 
 namespace detail {
+/// One kernel launch as loom::launch made it: the kernel and each
+/// parameter's bytes. A compiled graph keeps it beside the launch's kernel
+/// node, so that a rebinding run can point the node at the caller's tensors
+/// (a parameter that is a pointer into a placeholder is moved to the same
+/// place in the bound tensor) instead of copying into the placeholder.
+struct LaunchRecord {
+  struct Param {
+    std::size_t offset = 0;  ///< into bytes
+    std::size_t size = 0;
+    bool pointer = false;  ///< a pointer type (the only parameters ever re-pointed)
+  };
+  const void* function = nullptr;
+  std::vector<Param> params;
+  std::vector<unsigned char> bytes;
+  /// Every parameter is a pointer, an arithmetic type or an enum: no
+  /// parameter hides a pointer inside a class, so re-pointing is complete.
+  bool plain = true;
+};
+
 /// What the executor lends a running device task (scratch memory, cached
 /// device properties). Implemented by loom.
 class TaskResources {
  public:
   virtual void* workspace(std::size_t bytes) = 0;
   virtual const DeviceProperties& properties() = 0;
+  /// True while a compiled graph is being built: loom::launch reports each
+  /// launch (after making it) to launched().
+  virtual bool records_launches() const noexcept { return false; }
+  virtual void launched(LaunchRecord&& /*record*/) {}
 
  protected:
   ~TaskResources() = default;
@@ -60,6 +84,14 @@ class LOOM_API ExecutionContext {
   void* workspace(std::size_t bytes) const;
   /// The device's properties, read once and cached. @throws as device_properties().
   const DeviceProperties& properties() const;
+  /// loom's own (loom::launch): whether launches are being recorded, and
+  /// where a launch made reports itself.
+  bool records_launches() const noexcept {
+    return resources_ != nullptr && resources_->records_launches();
+  }
+  void launched(detail::LaunchRecord&& record) const {
+    if (resources_ != nullptr) resources_->launched(std::move(record));
+  }
 
  private:
   int device_;

@@ -11,26 +11,72 @@
 #include <loom/device.hpp>
 #include <loom/error.hpp>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
 namespace loom::detail {
 
-CapturedGraphs::~CapturedGraphs() {
-  for (auto exec : execs) {
-    if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
+CapturedSegment::~CapturedSegment() {
+  if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
+  if (graph != nullptr) (void)cudaGraphDestroy(graph);
+}
+
+CapturedGraphs::~CapturedGraphs() = default;
+
+namespace {
+
+void set_launch_bytes(const CapturedSegment& segment, std::size_t index,
+                      const std::vector<unsigned char>& bytes) {
+  const DescribedLaunch& launch = segment.launches[index];
+  std::vector<void*> pointers;
+  pointers.reserve(launch.record.params.size());
+  for (const auto& p : launch.record.params) {
+    pointers.push_back(const_cast<unsigned char*>(bytes.data() + p.offset));
   }
+  cudaKernelNodeParams params = launch.params;
+  params.kernelParams = pointers.empty() ? nullptr : pointers.data();
+  params.extra = nullptr;
+  LOOM_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(segment.exec, launch.node, &params));
+}
+
+}  // namespace
+
+void CapturedSegment::launch(cudaStream_t stream,
+                             const std::shared_ptr<const Repointing>& repointing) {
+  std::lock_guard lock(mutex);
+  if (applied != repointing) {
+    // Back to the placeholders' pointers where the last launch differed,
+    // then this launch's; an update never touches a launch in flight.
+    if (applied) {
+      for (const auto& change : applied->changes) {
+        set_launch_bytes(*this, change.launch, launches[change.launch].record.bytes);
+      }
+    }
+    applied = nullptr;
+    if (repointing) {
+      for (const auto& change : repointing->changes) {
+        set_launch_bytes(*this, change.launch, change.bytes);
+      }
+    }
+    applied = repointing;
+  }
+  LOOM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
 }
 
 namespace {
 
-// Replays one segment: a single asynchronous launch of its graph.
+// Replays one segment: a single asynchronous launch of its graph (or
+// `times` of them), with the pointers of `repointing` (null: as compiled).
 class SegmentOp final : public Op {
  public:
   SegmentOp(std::shared_ptr<const CapturedGraphs> graphs, std::size_t index,
-            std::vector<Tensor> reads, std::vector<Tensor> writes)
+            std::shared_ptr<const Repointing> repointing, int times, std::vector<Tensor> reads,
+            std::vector<Tensor> writes)
       : graphs_(std::move(graphs)),
         index_(index),
+        repointing_(std::move(repointing)),
+        times_(times),
         reads_(std::move(reads)),
         writes_(std::move(writes)) {}
   std::string_view name() const noexcept override { return "cuda_graph"; }
@@ -38,22 +84,52 @@ class SegmentOp final : public Op {
   std::vector<Tensor> writes() const override { return writes_; }
   bool has_cpu() const noexcept override { return false; }
   void run_cuda(const ExecutionContext& ctx) const override {
-    LOOM_CUDA_CHECK(cudaGraphLaunch(graphs_->execs[index_], cuda_stream(ctx)));
+    CapturedSegment& segment = *graphs_->segments[index_];
+    for (int i = 0; i < times_; ++i) segment.launch(cuda_stream(ctx), repointing_);
   }
 
  private:
   std::shared_ptr<const CapturedGraphs> graphs_;
   std::size_t index_;
+  std::shared_ptr<const Repointing> repointing_;
+  int times_;
   std::vector<Tensor> reads_;
   std::vector<Tensor> writes_;
 };
 
+using NodeSet = std::vector<cudaGraphNode_t>;
+
+NodeSet sorted(NodeSet nodes) {
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  return nodes;
+}
+
+// The capture's current dependency set on `lane`: the last nodes so far.
+NodeSet capture_tails(cudaStream_t lane) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaGraphNode_t* deps = nullptr;
+  std::size_t count = 0;
+  LOOM_CUDA_CHECK(
+      cudaStreamGetCaptureInfo(lane, &status, nullptr, nullptr, &deps, nullptr, &count));
+  return NodeSet(deps, deps + count);
+}
+
+// A launch reported by loom::launch while its task was captured, with the
+// nodes it should hang off (checked once the capture is over).
+struct ReportedLaunch {
+  DescribedLaunch launch;
+  NodeSet expected;
+  std::uint32_t task = 0;
+};
+
 // What a task may ask for while it is captured: scratch memory that the
-// executable keeps (a replay reuses the addresses captured).
+// executable keeps (a replay reuses the addresses captured), and the
+// reports of its loom::launch calls.
 class CaptureResources final : public TaskResources {
  public:
-  CaptureResources(const CaptureOptions& options, CapturedGraphs& graphs)
-      : options_(options), graphs_(graphs) {}
+  CaptureResources(const CaptureOptions& options, CapturedGraphs& graphs, cudaStream_t lane)
+      : options_(options), graphs_(graphs), lane_(lane) {}
   void* workspace(std::size_t bytes) override {
     graphs_.workspaces.push_back(
         options_.copies->workspace(bytes, StreamView(options_.resource_stream)));
@@ -63,11 +139,50 @@ class CaptureResources final : public TaskResources {
     if (!properties_) properties_ = device_properties(options_.device);
     return *properties_;
   }
+  bool records_launches() const noexcept override { return true; }
+  void launched(LaunchRecord&& record) override {
+    if (!described_) return;
+    const NodeSet tails = capture_tails(lane_);
+    if (!record.plain || tails.size() != 1) {
+      described_ = false;
+      return;
+    }
+    ReportedLaunch r;
+    r.launch.node = tails.front();
+    r.launch.record = std::move(record);
+    r.expected = std::move(expected_);
+    r.task = task_;
+    reported_.push_back(std::move(r));
+    expected_ = tails;
+  }
+
+  /// Task `task` begins, hanging off `deps`.
+  void begin(std::uint32_t task, const NodeSet& deps) {
+    task_ = task;
+    expected_ = sorted(deps);
+    described_ = true;
+    first_report_ = reported_.size();
+  }
+  /// Task ends with `tails` as the capture's last nodes: described when they
+  /// are those of its last reported launch (or its dependencies, for a task
+  /// that enqueued nothing). Forgets the reports of a task that is not.
+  bool end(const NodeSet& tails) {
+    const bool described = described_ && sorted(tails) == expected_;
+    if (!described) reported_.resize(first_report_);
+    return described;
+  }
+  std::vector<ReportedLaunch>& reported() noexcept { return reported_; }
 
  private:
   const CaptureOptions& options_;
   CapturedGraphs& graphs_;
+  cudaStream_t lane_;
   std::optional<DeviceProperties> properties_;
+  std::uint32_t task_ = 0;
+  NodeSet expected_;
+  bool described_ = true;
+  std::size_t first_report_ = 0;
+  std::vector<ReportedLaunch> reported_;
 };
 
 bool is_capture_error(cudaError_t rc) {
@@ -93,12 +208,11 @@ bool is_capture_error(cudaError_t rc) {
                         {"", "", 0, task.name});
 }
 
-// Enqueues op task t on `lane` while it is being captured; refuses it, by
+// Enqueues task `task` on `lane` while it is being captured; refuses it, by
 // name, when it broke the capture.
 void capture_task(const Task& task, StreamView lane, const CaptureOptions& options,
-                  CapturedGraphs& graphs) {
+                  TaskResources& resources) {
   const TaskScope scope(task.name);
-  CaptureResources resources(options, graphs);
   const ExecutionContext ctx(options.device, lane.native(), &resources);
   try {
     switch (task.kind) {
@@ -125,85 +239,109 @@ void capture_task(const Task& task, StreamView lane, const CaptureOptions& optio
   }
 }
 
-// Ends a capture that failed, dropping what it captured.
+// Ends a capture that failed; the graph it recorded into stays its owner's.
 void abandon_capture(cudaStream_t origin) noexcept {
   cudaGraph_t partial = nullptr;
   (void)cudaStreamEndCapture(origin, &partial);
-  if (partial != nullptr) (void)cudaGraphDestroy(partial);
   (void)cudaGetLastError();
 }
 
-cudaGraphExec_t capture_segment(const PreparedGraph& prepared, const CompiledStep& step,
-                                const CaptureOptions& options, CapturedGraphs& graphs) {
-  const auto& plan = prepared.plan;
+// The predecessors of task t within the segment that the graph needs: one
+// that is also a predecessor of another predecessor is implied by it.
+std::vector<std::uint32_t> needed_predecessors(const std::vector<Task>& tasks, std::uint32_t t,
+                                               const std::vector<char>& in_step) {
+  std::vector<std::uint32_t> preds;
+  for (auto p : tasks[t].predecessors) {
+    if (in_step[p]) preds.push_back(p);
+  }
+  if (preds.size() < 2) return preds;
+  std::vector<std::uint32_t> needed;
+  for (auto p : preds) {
+    const bool implied = std::any_of(preds.begin(), preds.end(), [&](std::uint32_t q) {
+      const auto& of_q = tasks[q].predecessors;  // sorted
+      return q != p && std::binary_search(of_q.begin(), of_q.end(), p);
+    });
+    if (!implied) needed.push_back(p);
+  }
+  return needed;
+}
+
+// Keeps the reported launches whose nodes hang off what they should (checked
+// now that the graph is complete), with the parameters they were captured
+// with; a task with a launch that does not is opaque after all.
+void keep_described_launches(std::vector<ReportedLaunch>& reported, CapturedSegment& segment,
+                             std::vector<char>& described) {
+  for (const auto& r : reported) {
+    if (!described[r.task]) continue;
+    cudaGraphNodeType type{};
+    LOOM_CUDA_CHECK(cudaGraphNodeGetType(r.launch.node, &type));
+    std::size_t count = 0;
+    LOOM_CUDA_CHECK(cudaGraphNodeGetDependencies(r.launch.node, nullptr, nullptr, &count));
+    NodeSet deps(count);
+    if (count > 0) {
+      LOOM_CUDA_CHECK(cudaGraphNodeGetDependencies(r.launch.node, deps.data(), nullptr, &count));
+    }
+    if (type != cudaGraphNodeTypeKernel || sorted(deps) != r.expected) described[r.task] = 0;
+  }
+  for (auto& r : reported) {
+    if (!described[r.task]) continue;
+    LOOM_CUDA_CHECK(cudaGraphKernelNodeGetParams(r.launch.node, &r.launch.params));
+    r.launch.params.kernelParams = nullptr;  // pointed at the bytes at each update
+    r.launch.params.extra = nullptr;
+    segment.launches.push_back(std::move(r.launch));
+  }
+}
+
+std::unique_ptr<CapturedSegment> capture_segment(const PreparedGraph& prepared,
+                                                 const CompiledStep& step,
+                                                 const CaptureOptions& options,
+                                                 CapturedGraphs& graphs) {
   const auto& tasks = prepared.tasks();
-  // Which tasks of the segment a later one waits for (an event each).
   std::vector<char> in_step(tasks.size(), 0);
-  std::vector<char> awaited(tasks.size(), 0);
   for (auto t : step.tasks) in_step[t] = 1;
-  for (auto t : step.tasks) {
-    for (auto p : plan.tasks[t].waits) {
-      if (in_step[p]) awaited[p] = 1;
-    }
-  }
-  // Streams and events are made before the capture begins: nothing but
-  // stream-ordered work is asked of the driver while it records.
-  Stream origin(options.device, 0);
-  std::vector<std::optional<Stream>> lanes(static_cast<std::size_t>(plan.stream_count));
-  std::vector<std::optional<Event>> done(tasks.size());
-  for (auto t : step.tasks) {
-    auto& lane = lanes[static_cast<std::size_t>(plan.tasks[t].stream)];
-    if (!lane) lane.emplace(options.device, 0);
-    if (awaited[t]) done[t].emplace(options.device);
-  }
-  std::vector<Event> joins;
-  joins.reserve(lanes.size());
-  for (const auto& lane : lanes) {
-    if (lane) joins.emplace_back(options.device);
-  }
-  Event fork(options.device);
-  LOOM_CUDA_CHECK(cudaStreamBeginCapture(origin.view().native(), cudaStreamCaptureModeRelaxed));
+  auto segment = std::make_unique<CapturedSegment>();
+  // The stream is made before the capture begins: nothing but stream-ordered
+  // work is asked of the driver while it records.
+  Stream lane(options.device, 0);
+  const cudaStream_t native = lane.view().native();
+  LOOM_CUDA_CHECK(cudaGraphCreate(&segment->graph, 0));
+  LOOM_CUDA_CHECK(cudaStreamBeginCaptureToGraph(native, segment->graph, nullptr, nullptr, 0,
+                                                cudaStreamCaptureModeRelaxed));
+  CaptureResources resources(options, graphs, native);
+  std::vector<NodeSet> tails(tasks.size());
   try {
-    fork.record(origin.view());
-    for (auto& lane : lanes) {
-      if (lane) fork.make_wait(lane->view());
-    }
     for (auto t : step.tasks) {
-      const StreamView lane = lanes[static_cast<std::size_t>(plan.tasks[t].stream)]->view();
-      for (auto p : plan.tasks[t].waits) {
-        if (in_step[p]) done[p]->make_wait(lane);
+      NodeSet deps;
+      for (auto p : needed_predecessors(tasks, t, in_step)) {
+        deps.insert(deps.end(), tails[p].begin(), tails[p].end());
       }
-      capture_task(tasks[t], lane, options, graphs);
-      if (awaited[t]) done[t]->record(lane);
+      deps = sorted(std::move(deps));
+      LOOM_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(native, deps.data(), nullptr, deps.size(),
+                                                          cudaStreamSetCaptureDependencies));
+      resources.begin(t, deps);
+      capture_task(tasks[t], lane.view(), options, resources);
+      tails[t] = capture_tails(native);
+      graphs.described[t] = resources.end(tails[t]) ? 1 : 0;
     }
-    std::size_t j = 0;
-    for (auto& lane : lanes) {
-      if (!lane) continue;
-      joins[j].record(lane->view());
-      joins[j].make_wait(origin.view());
-      ++j;
-    }
+    // Every task's last nodes are leaves of the graph already: the capture
+    // ends where it is.
   } catch (...) {
-    abandon_capture(origin.view().native());
+    abandon_capture(native);
     throw;
   }
-  cudaGraph_t graph = nullptr;
-  const cudaError_t ended = cudaStreamEndCapture(origin.view().native(), &graph);
+  cudaGraph_t ended_graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(native, &ended_graph);
   if (ended != cudaSuccess) {
-    if (graph != nullptr) (void)cudaGraphDestroy(graph);
     (void)cudaGetLastError();
     throw InvalidArgument(
         step.name + " could not be captured into a CUDA graph: " + cudaGetErrorString(ended),
         {"", "", 0, tasks[step.tasks.front()].name});
   }
-  std::size_t nodes = 0;
-  (void)cudaGraphGetNodes(graph, nullptr, &nodes);
-  cudaGraphExec_t exec = nullptr;
-  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
-  (void)cudaGraphDestroy(graph);
-  check_cuda(made, "cudaGraphInstantiate", __FILE__, __LINE__);
-  graphs.nodes.push_back(nodes);
-  return exec;
+  keep_described_launches(resources.reported(), *segment, graphs.described);
+  LOOM_CUDA_CHECK(cudaGraphGetNodes(segment->graph, nullptr, &segment->nodes));
+  check_cuda(cudaGraphInstantiate(&segment->exec, segment->graph, 0), "cudaGraphInstantiate",
+             __FILE__, __LINE__);
+  return segment;
 }
 
 }  // namespace
@@ -214,18 +352,31 @@ std::shared_ptr<CapturedGraphs> capture_segments(const PreparedGraph& prepared,
                                                  std::vector<OpPtr>& segment_ops) {
   const DeviceGuard guard(options.device);
   auto graphs = std::make_shared<CapturedGraphs>();
+  graphs->described.assign(prepared.tasks().size(), 0);
   segment_ops.assign(steps.size(), nullptr);
   for (std::size_t i = 0; i < steps.size(); ++i) {
     if (!steps[i].segment) continue;
-    graphs->execs.push_back(nullptr);
-    graphs->execs.back() = capture_segment(prepared, steps[i], options, *graphs);
+    graphs->segments.push_back(capture_segment(prepared, steps[i], options, *graphs));
     std::vector<Tensor> reads;
     std::vector<Tensor> writes;
     step_accesses(prepared, steps[i], reads, writes);
-    segment_ops[i] = std::make_shared<SegmentOp>(graphs, graphs->execs.size() - 1, std::move(reads),
-                                                 std::move(writes));
+    segment_ops[i] = std::make_shared<SegmentOp>(graphs, graphs->segments.size() - 1, nullptr, 1,
+                                                 std::move(reads), std::move(writes));
   }
   return graphs;
+}
+
+OpPtr repointed_segment_op(std::shared_ptr<const CapturedGraphs> graphs, std::size_t index,
+                           std::shared_ptr<const Repointing> repointing, std::vector<Tensor> reads,
+                           std::vector<Tensor> writes) {
+  return std::make_shared<SegmentOp>(std::move(graphs), index, std::move(repointing), 1,
+                                     std::move(reads), std::move(writes));
+}
+
+OpPtr repeated_segment_op(std::shared_ptr<const CapturedGraphs> graphs, std::size_t index,
+                          int times, std::vector<Tensor> reads, std::vector<Tensor> writes) {
+  return std::make_shared<SegmentOp>(std::move(graphs), index, nullptr, times, std::move(reads),
+                                     std::move(writes));
 }
 
 }  // namespace loom::detail

@@ -1,15 +1,28 @@
 #pragma once
-// Capturing a compiled graph's segments (compile_plan.hpp) into CUDA graphs,
-// once, on the compiling thread. Each segment is captured on streams private
-// to the capture (the executor's streams carry other runs' launches, which a
-// capture would swallow): an origin stream begins a relaxed-mode capture and
-// records a fork event; each plan stream of the segment gets a private lane
-// that waits for the fork; tasks are captured in plan order on their plan
-// stream's lane, after event waits for the plan's cross-stream edges within
-// the segment (edges from other steps are the replay graph's); every lane
-// joins the origin, which ends the capture. Relaxed mode, because a task's
-// workspace may come from the pool, which may reach cudaMalloc; an op that
-// declares itself capturable promises not to synchronize (Op::capturable).
+// Building a compiled graph's segments (compile_plan.hpp) into CUDA graphs,
+// once, on the compiling thread, with exactly the dependency DAG's edges.
+//
+// One capture a segment, on a stream private to it, into a graph made for
+// it. Before each task the capture's dependency set is replaced
+// (cudaStreamUpdateCaptureDependencies) by the last nodes of the task's
+// predecessors within the segment, after dropping a predecessor that is
+// already a predecessor of another predecessor (the edge is implied); after
+// the task, the capture's dependency set is the task's last nodes. A task
+// that enqueues nothing passes its dependencies on. So every node hangs off
+// the nodes of the tasks it depends on and nothing else: no event node, no
+// fork or join, no serialization by the plan's streams, no bookkeeping node
+// a task. Relaxed mode, because a task's workspace may come from the pool,
+// which may reach cudaMalloc; an op that declares itself capturable
+// promises not to synchronize (Op::capturable).
+//
+// Launch descriptions. While a segment is built, loom::launch reports each
+// launch it makes (LaunchRecord: the kernel, each parameter's bytes and
+// whether it is a pointer). A task whose nodes are exactly its reported
+// launches, in order, with plain parameters, is "described": a rebinding
+// run can re-point its kernel nodes at the caller's tensors with
+// cudaGraphExecKernelNodeSetParams instead of copying through the
+// placeholder. Built-in ops launch through their own kernels and stay
+// opaque (captured as they are).
 //
 // A replay launches each instantiated graph on the stream the executor
 // gives its segment task: one cudaGraphLaunch, asynchronous.
@@ -23,7 +36,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace loom::detail {
@@ -35,6 +50,42 @@ struct CaptureOptions {
   cudaStream_t resource_stream = nullptr;
 };
 
+/// A described launch of a segment: its kernel node and the parameters it
+/// was captured with.
+struct DescribedLaunch {
+  cudaGraphNode_t node = nullptr;
+  cudaKernelNodeParams params{};  ///< as captured; kernelParams is filled per update
+  LaunchRecord record;
+};
+
+/// New bytes for some of a segment's described launches: one rebinding.
+struct Repointing {
+  struct Change {
+    std::size_t launch = 0;  ///< into CapturedSegment::launches
+    std::vector<unsigned char> bytes;
+  };
+  std::vector<Change> changes;
+};
+
+/// One segment's graph, its instantiation, and which pointers it now holds.
+struct CapturedSegment {
+  CapturedSegment() = default;
+  ~CapturedSegment();
+  CapturedSegment(const CapturedSegment&) = delete;
+  CapturedSegment& operator=(const CapturedSegment&) = delete;
+
+  cudaGraph_t graph = nullptr;  ///< kept: its nodes name the exec's nodes
+  cudaGraphExec_t exec = nullptr;
+  std::size_t nodes = 0;
+  std::vector<DescribedLaunch> launches;
+  std::mutex mutex;  ///< re-pointing and launching (the scheduling thread; tests)
+  std::shared_ptr<const Repointing> applied;  ///< null: the placeholders' pointers
+
+  /// Launches the exec on `stream` with `repointing`'s pointers (null: the
+  /// placeholders'), re-pointing only what differs from the last launch.
+  void launch(cudaStream_t stream, const std::shared_ptr<const Repointing>& repointing);
+};
+
 /// The instantiated graphs of an executable and the memory they use; kept
 /// alive by its segment tasks while any replay may run.
 class CapturedGraphs {
@@ -44,17 +95,28 @@ class CapturedGraphs {
   CapturedGraphs(const CapturedGraphs&) = delete;
   CapturedGraphs& operator=(const CapturedGraphs&) = delete;
 
-  std::vector<cudaGraphExec_t> execs;                ///< one a segment
+  std::vector<std::unique_ptr<CapturedSegment>> segments;  ///< one a segment step
   std::vector<std::shared_ptr<Storage>> workspaces;  ///< scratch the tasks asked for at capture
-  std::vector<std::size_t> nodes;                    ///< nodes a segment's graph holds
+  /// By task of the prepared graph: 1 when its nodes are all described launches.
+  std::vector<char> described;
 };
 
-/// Captures and instantiates every segment of `steps`, and makes the op that
+/// Builds and instantiates every segment of `steps`, and makes the op that
 /// replays it (`segment_ops[i]` for step i; null for other steps).
 /// @throws InvalidArgument naming the task whose capture failed; CudaError.
 std::shared_ptr<CapturedGraphs> capture_segments(const PreparedGraph& prepared,
                                                  const std::vector<CompiledStep>& steps,
                                                  const CaptureOptions& options,
                                                  std::vector<OpPtr>& segment_ops);
+
+/// The op that replays segment `index` with `repointing` (a rebinding run),
+/// reading and writing `reads` and `writes`.
+OpPtr repointed_segment_op(std::shared_ptr<const CapturedGraphs> graphs, std::size_t index,
+                           std::shared_ptr<const Repointing> repointing, std::vector<Tensor> reads,
+                           std::vector<Tensor> writes);
+
+/// The op that replays segment `index` `times` times in a row (Executable::run_n).
+OpPtr repeated_segment_op(std::shared_ptr<const CapturedGraphs> graphs, std::size_t index,
+                          int times, std::vector<Tensor> reads, std::vector<Tensor> writes);
 
 }  // namespace loom::detail

@@ -8,6 +8,9 @@
 #include <loom/error.hpp>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
 #include <string>
 
 namespace loom {
@@ -19,7 +22,8 @@ struct Executable::Impl {
   std::vector<OpPtr> segment_ops;  // by step; null for a step that is not a segment
   detail::PrepareHints hints;      // the segment ops, for the executor
   std::shared_ptr<const detail::CapturedGraphs> captured;
-  Graph replay;  // what run() submits
+  std::vector<std::size_t> segment_of_step;  // into captured->segments; npos for other steps
+  Graph replay;                              // what run() submits
   std::size_t arena_bytes = 0;
   std::size_t intermediate_bytes = 0;
   std::size_t segments = 0;
@@ -87,6 +91,90 @@ bool same_view(const Tensor& a, const Tensor& b) {
   return a.shares_storage_with(b) && a.data() == b.data();
 }
 
+struct Span {
+  const void* space = nullptr;
+  std::uintptr_t lo = 0;
+  std::uintptr_t hi = 0;
+  bool overlaps(const Span& o) const { return space == o.space && lo < o.hi && o.lo < hi; }
+  bool holds(const Span& o) const { return space == o.space && lo <= o.lo && o.hi <= hi; }
+};
+
+Span span_of(const Tensor& t) {
+  const auto [lo, hi] = detail::byte_span(t);
+  return {detail::address_space(t), lo, hi};
+}
+
+// Whether binding `i` may re-point the kernel nodes that use its placeholder
+// instead of copying through it: every task that touches the placeholder's
+// bytes is a described launch (capture.hpp) and touches them only within
+// the placeholder, and no other binding's placeholder overlaps it.
+bool can_repoint(const Executable::Impl& impl, const std::vector<Binding>& bindings,
+                 std::size_t i) {
+  if (!impl.captured) return false;
+  const Span p = span_of(bindings[i].placeholder);
+  for (std::size_t j = 0; j < bindings.size(); ++j) {
+    if (j != i && span_of(bindings[j].placeholder).overlaps(p)) return false;
+  }
+  const auto& tasks = impl.prepared->tasks();
+  for (std::size_t t = 0; t < tasks.size(); ++t) {
+    for (const auto* list : {&tasks[t].reads, &tasks[t].writes}) {
+      for (const auto& x : *list) {
+        if (!x.defined()) continue;
+        const Span s = span_of(x);
+        if (!s.overlaps(p)) continue;
+        if (!impl.captured->described[t] || !p.holds(s)) return false;
+      }
+    }
+  }
+  return true;
+}
+
+// The pointer parameters of every described launch of segment `segment`
+// that point into a re-pointed placeholder, moved to the same place in its
+// bound tensor.
+std::shared_ptr<detail::Repointing> repointing_for(const detail::CapturedSegment& segment,
+                                                   const std::vector<Binding>& bindings,
+                                                   const std::vector<char>& repoint) {
+  auto result = std::make_shared<detail::Repointing>();
+  for (std::size_t l = 0; l < segment.launches.size(); ++l) {
+    const auto& record = segment.launches[l].record;
+    std::vector<unsigned char> bytes;
+    for (const auto& param : record.params) {
+      if (!param.pointer || param.size != sizeof(std::uintptr_t)) continue;
+      std::uintptr_t value = 0;
+      std::memcpy(&value, record.bytes.data() + param.offset, sizeof value);
+      for (std::size_t i = 0; i < bindings.size(); ++i) {
+        if (!repoint[i]) continue;
+        const auto [lo, hi] = detail::byte_span(bindings[i].placeholder);
+        if (value < lo || value >= hi) continue;
+        if (bytes.empty()) bytes = record.bytes;
+        const auto moved =
+            reinterpret_cast<std::uintptr_t>(bindings[i].tensor.data()) + (value - lo);
+        std::memcpy(bytes.data() + param.offset, &moved, sizeof moved);
+        break;
+      }
+    }
+    if (!bytes.empty()) result->changes.push_back({l, std::move(bytes)});
+  }
+  return result;
+}
+
+// A step's reads or writes with each re-pointed placeholder's bytes replaced
+// by its bound tensor (whole), for the run's ordering.
+std::vector<Tensor> rebound(std::vector<Tensor> tensors, const std::vector<Binding>& bindings,
+                            const std::vector<char>& repoint) {
+  for (auto& x : tensors) {
+    if (!x.defined()) continue;
+    for (std::size_t i = 0; i < bindings.size(); ++i) {
+      if (repoint[i] && span_of(bindings[i].placeholder).overlaps(span_of(x))) {
+        x = bindings[i].tensor;
+        break;
+      }
+    }
+  }
+  return tensors;
+}
+
 // Compile refuses what a capture cannot hold, on every backend, so that a
 // graph that compiles on the CPU compiles on a GPU.
 void check_compilable(const Graph& graph) {
@@ -124,24 +212,87 @@ Future Executable::run(const std::vector<Binding>& bindings) const {
       }
     }
   }
-  // The replay between copies in and copies out (a run of its own graph:
-  // the instantiated CUDA graphs are shared, untouched).
+  // Bindings whose placeholder only described launches use are re-pointed
+  // in the instantiated graphs; the others are copied in before the replay
+  // and out after it, as tasks of the same run.
+  std::vector<char> repoint(bindings.size(), 0);
+  bool any_repoint = false;
+  for (std::size_t i = 0; i < bindings.size(); ++i) {
+    if (same_view(bindings[i].tensor, bindings[i].placeholder)) continue;
+    repoint[i] = can_repoint(impl, bindings, i) ? 1 : 0;
+    any_repoint = any_repoint || repoint[i];
+  }
   Graph g;
   for (std::size_t i = 0; i < bindings.size(); ++i) {
     const Binding& b = bindings[i];
-    if (uses[i].read && !same_view(b.tensor, b.placeholder)) {
+    if (!repoint[i] && uses[i].read && !same_view(b.tensor, b.placeholder)) {
       g.copy(b.tensor, b.placeholder, {.name = "bind in #" + std::to_string(i)});
     }
   }
-  detail::append_steps(g, *impl.prepared, impl.steps,
-                       [&](std::size_t step) { return impl.segment_ops[step]; });
+  detail::PrepareHints hints = impl.hints;
+  detail::append_steps(g, *impl.prepared, impl.steps, [&](std::size_t step) -> OpPtr {
+    const std::size_t s = impl.segment_of_step[step];
+    if (!any_repoint || s == detail::kNotASegment) return impl.segment_ops[step];
+    auto repointing = repointing_for(*impl.captured->segments[s], bindings, repoint);
+    if (repointing->changes.empty()) return impl.segment_ops[step];
+    std::vector<Tensor> reads;
+    std::vector<Tensor> writes;
+    detail::step_accesses(*impl.prepared, impl.steps[step], reads, writes);
+    OpPtr op = detail::repointed_segment_op(impl.captured, s, std::move(repointing),
+                                            rebound(std::move(reads), bindings, repoint),
+                                            rebound(std::move(writes), bindings, repoint));
+    hints.device_graph_ops.push_back(op.get());
+    return op;
+  });
   for (std::size_t i = 0; i < bindings.size(); ++i) {
     const Binding& b = bindings[i];
-    if (uses[i].written && !same_view(b.tensor, b.placeholder)) {
+    if (!repoint[i] && uses[i].written && !same_view(b.tensor, b.placeholder)) {
       g.copy(b.placeholder, b.tensor, {.name = "bind out #" + std::to_string(i)});
     }
   }
-  return impl.executor->submit(g, impl.hints);
+  return impl.executor->submit(g, hints);
+}
+
+Future Executable::run_n(int times) const {
+  const Impl& impl = checked(impl_);
+  if (times < 0) {
+    throw InvalidArgument("Executable::run_n: a negative count (" + std::to_string(times) + ")");
+  }
+  if (times == 1) return run();
+  Graph g;
+  if (times == 0) return impl.executor->submit(g);
+  detail::PrepareHints hints = impl.hints;
+  if (impl.steps.size() == 1 && impl.steps[0].segment && impl.captured) {
+    // One CUDA graph and nothing else: k launches on one stream, one run.
+    std::vector<Tensor> reads;
+    std::vector<Tensor> writes;
+    detail::step_accesses(*impl.prepared, impl.steps[0], reads, writes);
+    OpPtr op = detail::repeated_segment_op(impl.captured, impl.segment_of_step[0], times,
+                                           std::move(reads), std::move(writes));
+    hints.device_graph_ops.push_back(op.get());
+    g.add(op, {impl.steps[0].name + " x" + std::to_string(times),
+               impl.prepared->tasks()[impl.steps[0].tasks.front()].priority});
+    return impl.executor->submit(g, hints);
+  }
+  // Otherwise the steps, `times` over, in one run: each copy follows the
+  // one before through the data they share.
+  for (int i = 0; i < times; ++i) {
+    detail::append_steps(g, *impl.prepared, impl.steps,
+                         [&](std::size_t step) { return impl.segment_ops[step]; });
+  }
+  return impl.executor->submit(g, hints);
+}
+
+Future Executable::run_until(std::function<bool()> predicate) const {
+  const Impl& impl = checked(impl_);
+  if (!predicate) throw InvalidArgument("Executable::run_until: an empty predicate");
+  // A host task that replays until the predicate holds: it touches no data,
+  // so the replays it waits for are never ordered after its own run.
+  Graph g;
+  g.host("run_until", [self = *this, predicate = std::move(predicate)] {
+    while (!predicate()) self.run().wait();
+  });
+  return impl.executor->submit(g);
 }
 
 std::size_t Executable::arena_bytes() const noexcept { return impl_ ? impl_->arena_bytes : 0; }
@@ -154,6 +305,10 @@ std::size_t Executable::captured_tasks() const noexcept {
 }
 
 namespace detail {
+
+const CapturedGraphs* captured_graphs(const Executable& exe) noexcept {
+  return exe.impl_ ? exe.impl_->captured.get() : nullptr;
+}
 
 Executable compile_graph(const Graph& graph, const CompileServices& services) {
   Executor& executor = services.executor;
@@ -172,6 +327,11 @@ Executable compile_graph(const Graph& graph, const CompileServices& services) {
     impl->captured = capture_segments(*impl->prepared, impl->steps, options, impl->segment_ops);
   } else {
     impl->segment_ops.assign(impl->steps.size(), nullptr);
+  }
+  impl->segment_of_step.assign(impl->steps.size(), kNotASegment);
+  std::size_t next_segment = 0;
+  for (std::size_t i = 0; i < impl->steps.size(); ++i) {
+    if (impl->captured && impl->steps[i].segment) impl->segment_of_step[i] = next_segment++;
   }
   for (const auto& op : impl->segment_ops) {
     if (op) impl->hints.device_graph_ops.push_back(op.get());

@@ -19,6 +19,12 @@ struct CompileServices {
   MemoryOwner& arena_owner;  ///< the default memory's pool
 };
 
+class CapturedGraphs;
+
+/// The CUDA graphs of an executable (null on the CPU backend or for an
+/// empty one): for tests that look at the nodes and edges built.
+const CapturedGraphs* captured_graphs(const Executable& exe) noexcept;
+
 /// @throws InvalidArgument naming the task (an op that cannot be captured, a
 /// collective, what submit refuses); OutOfMemory; CudaError.
 Executable compile_graph(const Graph& graph, const CompileServices& services);

@@ -23,6 +23,9 @@
 
 namespace loom::detail {
 
+/// A step that is no segment, where an index of segments is asked for.
+inline constexpr std::size_t kNotASegment = static_cast<std::size_t>(-1);
+
 struct CompiledStep {
   bool segment = false;              ///< device tasks captured as one CUDA graph
   std::vector<std::uint32_t> tasks;  ///< plan order; exactly one when not a segment

@@ -1,5 +1,6 @@
 #include "transfer/copy_paths.hpp"
 
+#include "copy/contiguous_copy.hpp"
 #include "core/storage.hpp"
 #include "core/tensor_access.hpp"
 #include "cuda/check.hpp"
@@ -128,6 +129,12 @@ void enqueue_stream_copy(const Tensor& src, const Tensor& dst, StreamView stream
 
 void enqueue_captured_copy(const Tensor& src, const Tensor& dst, StreamView stream) {
   if (same_view(src, dst) || src.numel() == 0) return;
+  const Memory from = src.memory();
+  if (from.is_device() && dst.memory() == from && src.is_contiguous() && dst.is_contiguous()) {
+    DeviceGuard guard(from.device());
+    kernels::contiguous_copy(src.data(), dst.data(), src.nbytes(), stream);
+    return;
+  }
   enqueue_copy(src, dst, stream);
 }
 

@@ -24,6 +24,7 @@
 
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -371,6 +372,49 @@ TEST(Executable, ReplaysOfOneExecutableAreOrdered) {
   for (int i = 0; i < 20; ++i) runs.push_back(exe.run());  // no wait between them
   for (auto& r : runs) r.wait();
   EXPECT_EQ(x.data_as<float>()[0], 20.0F) << "replays over the same memory overlapped";
+}
+
+TEST(Executable, RunNReplaysInOneRunAndRunUntilStopsWhenThePredicateHolds) {
+  loom::Runtime rt(cpu(2));
+  auto x = rt.tensor<float>({64});
+  std::fill_n(x.data_as<float>(), 64, 0.0F);
+  int host_runs = 0;
+  loom::Graph g;
+  g.add(loom::ops::spin(x, 1));                    // x[0] += 1 (a device op)
+  g.host("count", [&] { ++host_runs; }, {x}, {});  // a host step between
+  g.add(loom::ops::scale_copy(x.slice(0, 1, 2), x.slice(0, 2, 3), 1.0F));
+  auto exe = rt.compile(g);
+  exe.run_n(7).wait();
+  EXPECT_EQ(x.data_as<float>()[0], 7.0F);
+  EXPECT_EQ(host_runs, 7);
+  exe.run_n(0).wait();
+  EXPECT_EQ(host_runs, 7) << "run_n(0) replays nothing";
+  int checks = 0;
+  exe.run_until([&] { return ++checks > 4; }).wait();
+  EXPECT_EQ(checks, 5) << "the predicate is asked before each replay";
+  EXPECT_EQ(host_runs, 11);
+  exe.run_until([] { return true; }).wait();
+  EXPECT_EQ(host_runs, 11) << "a predicate true at once replays nothing";
+  EXPECT_THROW((void)exe.run_n(-2), loom::InvalidArgument);
+  EXPECT_THROW((void)exe.run_until(nullptr), loom::InvalidArgument);
+  EXPECT_THROW((void)loom::Executable().run_n(3), loom::InvalidArgument);
+}
+
+TEST(Executable, RunUntilFailsWithTheFailingReplaysError) {
+  loom::Runtime rt(cpu(2));
+  int runs = 0;
+  loom::Graph g;
+  g.host("third fails", [&] {
+    if (++runs == 3) throw std::runtime_error("third");
+  });
+  auto exe = rt.compile(g);
+  try {
+    exe.run_until([] { return false; }).wait();
+    FAIL() << "the loop did not stop at the failure";
+  } catch (const loom::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("third"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(runs, 3);
 }
 
 TEST(Executable, EagerSubmitGivesIntermediatesPoolMemory) {

@@ -1,0 +1,299 @@
+// Compiled graphs built from the dependency DAG: exactly the graph's edges
+// (no event, fork or join node, whatever streams an eager run would use),
+// copies within a device as kernel nodes, rebinding that re-points the
+// kernel nodes of described launches instead of copying, and run_n.
+#include "support/gpu.hpp"
+
+#include "compile/capture.hpp"
+#include "compile/compile.hpp"
+#include "cuda/check.hpp"
+
+#include <loom/cuda_interop.hpp>
+#include <loom/error.hpp>
+#include <loom/graph.hpp>
+#include <loom/ops.hpp>
+#include <loom/runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using loom::Memory;
+using loom::Tensor;
+
+__global__ void add_one(const float* in, float* out, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = in[i] + 1.0F;
+}
+
+__global__ void affine(const float* in, float* out, float a, float b, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = a * in[i] + b;
+}
+
+// out = in + 1, as a user writes it (kernel_task.hpp): a described launch.
+loom::OpPtr plus_one(const Tensor& in, const Tensor& out, std::string name = "plus_one") {
+  return loom::kernel_task(std::move(name), {in}, {out}, [in, out](loom::KernelContext& k) {
+    const int n = static_cast<int>(out.numel());
+    loom::launch(k, add_one, dim3((n + 255) / 256), dim3(256), 0, in.data_as<float>(),
+                 out.data_as<float>(), n);
+  });
+}
+
+loom::OpPtr affine_task(const Tensor& in, const Tensor& out, float a, float b) {
+  return loom::kernel_task("affine", {in}, {out}, [=](loom::KernelContext& k) {
+    const int n = static_cast<int>(out.numel());
+    loom::launch(k, affine, dim3((n + 255) / 256), dim3(256), 0, in.data_as<float>(),
+                 out.data_as<float>(), a, b, n);
+  });
+}
+
+std::vector<float> read_back(loom::Runtime& rt, const Tensor& t) {
+  auto host = rt.tensor<float>({t.numel()}, Memory::pinned);
+  rt.copy(t, host).wait();
+  const float* p = host.data_as<float>();
+  return {p, p + t.numel()};
+}
+
+void upload(loom::Runtime& rt, const Tensor& t, const std::vector<float>& values) {
+  auto host = rt.tensor<float>({t.numel()}, Memory::pinned);
+  std::memcpy(host.data(), values.data(), values.size() * sizeof(float));
+  rt.copy(host, t).wait();
+}
+
+std::vector<float> random_values(std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-4.0F, 4.0F);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// The nodes and edges of an executable's only segment.
+struct Shape {
+  std::size_t nodes = 0;
+  std::size_t edges = 0;
+  std::size_t kernels = 0;
+  std::size_t others = 0;  // neither a kernel nor a memcpy node (events, empties)
+};
+
+Shape shape_of(const loom::Executable& exe) {
+  const auto* graphs = loom::detail::captured_graphs(exe);
+  EXPECT_NE(graphs, nullptr);
+  EXPECT_EQ(graphs->segments.size(), 1U);
+  Shape s;
+  cudaGraph_t g = graphs->segments.front()->graph;
+  LOOM_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &s.nodes));
+  std::vector<cudaGraphNode_t> nodes(s.nodes);
+  LOOM_CUDA_CHECK(cudaGraphGetNodes(g, nodes.data(), &s.nodes));
+  for (auto n : nodes) {
+    cudaGraphNodeType type{};
+    LOOM_CUDA_CHECK(cudaGraphNodeGetType(n, &type));
+    if (type == cudaGraphNodeTypeKernel) {
+      ++s.kernels;
+    } else if (type != cudaGraphNodeTypeMemcpy) {
+      ++s.others;
+    }
+  }
+  LOOM_CUDA_CHECK(cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &s.edges));
+  return s;
+}
+
+}  // namespace
+
+// 8 independent lanes of 16 tasks: 128 kernel nodes, 8 x 15 edges, nothing
+// else (an eager run would spread them over 4 streams with events).
+TEST(CompileDagGpu, EightLanesBecomeExactlyTheirKernelsAndEdges) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  constexpr std::int64_t n = 64;
+  std::vector<Tensor> lanes;
+  loom::Graph g;
+  for (int lane = 0; lane < 8; ++lane) lanes.push_back(rt.tensor<float>({n}));
+  for (int i = 0; i < 16; ++i) {
+    for (const auto& t : lanes) g.add(plus_one(t, t));
+  }
+  auto exe = rt.compile(g);
+  const Shape s = shape_of(exe);
+  EXPECT_EQ(s.kernels, 128U);
+  EXPECT_EQ(s.others, 0U) << "event, fork or join nodes in the graph";
+  EXPECT_EQ(s.nodes, 128U);
+  EXPECT_EQ(s.edges, 8U * 15U);
+  std::vector<std::vector<float>> start;
+  for (std::size_t l = 0; l < lanes.size(); ++l) {
+    start.push_back(random_values(n, 11 + static_cast<std::uint32_t>(l)));
+    upload(rt, lanes[l], start.back());
+  }
+  exe.run().wait();
+  exe.run().wait();
+  for (std::size_t l = 0; l < lanes.size(); ++l) {
+    const auto got = read_back(rt, lanes[l]);
+    for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], start[l][i] + 32.0F) << "lane " << l;
+  }
+}
+
+// A diamond a -> {b, c} -> d plus a redundant a -> d edge (d reads a's
+// output too): the implied edge is dropped, the result is the eager one.
+TEST(CompileDagGpu, ImpliedEdgesAreDroppedAndTheResultIsTheEagerOne) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  constexpr std::int64_t n = 1000;
+  auto x = rt.tensor<float>({n});
+  auto a = rt.tensor<float>({n});
+  auto b = rt.tensor<float>({n});
+  auto c = rt.tensor<float>({n});
+  auto d = rt.tensor<float>({n});
+  loom::Graph g;
+  g.add(plus_one(x, a, "a"));
+  g.add(affine_task(a, b, 2.0F, 0.5F));
+  g.add(affine_task(a, c, -1.0F, 3.0F));
+  g.add(loom::kernel_task("d", {a, b, c}, {d}, [=](loom::KernelContext& k) {
+    const int m = static_cast<int>(n);
+    loom::launch(k, add_one, dim3((m + 255) / 256), dim3(256), 0, b.data_as<float>(),
+                 d.data_as<float>(), m);
+  }));
+  auto exe = rt.compile(g);
+  const Shape s = shape_of(exe);
+  EXPECT_EQ(s.nodes, 4U);
+  EXPECT_EQ(s.edges, 4U) << "a->b, a->c, b->d, c->d; a->d is implied";
+  const auto xs = random_values(n, 5);
+  upload(rt, x, xs);
+  exe.run().wait();
+  const auto got = read_back(rt, d);
+  for (std::int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(got[i], 2.0F * (xs[i] + 1.0F) + 0.5F + 1.0F);
+}
+
+// A copy within the device is a kernel node, correct at every alignment.
+TEST(CompileDagGpu, DeviceCopiesAreKernelNodesAtAnyAlignment) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  constexpr std::int64_t n = 100003;
+  auto src = rt.tensor<std::uint8_t>({n});
+  auto dst = rt.tensor<std::uint8_t>({n});
+  std::vector<std::uint8_t> bytes(n);
+  std::mt19937 rng(3);
+  for (auto& v : bytes) v = static_cast<std::uint8_t>(rng());
+  auto host = rt.tensor<std::uint8_t>({n}, Memory::pinned);
+  std::memcpy(host.data(), bytes.data(), bytes.size());
+  rt.copy(host, src).wait();
+  for (const auto& [from, to, len] :
+       std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>>{
+           {0, 0, n}, {3, 3, 70001}, {1, 7, 50000}, {16, 32, 15}, {5, 5, 11}}) {
+    auto fill = rt.tensor<std::uint8_t>({n}, Memory::pinned);
+    std::memset(fill.data(), 0xAB, static_cast<std::size_t>(n));
+    rt.copy(fill, dst).wait();  // poison
+    loom::Graph g;
+    g.copy(src.slice(0, from, from + len), dst.slice(0, to, to + len));
+    auto exe = rt.compile(g);
+    const Shape s = shape_of(exe);
+    EXPECT_GE(s.kernels, 1U);
+    EXPECT_EQ(s.kernels, s.nodes) << "no memcpy node for a copy within the device";
+    exe.run().wait();
+    auto back = rt.tensor<std::uint8_t>({n}, Memory::pinned);
+    rt.copy(dst, back).wait();
+    const auto* got = back.data_as<std::uint8_t>();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const bool inside = i >= to && i < to + len;
+      ASSERT_EQ(got[i], inside ? bytes[static_cast<std::size_t>(i - to + from)] : 0xAB)
+          << "byte " << i << " of copy [" << from << ", +" << len << ") -> " << to;
+    }
+  }
+}
+
+// Kernel tasks only: a binding re-points the kernel nodes. The placeholders
+// are neither read nor written by the bound run, the next plain replay uses
+// them again, and bound runs alternate with plain ones.
+TEST(CompileDagGpu, RebindingRepointsDescribedLaunchesWithoutTouchingThePlaceholders) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  constexpr std::int64_t n = 4099;
+  auto in = rt.tensor<float>({n});
+  auto out = rt.tensor<float>({n});
+  loom::Graph g;
+  auto tmp = g.intermediate(loom::DType::f32, {n});
+  g.add(affine_task(in, tmp, 3.0F, -1.0F));
+  g.add(plus_one(tmp, out));  // out = 3 in
+  auto exe = rt.compile(g);
+  const auto in_values = random_values(n, 21);
+  upload(rt, in, in_values);
+  upload(rt, out, std::vector<float>(n, std::nanf("")));
+  for (int round = 0; round < 3; ++round) {
+    auto in2 = rt.tensor<float>({n});
+    auto out2 = rt.tensor<float>({n});
+    const auto in2_values = random_values(n, 100 + static_cast<std::uint32_t>(round));
+    upload(rt, in2, in2_values);
+    upload(rt, out2, std::vector<float>(n, std::nanf("")));
+    exe.run({{in, in2}, {out, out2}}).wait();
+    const auto got = read_back(rt, out2);
+    for (std::int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(got[i], 3.0F * in2_values[i]) << i;
+    if (round == 0) {
+      // In place: the placeholders were neither read nor written.
+      for (float v : read_back(rt, out)) ASSERT_TRUE(std::isnan(v));
+      const auto in_now = read_back(rt, in);
+      ASSERT_EQ(std::memcmp(in_now.data(), in_values.data(), n * sizeof(float)), 0);
+    }
+    exe.run().wait();  // back on the placeholders
+    const auto plain = read_back(rt, out);
+    for (std::int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(plain[i], 3.0F * in_values[i]) << i;
+  }
+}
+
+// A placeholder an opaque (built-in) op uses is bound by copies, as before:
+// the placeholder holds the output as well.
+TEST(CompileDagGpu, APlaceholderAnOpaqueOpUsesIsBoundByCopies) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  constexpr std::int64_t n = 777;
+  auto in = rt.tensor<float>({n});
+  auto mid = rt.tensor<float>({n});
+  auto out = rt.tensor<float>({n});
+  loom::Graph g;
+  g.add(plus_one(in, mid));                      // described
+  g.add(loom::ops::scale_copy(mid, out, 2.0F));  // built-in: opaque
+  auto exe = rt.compile(g);
+  const auto in2_values = random_values(n, 8);
+  auto in2 = rt.tensor<float>({n});
+  auto out2 = rt.tensor<float>({n});
+  upload(rt, in2, in2_values);
+  exe.run({{in, in2}, {out, out2}}).wait();
+  const auto got = read_back(rt, out2);
+  const auto placeholder = read_back(rt, out);
+  for (std::int64_t i = 0; i < n; ++i) {
+    ASSERT_FLOAT_EQ(got[i], 2.0F * (in2_values[i] + 1.0F));
+    ASSERT_FLOAT_EQ(placeholder[i], got[i]) << "out was bound by a copy out of its placeholder";
+  }
+}
+
+// run_n(k) replays k times in one run: one graph launched k times.
+TEST(CompileDagGpu, RunNReplaysKTimesInOneRun) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  constexpr std::int64_t n = 300;
+  auto x = rt.tensor<float>({n});
+  loom::Graph g;
+  g.add(plus_one(x, x));
+  g.add(plus_one(x, x));
+  auto exe = rt.compile(g);
+  const auto start = random_values(n, 2);
+  upload(rt, x, start);
+  exe.run_n(10).wait();
+  exe.run_n(0).wait();
+  auto got = read_back(rt, x);
+  for (std::int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(got[i], start[i] + 20.0F);
+  int left = 3;
+  exe.run_until([&] { return left-- == 0; }).wait();
+  got = read_back(rt, x);
+  for (std::int64_t i = 0; i < n; ++i) ASSERT_FLOAT_EQ(got[i], start[i] + 26.0F);
+  EXPECT_THROW((void)exe.run_n(-1), loom::InvalidArgument);
+}
