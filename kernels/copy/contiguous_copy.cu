@@ -68,9 +68,11 @@ void contiguous_copy(const void* src, void* dst, std::size_t bytes, StreamView s
   const std::size_t words = (bytes - head) / 16;
   const std::size_t tail = bytes - head - words * 16;
   launch_bytes(s, d, head, stream);
-  copy_words<<<grid_for(words), kBlock, 0, stream>>>(reinterpret_cast<const uint4*>(s + head),
-                                                     reinterpret_cast<uint4*>(d + head), words);
-  LOOM_KERNEL_CHECK_LAUNCH("contiguous_copy kernel launch");
+  if (words > 0) {
+    copy_words<<<grid_for(words), kBlock, 0, stream>>>(reinterpret_cast<const uint4*>(s + head),
+                                                       reinterpret_cast<uint4*>(d + head), words);
+    LOOM_KERNEL_CHECK_LAUNCH("contiguous_copy kernel launch");
+  }
   launch_bytes(s + head + words * 16, d + head + words * 16, tail, stream);
 }
 
