@@ -8,31 +8,23 @@ namespace loom::kernels {
 namespace {
 
 constexpr int kBlock = 256;
-constexpr int kUnroll = 4;  // 16-byte words in flight a thread
+constexpr int kUnroll = 4;  // words in flight a thread
 
-__global__ void copy_words(const uint4* __restrict__ gSrc, uint4* __restrict__ gDst,
+template <class Word>
+__global__ void copy_words(const Word* __restrict__ gSrc, Word* __restrict__ gDst,
                            std::size_t words) {
   const std::size_t threads = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   // Four independent loads before the stores: enough bytes in flight to
   // cover HBM latency with a grid of a few blocks an SM.
   for (; i + (kUnroll - 1) * threads < words; i += kUnroll * threads) {
-    uint4 v[kUnroll];
+    Word v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) v[u] = gSrc[i + u * threads];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) gDst[i + u * threads] = v[u];
   }
   for (; i < words; i += threads) gDst[i] = gSrc[i];
-}
-
-__global__ void copy_bytes(const unsigned char* __restrict__ gSrc, unsigned char* __restrict__ gDst,
-                           std::size_t bytes) {
-  const std::size_t threads = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < bytes;
-       i += threads) {
-    gDst[i] = gSrc[i];
-  }
 }
 
 unsigned grid_for(std::size_t items) {
@@ -42,11 +34,31 @@ unsigned grid_for(std::size_t items) {
   return static_cast<unsigned>(wanted < kMaxBlocks ? (wanted == 0 ? 1 : wanted) : kMaxBlocks);
 }
 
-void launch_bytes(const unsigned char* src, unsigned char* dst, std::size_t bytes,
+template <class Word>
+void launch_words(const unsigned char* src, unsigned char* dst, std::size_t words,
                   StreamView stream) {
-  if (bytes == 0) return;
-  copy_bytes<<<grid_for(bytes), kBlock, 0, stream>>>(src, dst, bytes);
-  LOOM_KERNEL_CHECK_LAUNCH("contiguous_copy byte kernel launch");
+  if (words == 0) return;
+  copy_words<Word><<<grid_for(words), kBlock, 0, stream>>>(reinterpret_cast<const Word*>(src),
+                                                           reinterpret_cast<Word*>(dst), words);
+  LOOM_KERNEL_CHECK_LAUNCH("contiguous_copy kernel launch");
+}
+
+// The bytes [0, bytes) in words of `Word` from the first address aligned for
+// it (source and destination agree modulo sizeof(Word)), single bytes around.
+template <class Word>
+void copy_aligned(const unsigned char* s, unsigned char* d, std::size_t bytes, StreamView stream) {
+  constexpr std::size_t w = sizeof(Word);
+  const std::size_t misalign = reinterpret_cast<std::uintptr_t>(s) % w;
+  const std::size_t head = misalign == 0 ? 0 : w - misalign;
+  if (head >= bytes) {
+    launch_words<unsigned char>(s, d, bytes, stream);
+    return;
+  }
+  const std::size_t words = (bytes - head) / w;
+  const std::size_t body = words * w;
+  launch_words<unsigned char>(s, d, head, stream);
+  launch_words<Word>(s + head, d + head, words, stream);
+  launch_words<unsigned char>(s + head + body, d + head + body, bytes - head - body, stream);
 }
 
 }  // namespace
@@ -55,25 +67,14 @@ void contiguous_copy(const void* src, void* dst, std::size_t bytes, StreamView s
   if (bytes == 0) return;
   const auto* s = static_cast<const unsigned char*>(src);
   auto* d = static_cast<unsigned char*>(dst);
-  const auto misalign = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16; };
-  if (misalign(s) != misalign(d)) {
-    launch_bytes(s, d, bytes, stream);
-    return;
-  }
-  const std::size_t head = misalign(s) == 0 ? 0 : 16 - misalign(s);
-  if (head >= bytes) {
-    launch_bytes(s, d, bytes, stream);
-    return;
-  }
-  const std::size_t words = (bytes - head) / 16;
-  const std::size_t tail = bytes - head - words * 16;
-  launch_bytes(s, d, head, stream);
-  if (words > 0) {
-    copy_words<<<grid_for(words), kBlock, 0, stream>>>(reinterpret_cast<const uint4*>(s + head),
-                                                       reinterpret_cast<uint4*>(d + head), words);
-    LOOM_KERNEL_CHECK_LAUNCH("contiguous_copy kernel launch");
-  }
-  launch_bytes(s + head + words * 16, d + head + words * 16, tail, stream);
+  // The widest word both addresses can be aligned for at once.
+  const std::uintptr_t apart =
+      reinterpret_cast<std::uintptr_t>(s) ^ reinterpret_cast<std::uintptr_t>(d);
+  if (apart % 16 == 0) return copy_aligned<uint4>(s, d, bytes, stream);
+  if (apart % 8 == 0) return copy_aligned<std::uint64_t>(s, d, bytes, stream);
+  if (apart % 4 == 0) return copy_aligned<std::uint32_t>(s, d, bytes, stream);
+  if (apart % 2 == 0) return copy_aligned<std::uint16_t>(s, d, bytes, stream);
+  launch_words<unsigned char>(s, d, bytes, stream);
 }
 
 }  // namespace loom::kernels
