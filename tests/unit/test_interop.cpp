@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
+#include <tuple>
 #include <type_traits>
 
 namespace {
@@ -26,6 +28,59 @@ TEST(Version, LibraryMatchesHeaders) {
                                std::to_string(loom::kVersionMinor) + "." +
                                std::to_string(loom::kVersionPatch);
   EXPECT_EQ(loom::version(), expected);
+}
+
+}  // namespace
+
+namespace {
+
+struct Packed {
+  float* p;
+  int n;
+};
+enum class Mode : short { a, b };
+
+// What loom::launch reports while a compiled graph is built: each
+// parameter's bytes at its offset, which are pointers, and whether any
+// parameter is of a class type (a pointer could hide inside).
+TEST(LaunchRecord, KeepsEachParametersBytesAndKind) {
+  float data[4] = {};
+  const void* kernel = &data;  // any address: the record only keeps it
+  const auto r = loom::detail::record_launch(
+      kernel,
+      std::tuple<const float*, char, double, int*, Mode>(data + 1, 'x', 2.5, nullptr, Mode::b));
+  EXPECT_EQ(r.function, kernel);
+  EXPECT_TRUE(r.plain);
+  ASSERT_EQ(r.params.size(), 5U);
+  const std::size_t sizes[] = {8, 1, 8, 8, 2};
+  const bool pointers[] = {true, false, false, true, false};
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(r.params[i].size, sizes[i]) << i;
+    EXPECT_EQ(r.params[i].pointer, pointers[i]) << i;
+    EXPECT_EQ(r.params[i].offset % r.params[i].size, 0U) << "parameter " << i << " misaligned";
+    if (i > 0) {
+      EXPECT_GE(r.params[i].offset, r.params[i - 1].offset + r.params[i - 1].size);
+    }
+  }
+  EXPECT_EQ(r.bytes.size(), r.params.back().offset + r.params.back().size);
+  const float* p = nullptr;
+  std::memcpy(&p, r.bytes.data() + r.params[0].offset, sizeof p);
+  EXPECT_EQ(p, data + 1);
+  double d = 0;
+  std::memcpy(&d, r.bytes.data() + r.params[2].offset, sizeof d);
+  EXPECT_EQ(d, 2.5);
+  EXPECT_EQ(static_cast<char>(r.bytes[r.params[1].offset]), 'x');
+}
+
+TEST(LaunchRecord, AClassParameterMakesTheLaunchOpaque) {
+  float x = 0;
+  const auto r = loom::detail::record_launch(nullptr, std::tuple<Packed, int>(Packed{&x, 3}, 1));
+  EXPECT_FALSE(r.plain) << "a struct may hide a pointer that re-pointing would miss";
+  ASSERT_EQ(r.params.size(), 2U);
+  EXPECT_FALSE(r.params[0].pointer);
+  const auto none = loom::detail::record_launch(nullptr, std::tuple<>());
+  EXPECT_TRUE(none.plain);
+  EXPECT_TRUE(none.params.empty());
 }
 
 }  // namespace
