@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <queue>
+#include <string_view>
 
 namespace loom::detail {
 namespace {
@@ -56,7 +57,44 @@ std::size_t waits_needed(const Task& task, const std::vector<PlannedTask>& plann
   return n;
 }
 
+// loom's built-in ops whose device time is bound by the bytes they touch.
+bool memory_bound_builtin(std::string_view name) {
+  static constexpr std::string_view kNames[] = {
+      "fill",      "scale_copy", "vector_add", "add",       "mul",         "axpby",
+      "relu",      "gelu_tanh",  "cast",       "fused_map", "rgb_to_gray", "box_blur",
+      "histogram", "sum",        "max",        "min",       "softmax"};
+  return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
+}
+
+std::uint64_t tensor_bytes(const std::vector<Tensor>& tensors) {
+  std::uint64_t bytes = 0;
+  for (const auto& t : tensors) {
+    if (t.defined()) bytes += t.nbytes();
+  }
+  return bytes;
+}
+
 }  // namespace
+
+bool small_work(const Task& task) {
+  switch (task.kind) {
+    case TaskKind::copy: {
+      if (!task.copy_src.defined() || !task.copy_dst.defined()) return false;
+      const std::uint64_t bytes = task.copy_src.nbytes();
+      const bool on_device =
+          task.copy_src.memory().is_device() && task.copy_dst.memory().is_device();
+      // Bytes weighted, bounded so that the product cannot overflow.
+      if (bytes >= kSmallWorkBytes) return false;
+      return (on_device ? 2 * bytes : kHostLinkWeight * bytes) < kSmallWorkBytes;
+    }
+    case TaskKind::op:
+      return task.op && memory_bound_builtin(task.op->name()) &&
+             tensor_bytes(task.reads) + tensor_bytes(task.writes) < kSmallWorkBytes;
+    case TaskKind::host:
+    case TaskKind::collective: return false;
+  }
+  return false;
+}
 
 Plan make_plan(const Graph& graph, const std::vector<Placement>& placement,
                int streams_per_priority) {
@@ -68,8 +106,9 @@ Plan make_plan(const Graph& graph, const std::vector<Placement>& placement,
   plan.stream_count = k * kPriorityLevels + 1;
   const auto streams = static_cast<std::size_t>(plan.stream_count);
 
-  std::vector<std::int64_t> tail(streams, -1);      // last task on each stream
-  std::vector<std::uint64_t> last_use(streams, 0);  // for least-recently-used choice
+  std::vector<std::int64_t> tail(streams, -1);       // last task on each stream
+  std::vector<std::uint64_t> last_use(streams, 0);   // for least-recently-used choice
+  std::vector<std::uint8_t> large_tail(streams, 0);  // the stream's last task is large work
   std::vector<std::int64_t> seq(streams, 0);
   std::vector<std::vector<std::int64_t>> clock(streams, std::vector<std::int64_t>(streams, 0));
   std::vector<std::int64_t> task_seq(tasks.size(), 0);
@@ -81,6 +120,7 @@ Plan make_plan(const Graph& graph, const std::vector<Placement>& placement,
     p.placement = placement[t];
     if (p.placement != Placement::device) continue;
     const Task& task = tasks[t];
+    p.small = small_work(task);
     int s = -1;
     if (task.kind == TaskKind::collective) {
       s = plan.collective_stream();
@@ -93,6 +133,25 @@ Plan make_plan(const Graph& graph, const std::vector<Placement>& placement,
             pred.stream < first + k &&
             tail[static_cast<std::size_t>(pred.stream)] == static_cast<std::int64_t>(*it)) {
           s = pred.stream;
+        }
+      }
+      if (s < 0 && p.small) {
+        // Small work: a stream not behind large work, then the fewest
+        // waits, then the most recently used (so small work gathers).
+        s = first;
+        std::size_t best =
+            waits_needed(task, plan.tasks, clock[static_cast<std::size_t>(s)], s, task_seq);
+        for (int c = first + 1; c < first + k; ++c) {
+          const auto cu = static_cast<std::size_t>(c);
+          const auto bu = static_cast<std::size_t>(s);
+          const std::size_t w = waits_needed(task, plan.tasks, clock[cu], c, task_seq);
+          const bool better = large_tail[cu] != large_tail[bu] ? large_tail[cu] < large_tail[bu]
+                              : w != best                      ? w < best
+                                                               : last_use[cu] > last_use[bu];
+          if (better) {
+            s = c;
+            best = w;
+          }
         }
       }
       if (s < 0) {
@@ -135,6 +194,7 @@ Plan make_plan(const Graph& graph, const std::vector<Placement>& placement,
     clock[su][su] = task_seq[t] = ++seq[su];
     snapshot[t] = clock[su];
     tail[su] = t;
+    large_tail[su] = p.small ? 0 : 1;
     last_use[su] = ++use_counter;
     // A device task whose successor runs on the host is watched.
     for (auto succ : task.successors) {

@@ -6,12 +6,37 @@
 // Streams: `streams_per_priority` for each priority (index p * K + k), and
 // one more for collectives (NCCL calls of a communicator stay on one stream,
 // in one order). A task continues the stream of a predecessor that is still
-// that stream's last task (so chains stay on one stream); otherwise it takes
-// the least recently used stream of its priority (so branches spread out).
+// that stream's last task (so chains stay on one stream). Otherwise where it
+// goes depends on what its work is worth (the cost model below):
+//  - large work (or work of unknown size) takes the least recently used
+//    stream of its priority, so that independent branches overlap; a join
+//    (device predecessors on two or more streams) gains nothing from a fresh
+//    stream and takes the one that needs the fewest waits;
+//  - small work gains nothing from overlapping: its device time is below
+//    what spreading costs (an event record and wait a crossing edge, ~2-4 µs
+//    of launch time, and a watched tail a stream). It takes, in this order
+//    of preference, a stream whose last task is not large work (it must not
+//    queue behind a long kernel), the stream that needs the fewest waits,
+//    the most recently used stream: independent small tasks gather on one
+//    stream, in topological order, and a graph of small tasks alone runs on
+//    one stream with no event at all, like raw launches on one stream.
 // A cross-stream edge costs an event only when the waiting stream does not
 // already know, through earlier waits (vector clocks over the streams), that
 // the predecessor is done: transitive edges cost nothing.
-
+//
+// The cost model (small_work()): deterministic, from the graph alone. A
+// task's work is small when its device time is known to be bound by the
+// bytes it touches and those are fewer than kSmallWorkBytes: a copy within
+// device memory (its bytes, read and written), a copy over the host link
+// (its bytes weighted by kHostLinkWeight: the link is that much slower than
+// device memory), and loom's built-in memory-bound ops, recognised by name
+// (the elementwise maps, fill, scale_copy, vector_add, fused_map, the image
+// ops, the reductions, softmax: the bytes of their reads and writes). Any
+// other work is large: matmul (its time grows faster than its bytes), spin,
+// kernel tasks and users' ops (their time is unknown: a kernel on a few
+// bytes may run for milliseconds), collectives. A user op named like a
+// built-in one is taken for it. 4 MiB is about 1 µs of an H200's memory
+// bandwidth: below it a kernel lasts about as long as its launch.
 #include <loom/graph.hpp>
 
 #include <cstdint>
@@ -25,12 +50,21 @@ enum class Placement : std::uint8_t {
   async,   ///< started by the scheduler, completes on its own (staged copies)
 };
 
+/// Work below this many bytes (weighted) gains nothing from a stream of its own.
+inline constexpr std::uint64_t kSmallWorkBytes = std::uint64_t{4} << 20;
+/// How much more a byte over the host link costs than one in device memory.
+inline constexpr std::uint64_t kHostLinkWeight = 64;
+
+/// The cost model: true when `task`'s device work is known to be small (see above).
+bool small_work(const Task& task);
+
 struct PlannedTask {
   Placement placement = Placement::host;
   int stream = -1;                   ///< device tasks: the stream index
   std::vector<std::uint32_t> waits;  ///< device predecessors on other streams to wait on
   bool record_event = false;         ///< another stream waits on it, or it is watched
   bool watched = false;              ///< its completion is observed (host successors, stream tail)
+  bool small = false;                ///< small_work(): placed to spare streams and events
 };
 
 struct Plan {

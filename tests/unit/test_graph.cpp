@@ -371,17 +371,22 @@ TEST_F(GraphTest, PlanKeepsChainsOnOneStreamWithoutEvents) {
   EXPECT_EQ(plan.cross_stream_edges, 0U);
 }
 
+// Floats enough for an op's work to deserve a stream of its own.
+constexpr std::int64_t kLarge = std::int64_t{2} << 20;  // 8 MiB of floats, above kSmallWorkBytes
+
 TEST_F(GraphTest, PlanSpreadsFanOutAndJoinsWithOneEventPerCrossingEdge) {
   Graph g;
-  auto src = g.add(loom::ops::fill(x, 1));
+  auto big = rt.tensor<float>({kLarge});
+  auto src = g.add(loom::ops::fill(big, 1));
   std::vector<loom::Tensor> outs;
   for (int i = 0; i < 4; ++i) {
-    outs.push_back(rt.tensor<float>({64}));
-    g.add(loom::ops::scale_copy(x, outs.back(), static_cast<float>(i)));
+    outs.push_back(rt.tensor<float>({kLarge}));
+    g.add(loom::ops::scale_copy(big, outs.back(), static_cast<float>(i)));
   }
-  auto sum = rt.tensor<float>({64});
+  auto sum = rt.tensor<float>({kLarge});
   g.add(loom::ops::vector_add(outs[0], outs[1], sum));
   const auto plan = device_plan(g);
+  for (const auto& t : plan.tasks) EXPECT_FALSE(t.small);
   std::set<int> branch_streams;
   for (std::uint32_t i = 1; i <= 4; ++i) branch_streams.insert(plan.tasks[i].stream);
   EXPECT_EQ(branch_streams.size(), 4U) << "independent branches on distinct streams";
@@ -389,6 +394,76 @@ TEST_F(GraphTest, PlanSpreadsFanOutAndJoinsWithOneEventPerCrossingEdge) {
   // 3 branches wait on the source; the join waits on one of its two inputs.
   EXPECT_EQ(plan.cross_stream_waits, 4U);
   EXPECT_TRUE(plan.tasks[src.index].record_event);
+}
+
+TEST_F(GraphTest, PlanKeepsSmallWorkOnOneStreamWithoutEvents) {
+  // The same fan-out and join over small tensors, then a random DAG of small
+  // ops: nothing gains from a second stream, so nothing pays for one.
+  Graph g;
+  g.add(loom::ops::fill(x, 1));
+  std::vector<loom::Tensor> outs;
+  for (int i = 0; i < 8; ++i) {
+    outs.push_back(rt.tensor<float>({64}));
+    g.add(loom::ops::scale_copy(x, outs.back(), static_cast<float>(i)));
+  }
+  g.add(loom::ops::vector_add(outs[0], outs[1], y));
+  std::mt19937 rng(7);
+  for (int i = 0; i < 200; ++i) {
+    g.add(loom::ops::scale_copy(outs[rng() % outs.size()], outs[rng() % outs.size()], 1.0F));
+  }
+  const auto plan = device_plan(g);
+  for (const auto& t : plan.tasks) {
+    EXPECT_TRUE(t.small);
+    EXPECT_EQ(t.stream, plan.tasks[0].stream);
+    EXPECT_FALSE(t.record_event && !t.watched);
+  }
+  EXPECT_EQ(plan.cross_stream_edges, 0U);
+  EXPECT_EQ(plan.cross_stream_waits, 0U);
+}
+
+TEST_F(GraphTest, TheCostModelKnowsSmallWorkAndTakesTheRestForLarge) {
+  auto big = rt.tensor<float>({kLarge});
+  Graph g;
+  auto small_fill = g.add(loom::ops::fill(x, 1));
+  auto large_fill = g.add(loom::ops::fill(big, 1));
+  auto spin = g.add(loom::ops::spin(y, 1000));  // a few bytes, a millisecond
+  auto kernel = g.add(loom::kernel_task("user", {z}, {z}, [](loom::KernelContext&) {}));
+  auto small_copy = g.copy(x, y);
+  auto host = g.host("h", [] {}, {}, {});
+  const auto small = [&](loom::TaskId t) { return loom::detail::small_work(g.task(t)); };
+  EXPECT_TRUE(small(small_fill));
+  EXPECT_FALSE(small(large_fill)) << "8 MiB written";
+  EXPECT_FALSE(small(spin)) << "its time is not its bytes'";
+  EXPECT_FALSE(small(kernel)) << "a kernel task's time is unknown";
+  EXPECT_FALSE(small(host));
+  // Host memory on both sides (the CPU runtime's): over the host link, 64x
+  // its 256 bytes is still small.
+  EXPECT_TRUE(small(small_copy));
+  auto big2 = rt.tensor<float>({std::int64_t{64} << 10});  // 256 KiB: 16 MiB weighted
+  auto big3 = rt.tensor<float>({std::int64_t{64} << 10});
+  EXPECT_FALSE(small(g.copy(big2, big3)));
+}
+
+TEST_F(GraphTest, PlanKeepsSmallWorkOffStreamsBusyWithLargeWork) {
+  // Two long kernels take two streams; a small independent task must not
+  // queue behind either, and small tasks after it gather on its stream.
+  Graph g;
+  auto a = rt.tensor<float>({4});
+  auto b = rt.tensor<float>({4});
+  auto l1 = g.add(loom::ops::spin(a, 1000));
+  auto l2 = g.add(loom::ops::spin(b, 1000));
+  auto s1 = g.add(loom::ops::fill(x, 1));
+  auto s2 = g.add(loom::ops::fill(y, 1));
+  auto s3 = g.add(loom::ops::fill(z, 1));
+  const auto plan = device_plan(g);
+  const int l1s = plan.tasks[l1.index].stream;
+  const int l2s = plan.tasks[l2.index].stream;
+  EXPECT_NE(l1s, l2s) << "large independent work is spread";
+  const int ss = plan.tasks[s1.index].stream;
+  EXPECT_NE(ss, l1s);
+  EXPECT_NE(ss, l2s);
+  EXPECT_EQ(plan.tasks[s2.index].stream, ss);
+  EXPECT_EQ(plan.tasks[s3.index].stream, ss);
 }
 
 TEST_F(GraphTest, PlanDropsEventsThatEarlierWaitsImply) {
@@ -440,7 +515,7 @@ TEST_F(GraphTest, PlanBoundsTheStreamsAndSeparatesPriorities) {
   std::vector<loom::Tensor> ts;
   for (int i = 0; i < 12; ++i) {
     ts.push_back(rt.tensor<float>({4}));
-    g.add(loom::ops::fill(ts.back(), 1),
+    g.add(loom::ops::spin(ts.back(), 10),  // large work (its time is not its bytes')
           {.name = "", .priority = i % 2 == 0 ? loom::Priority::high : loom::Priority::normal});
   }
   const auto plan = device_plan(g, 2);
