@@ -70,6 +70,14 @@ void Graph::changed() {
   }
 }
 
+Graph detail::GraphAccess::snapshot(const Graph& g) {
+  Graph copy;
+  copy.tasks_ = g.tasks_;
+  copy.intermediates_ = g.intermediates_;
+  copy.edges_ = g.edges_;
+  return copy;  // no slot: prepared_ stays null
+}
+
 void Graph::add_edge(std::uint32_t from, std::uint32_t to) {
   if (from == to) return;
   auto& preds = tasks_[to].predecessors;

@@ -4,6 +4,7 @@
 
 #include <loom/graph.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,15 @@ struct GraphAccess {
   /// Cuts a snapshot off its original's slot (a snapshot kept inside the
   /// slot's value would otherwise keep the slot, and itself, alive).
   static void detach(Graph& snapshot) noexcept { snapshot.prepared_.reset(); }
+  /// What a runtime runs of `g`: its tasks, edges and intermediates, without
+  /// its build history (the accesses that infer edges for tasks added later,
+  /// the names given): no copy of what running never reads. Detached (no
+  /// slot). Not to be built on: a task added to it would miss inferred edges.
+  static Graph snapshot(const Graph& g);
+  /// Entries of `g`'s build history (storages tracked, names asked for): tests.
+  static std::size_t history_entries(const Graph& g) noexcept {
+    return g.history_.size() + g.names_.size() + g.spaces_by_address_.size();
+  }
 };
 
 }  // namespace loom::detail

@@ -43,8 +43,8 @@ std::shared_ptr<PreparedGraph> make_prepared(const Graph& graph,
                                              const std::vector<Placement>& placement,
                                              int streams_per_priority) {
   auto prepared = std::make_shared<PreparedGraph>();
-  prepared->graph = graph;
-  GraphAccess::detach(prepared->graph);
+  // The tasks alone: the graph's build history is never read by a run.
+  prepared->graph = GraphAccess::snapshot(graph);
   prepared->plan = make_plan(prepared->graph, placement, streams_per_priority);
   const Plan& plan = prepared->plan;
   prepared->stream_plan.assign(static_cast<std::size_t>(plan.stream_count), {});

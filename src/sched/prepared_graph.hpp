@@ -17,7 +17,7 @@
 namespace loom::detail {
 
 struct PreparedGraph {
-  Graph graph;  ///< the snapshot (detached from the original's slot)
+  Graph graph;  ///< the snapshot: tasks, edges, intermediates (GraphAccess::snapshot)
   Plan plan;
   std::vector<std::vector<std::uint32_t>> stream_plan;  ///< device tasks per stream, plan order
   std::vector<std::uint32_t> roots;                     ///< tasks with no predecessor, plan order

@@ -1,8 +1,10 @@
 // Graph building: inferred hazards, explicit edges, cycles and validation
 // messages; the plan's stream assignment and event elimination.
+#include "core/prepared_slot.hpp"
 #include "core/storage.hpp"
 #include "core/tensor_access.hpp"
 #include "sched/plan.hpp"
+#include "sched/prepare.hpp"
 
 #include <loom/error.hpp>
 #include <loom/graph.hpp>
@@ -508,6 +510,33 @@ TEST_F(GraphTest, PlanPutsAJoinWhereItNeedsTheFewestWaits) {
   const int js = plan.tasks[j.index].stream;
   EXPECT_TRUE(js == plan.tasks[a.index].stream || js == plan.tasks[b.index].stream) << js;
   EXPECT_EQ(plan.tasks[j.index].waits.size(), 1U);
+}
+
+TEST_F(GraphTest, PreparingCopiesTheTasksNotTheBuildHistory) {
+  Graph g;
+  std::vector<loom::Tensor> ts;
+  for (int i = 0; i < 50; ++i) {
+    ts.push_back(rt.tensor<float>({64}));
+    g.add(loom::ops::scale_copy(x, ts.back(), 1.0F));
+  }
+  g.add(loom::ops::vector_add(ts[0], ts[1], y));
+  auto mid = g.intermediate(loom::DType::f32, {4});
+  g.add(loom::ops::fill(mid, 1));
+  const auto prepared = loom::detail::make_prepared(
+      g, std::vector<loom::detail::Placement>(g.size(), loom::detail::Placement::device), 2);
+  const Graph& snapshot = prepared->graph;
+  EXPECT_GT(loom::detail::GraphAccess::history_entries(g), 50U);
+  EXPECT_EQ(loom::detail::GraphAccess::history_entries(snapshot), 0U);
+  EXPECT_EQ(loom::detail::GraphAccess::slot(snapshot), nullptr) << "detached from g's slot";
+  ASSERT_EQ(snapshot.size(), g.size());
+  EXPECT_EQ(snapshot.edge_count(), g.edge_count());
+  EXPECT_EQ(snapshot.intermediates().size(), 1U);
+  for (std::uint32_t t = 0; t < g.size(); ++t) {
+    EXPECT_EQ(snapshot.tasks()[t].name, g.tasks()[t].name);
+    EXPECT_EQ(snapshot.tasks()[t].predecessors, g.tasks()[t].predecessors);
+    EXPECT_EQ(snapshot.tasks()[t].successors, g.tasks()[t].successors);
+  }
+  EXPECT_NO_THROW(snapshot.validate());
 }
 
 TEST_F(GraphTest, PlanBoundsTheStreamsAndSeparatesPriorities) {
