@@ -53,13 +53,14 @@ void CapturedSegment::launch(cudaStream_t stream,
         set_launch_bytes(*this, change.launch, launches[change.launch].record.bytes);
       }
     }
-    applied = nullptr;
+    // Recorded before the nodes change: should an update fail part way, the
+    // next launch still puts back every node this one may have moved.
+    applied = repointing;
     if (repointing) {
       for (const auto& change : repointing->changes) {
         set_launch_bytes(*this, change.launch, change.bytes);
       }
     }
-    applied = repointing;
   }
   LOOM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
 }
@@ -112,6 +113,9 @@ NodeSet capture_tails(cudaStream_t lane) {
   std::size_t count = 0;
   LOOM_CUDA_CHECK(
       cudaStreamGetCaptureInfo(lane, &status, nullptr, nullptr, &deps, nullptr, &count));
+  // Only an active capture's dependencies are valid (an invalidated one is
+  // refused by name once its task returns).
+  if (status != cudaStreamCaptureStatusActive || count == 0) return {};
   return NodeSet(deps, deps + count);
 }
 
@@ -239,10 +243,12 @@ void capture_task(const Task& task, StreamView lane, const CaptureOptions& optio
   }
 }
 
-// Ends a capture that failed; the graph it recorded into stays its owner's.
+// Ends a capture that failed, dropping what it captured (an invalidated
+// capture's graph is the driver's to free: it returns none).
 void abandon_capture(cudaStream_t origin) noexcept {
   cudaGraph_t partial = nullptr;
   (void)cudaStreamEndCapture(origin, &partial);
+  if (partial != nullptr) (void)cudaGraphDestroy(partial);
   (void)cudaGetLastError();
 }
 
@@ -266,29 +272,47 @@ std::vector<std::uint32_t> needed_predecessors(const std::vector<Task>& tasks, s
   return needed;
 }
 
-// Keeps the reported launches whose nodes hang off what they should (checked
-// now that the graph is complete), with the parameters they were captured
-// with; a task with a launch that does not is opaque after all.
+// Whether a reported launch's node is a kernel node hanging off exactly what
+// it should (checked now that the graph is complete), and its parameters as
+// captured. A query the driver refuses (an edge with data, a kernel it cannot
+// name) only makes the launch's task opaque: the error is cleared, so that no
+// later check reads it as a task's own.
+bool read_described_launch(ReportedLaunch& r) {
+  cudaGraphNodeType type{};
+  std::size_t count = 0;
+  if (cudaGraphNodeGetType(r.launch.node, &type) != cudaSuccess ||
+      type != cudaGraphNodeTypeKernel ||
+      cudaGraphNodeGetDependencies(r.launch.node, nullptr, nullptr, &count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  NodeSet deps(count);
+  if (count > 0 &&
+      cudaGraphNodeGetDependencies(r.launch.node, deps.data(), nullptr, &count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  deps.resize(count);
+  if (sorted(std::move(deps)) != r.expected) return false;
+  if (cudaGraphKernelNodeGetParams(r.launch.node, &r.launch.params) != cudaSuccess ||
+      r.launch.params.func == nullptr) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  r.launch.params.kernelParams = nullptr;  // pointed at the bytes at each update
+  r.launch.params.extra = nullptr;
+  return true;
+}
+
+// Keeps the reported launches of the tasks all of whose launches read as
+// described; a task with one that does not is opaque after all.
 void keep_described_launches(std::vector<ReportedLaunch>& reported, CapturedSegment& segment,
                              std::vector<char>& described) {
-  for (const auto& r : reported) {
-    if (!described[r.task]) continue;
-    cudaGraphNodeType type{};
-    LOOM_CUDA_CHECK(cudaGraphNodeGetType(r.launch.node, &type));
-    std::size_t count = 0;
-    LOOM_CUDA_CHECK(cudaGraphNodeGetDependencies(r.launch.node, nullptr, nullptr, &count));
-    NodeSet deps(count);
-    if (count > 0) {
-      LOOM_CUDA_CHECK(cudaGraphNodeGetDependencies(r.launch.node, deps.data(), nullptr, &count));
-    }
-    if (type != cudaGraphNodeTypeKernel || sorted(deps) != r.expected) described[r.task] = 0;
+  for (auto& r : reported) {
+    if (described[r.task] && !read_described_launch(r)) described[r.task] = 0;
   }
   for (auto& r : reported) {
-    if (!described[r.task]) continue;
-    LOOM_CUDA_CHECK(cudaGraphKernelNodeGetParams(r.launch.node, &r.launch.params));
-    r.launch.params.kernelParams = nullptr;  // pointed at the bytes at each update
-    r.launch.params.extra = nullptr;
-    segment.launches.push_back(std::move(r.launch));
+    if (described[r.task]) segment.launches.push_back(std::move(r.launch));
   }
 }
 
@@ -301,14 +325,18 @@ std::unique_ptr<CapturedSegment> capture_segment(const PreparedGraph& prepared,
   for (auto t : step.tasks) in_step[t] = 1;
   auto segment = std::make_unique<CapturedSegment>();
   // The stream is made before the capture begins: nothing but stream-ordered
-  // work is asked of the driver while it records.
+  // work is asked of the driver while it records. The capture makes its own
+  // graph (not cudaStreamBeginCaptureToGraph into one of ours): what becomes
+  // of a graph given to a capture that is then invalidated is not documented
+  // (a driver was seen freeing one, a conditional node's body:
+  // NVIDIA/cuda-python#2918), so the segment owns a graph only once
+  // cudaStreamEndCapture hands one over, as documented. Node handles read
+  // during the capture stay valid in the graph it returns.
   Stream lane(options.device, 0);
   const cudaStream_t native = lane.view().native();
-  LOOM_CUDA_CHECK(cudaGraphCreate(&segment->graph, 0));
-  LOOM_CUDA_CHECK(cudaStreamBeginCaptureToGraph(native, segment->graph, nullptr, nullptr, 0,
-                                                cudaStreamCaptureModeRelaxed));
   CaptureResources resources(options, graphs, native);
   std::vector<NodeSet> tails(tasks.size());
+  LOOM_CUDA_CHECK(cudaStreamBeginCapture(native, cudaStreamCaptureModeRelaxed));
   try {
     for (auto t : step.tasks) {
       NodeSet deps;
@@ -329,8 +357,7 @@ std::unique_ptr<CapturedSegment> capture_segment(const PreparedGraph& prepared,
     abandon_capture(native);
     throw;
   }
-  cudaGraph_t ended_graph = nullptr;
-  const cudaError_t ended = cudaStreamEndCapture(native, &ended_graph);
+  const cudaError_t ended = cudaStreamEndCapture(native, &segment->graph);
   if (ended != cudaSuccess) {
     (void)cudaGetLastError();
     throw InvalidArgument(

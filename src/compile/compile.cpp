@@ -129,6 +129,36 @@ bool can_repoint(const Executable::Impl& impl, const std::vector<Binding>& bindi
   return true;
 }
 
+// Whether re-pointed binding `i`'s tensor keeps clear of the rest of the
+// replay. The graph's edges were made for the placeholders' bytes: a bound
+// tensor that meets memory a task still uses at its own address, or another
+// re-pointed binding's tensor (say, one tensor bound to an input and an
+// output), would be read and written by nodes no edge orders. Copies, which
+// are tasks of the run ordered by their data, bind it instead.
+bool clear_of_the_graph(const Executable::Impl& impl, const std::vector<Binding>& bindings,
+                        const std::vector<char>& repoint, std::size_t i) {
+  const Span bound = span_of(bindings[i].tensor);
+  for (std::size_t j = 0; j < bindings.size(); ++j) {
+    if (j != i && repoint[j] && span_of(bindings[j].tensor).overlaps(bound)) return false;
+  }
+  const auto moved = [&](const Span& s) {
+    for (std::size_t j = 0; j < bindings.size(); ++j) {
+      if (repoint[j] && span_of(bindings[j].placeholder).overlaps(s)) return true;
+    }
+    return false;
+  };
+  for (const auto& task : impl.prepared->tasks()) {
+    for (const auto* list : {&task.reads, &task.writes}) {
+      for (const auto& x : *list) {
+        if (!x.defined()) continue;
+        const Span s = span_of(x);
+        if (s.overlaps(bound) && !moved(s)) return false;
+      }
+    }
+  }
+  return true;
+}
+
 // The pointer parameters of every described launch of segment `segment`
 // that point into a re-pointed placeholder, moved to the same place in its
 // bound tensor.
@@ -216,12 +246,23 @@ Future Executable::run(const std::vector<Binding>& bindings) const {
   // in the instantiated graphs; the others are copied in before the replay
   // and out after it, as tasks of the same run.
   std::vector<char> repoint(bindings.size(), 0);
-  bool any_repoint = false;
   for (std::size_t i = 0; i < bindings.size(); ++i) {
     if (same_view(bindings[i].tensor, bindings[i].placeholder)) continue;
     repoint[i] = can_repoint(impl, bindings, i) ? 1 : 0;
-    any_repoint = any_repoint || repoint[i];
   }
+  // Dropping one binding back to copies can leave another's tensor meeting
+  // memory that now stays where it is: until nothing changes.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t i = 0; i < bindings.size(); ++i) {
+      if (repoint[i] && !clear_of_the_graph(impl, bindings, repoint, i)) {
+        repoint[i] = 0;
+        changed = true;
+      }
+    }
+  }
+  const bool any_repoint =
+      std::any_of(repoint.begin(), repoint.end(), [](char r) { return r != 0; });
   Graph g;
   for (std::size_t i = 0; i < bindings.size(); ++i) {
     const Binding& b = bindings[i];
