@@ -32,7 +32,11 @@
 ///  - In place, without a copy, when every task that touches the
 ///    placeholder's bytes launched all its work through loom::launch with
 ///    parameters that are pointers, numbers or enums (a kernel_task written
-///    as kernel_task.hpp shows), and no other bound placeholder overlaps it:
+///    as kernel_task.hpp shows), no other bound placeholder overlaps it, and
+///    its bound tensor overlaps neither memory the graph uses nor another
+///    re-pointed binding's tensor (the graph's edges were drawn for the
+///    placeholders' addresses; one tensor bound to an input and an output is
+///    therefore copied):
 ///    each kernel parameter that points into the placeholder is moved to the
 ///    same place in the bound tensor (cudaGraphExecKernelNodeSetParams) for
 ///    this run, and back for a later run that does not bind it. The

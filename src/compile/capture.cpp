@@ -44,7 +44,6 @@ void set_launch_bytes(const CapturedSegment& segment, std::size_t index,
 
 void CapturedSegment::launch(cudaStream_t stream,
                              const std::shared_ptr<const Repointing>& repointing) {
-  std::lock_guard lock(mutex);
   if (applied != repointing) {
     // Back to the placeholders' pointers where the last launch differed,
     // then this launch's; an update never touches a launch in flight.

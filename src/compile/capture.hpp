@@ -2,8 +2,8 @@
 // Building a compiled graph's segments (compile_plan.hpp) into CUDA graphs,
 // once, on the compiling thread, with exactly the dependency DAG's edges.
 //
-// One capture a segment, on a stream private to it, into a graph made for
-// it. Before each task the capture's dependency set is replaced
+// One capture a segment, on a stream private to it; the graph it ends with
+// is the segment's. Before each task the capture's dependency set is replaced
 // (cudaStreamUpdateCaptureDependencies) by the last nodes of the task's
 // predecessors within the segment, after dropping a predecessor that is
 // already a predecessor of another predecessor (the edge is implied); after
@@ -38,7 +38,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 namespace loom::detail {
@@ -78,8 +77,10 @@ struct CapturedSegment {
   cudaGraphExec_t exec = nullptr;
   std::size_t nodes = 0;
   std::vector<DescribedLaunch> launches;
-  std::mutex mutex;  ///< re-pointing and launching (the scheduling thread; tests)
-  std::shared_ptr<const Repointing> applied;  ///< null: the placeholders' pointers
+  /// Null: the placeholders' pointers. Only the executor's scheduling thread
+  /// launches segments (Op::run_cuda), so re-pointing and launching take no
+  /// lock, and none is held across a CUDA call.
+  std::shared_ptr<const Repointing> applied;
 
   /// Launches the exec on `stream` with `repointing`'s pointers (null: the
   /// placeholders'), re-pointing only what differs from the last launch.

@@ -104,6 +104,34 @@ Span span_of(const Tensor& t) {
   return {detail::address_space(t), lo, hi};
 }
 
+// Whether some described launch may reach `placeholder` in a way that
+// re-pointing would miss: a pointer just past its end, a pointer into its
+// storage outside it (a base pointer and an offset), or a number whose
+// value is one of its addresses (an address passed as an integer). Then a
+// copy binds it: a copy is always right.
+bool ambiguous_parameters(const detail::CapturedGraphs& graphs, const Tensor& placeholder) {
+  const auto [lo, hi] = detail::byte_span(placeholder);
+  const auto& storage = *detail::TensorAccess::storage(placeholder);
+  const auto base = reinterpret_cast<std::uintptr_t>(storage.base);
+  const std::uintptr_t end = base + storage.bytes;
+  for (const auto& segment : graphs.segments) {
+    for (const auto& launch : segment->launches) {
+      const auto& record = launch.record;
+      for (const auto& param : record.params) {
+        if (param.size != sizeof(std::uintptr_t)) continue;
+        std::uintptr_t v = 0;
+        std::memcpy(&v, record.bytes.data() + param.offset, sizeof v);
+        const bool inside = v >= lo && v < hi;
+        if (param.pointer ? (!inside && v >= std::min(base, lo) && v <= std::max(end, hi))
+                          : (v >= lo && v <= hi)) {
+          return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
 // Whether binding `i` may re-point the kernel nodes that use its placeholder
 // instead of copying through it: every task that touches the placeholder's
 // bytes is a described launch (capture.hpp) and touches them only within
@@ -126,7 +154,7 @@ bool can_repoint(const Executable::Impl& impl, const std::vector<Binding>& bindi
       }
     }
   }
-  return true;
+  return !ambiguous_parameters(*impl.captured, bindings[i].placeholder);
 }
 
 // Whether re-pointed binding `i`'s tensor keeps clear of the rest of the
