@@ -48,14 +48,20 @@ void CudaLauncher::shutdown() {
 }
 
 void CudaLauncher::attach(Run& run) {
-  auto state = std::make_unique<RunStreams>();
+  // A recycled run brings the state its last run left (released, with its
+  // vectors' capacity): a steady state allocates nothing here.
+  auto* state = static_cast<RunStreams*>(run.device.get());  // only this launcher makes it
+  if (state == nullptr) {
+    auto made = std::make_unique<RunStreams>();
+    state = made.get();
+    run.device = std::move(made);
+  }
   state->tasks.resize(run.tasks().size());
   const auto streams = static_cast<std::size_t>(run.plan().stream_count);
   state->streams.resize(streams);
   for (std::size_t s = 0; s < streams; ++s) {
     state->streams[s].in_flight.reserve(run.stream_plan(s).size());
   }
-  run.device = std::move(state);
 }
 
 void CudaLauncher::ready(RunMachine& machine, Run& run, std::uint32_t t) {

@@ -67,6 +67,29 @@ struct CudaLauncher::RunStreams final : LaunchState {
   std::vector<std::uint32_t> async_running;
   EventPool::Lease trace_base;
   EventPool::Lease entry;
+
+  // Back to a new run's state: every lease and workspace goes back to its
+  // pool (the run's work is over), the vectors keep their capacity.
+  void release() noexcept override {
+    tasks.clear();
+    for (auto& cursor : streams) {
+      cursor.in_flight.clear();
+      cursor.head = 0;
+      cursor.next = 0;
+    }
+    order_next = 0;
+    rotation = 0;
+    wait_streams.clear();
+    gate_events.clear();
+    start_marks.clear();
+    stream_order_waits.clear();
+    unlaunched_marked = false;
+    queried_streams.clear();
+    watched.clear();
+    async_running.clear();
+    trace_base = {};
+    entry = {};
+  }
 };
 
 inline CudaLauncher::RunStreams& streams_of(Run& run) noexcept {

@@ -44,6 +44,9 @@ struct TaskState {
 /// lists); made by Launcher::attach() and destroyed with the run.
 struct LaunchState {
   virtual ~LaunchState() = default;
+  /// Lets go of everything the run held (events, workspaces), keeping the
+  /// capacity of its vectors for the next run that reuses this state.
+  virtual void release() noexcept {}
 };
 
 struct Run {
@@ -72,6 +75,33 @@ struct Run {
   std::atomic<int> host_outstanding{0};   // posted to workers, outcome not yet taken back
   // The device launcher's (null without one).
   std::unique_ptr<LaunchState> device;
+
+  /// Back to a new run's state, at teardown (on a worker): drops every
+  /// reference the run held (its tensors through the prepared graph, its
+  /// state, events and workspaces through `device`), keeping the capacity of
+  /// its vectors and the launcher's state (released) for the next run made
+  /// from this one (RunMachine keeps spare runs: a steady state allocates none).
+  void recycle() noexcept {
+    state.reset();
+    prepared.reset();
+    completion.reset();
+    tasks_state.clear();
+    unfinished = 0;
+    unsettled = 0;
+    started = false;
+    gates = 0;
+    followers_settled.clear();
+    followers_finished.clear();
+    cancel_handled = false;
+    first_error = nullptr;
+    reports.clear();
+    number = 0;
+    tracing = false;
+    activity = ActivityTicket{};
+    ready_host.clear();
+    host_outstanding.store(0, std::memory_order_relaxed);
+    if (device) device->release();
+  }
 
   const std::vector<Task>& tasks() const noexcept { return prepared->tasks(); }
   const Plan& plan() const noexcept { return prepared->plan; }

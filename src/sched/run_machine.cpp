@@ -13,6 +13,9 @@ namespace loom::detail {
 
 namespace {
 
+// Spare runs kept for reuse: more than the runs a runtime has in flight at once, usually.
+constexpr std::size_t kMaxSpareRuns = 64;
+
 std::string message_of(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
@@ -32,21 +35,47 @@ RunMachine::RunMachine(Launcher& host, Launcher* device, Poison& poison,
       poison_(poison),
       workers_(std::move(workers)),
       trace_path_(std::move(trace_path)),
-      lifecycle_(std::make_shared<Lifecycle>(workers_)) {}
+      lifecycle_(std::make_shared<Lifecycle>(workers_)) {
+  spare_runs_.reserve(kMaxSpareRuns);
+}
+
+std::unique_ptr<Run> RunMachine::take_spare_run() {
+  std::lock_guard lock(spare_mutex_);
+  if (spare_runs_.empty()) return nullptr;
+  auto run = std::move(spare_runs_.back());
+  spare_runs_.pop_back();
+  return run;
+}
+
+void RunMachine::give_spare_run(Run* run) noexcept {
+  {
+    std::lock_guard lock(spare_mutex_);
+    if (spare_runs_.size() < spare_runs_.capacity()) {
+      spare_runs_.emplace_back(run);
+      return;
+    }
+  }
+  delete run;
+}
 
 std::unique_ptr<Run> RunMachine::make_run(std::shared_ptr<const PreparedGraph> prepared,
                                           std::shared_ptr<CompletionState> completion) {
-  auto run = std::make_unique<Run>();
+  std::unique_ptr<Run> run = take_spare_run();
+  if (!run) run = std::make_unique<Run>();
   run->prepared = std::move(prepared);
   run->completion = std::move(completion);
   const std::size_t n = run->tasks().size();
-  run->state = std::make_shared<RunState>();
+  run->state = make_run_state();
   run->state->lifecycle = lifecycle_;
   run->state->names = run->prepared->names;
+  // The reports go to the state when the run is published: a recycled
+  // state brings their capacity back.
+  run->reports.swap(run->state->reports);
   run->reports.resize(n);
-  run->tasks_state.resize(n);
+  run->tasks_state.assign(n, TaskState{});
   run->unfinished = n;
   run->unsettled = n;
+  run->started_at = Clock::now();
   run->number = ++run_counter_;
   if (recorder_.open()) run->activity = recorder_.join();
   run->tracing = !trace_path_.empty() || static_cast<bool>(run->activity);
@@ -104,9 +133,9 @@ void RunMachine::admit(std::unique_ptr<Run> owned) {
 
 void RunMachine::start_ready_runs() {
   while (!to_start_.empty()) {
-    std::vector<Run*> starting;
-    starting.swap(to_start_);
-    for (Run* r : starting) {
+    starting_.clear();
+    starting_.swap(to_start_);  // both keep their capacity
+    for (Run* r : starting_) {
       Run& run = *r;
       if (run.started) continue;
       try {
@@ -317,34 +346,6 @@ void RunMachine::finish(std::unique_ptr<Run> owned) {
     }
   }
   std::erase(to_start_, &run);
-  auto state = run.state;
-  auto completion = run.completion;
-  auto publish = [lifecycle = lifecycle_, state, completion, error = run.first_error,
-                  reports = std::move(run.reports)]() mutable {
-    std::vector<std::function<void(const Future&)>> continuations;
-    // The Completion gets an error of its own, and this worker keeps no
-    // reference to either: each stored error dies with the state that holds
-    // it, after every waiter that read it (see copy_of_error).
-    auto completion_error = copy_of_error(error);
-    {
-      std::lock_guard lock(state->mutex);
-      state->error = std::move(error);
-      state->reports = std::move(reports);
-      state->done = true;
-      state->wake_scheduler = nullptr;
-      continuations.swap(state->continuations);
-    }
-    state->done_cv.notify_all();
-    if (completion) completion->finish(std::move(completion_error));
-    std::vector<std::function<void()>> jobs;
-    jobs.reserve(continuations.size());
-    for (auto& fn : continuations) {
-      jobs.emplace_back([fn = std::move(fn), state] { fn(FutureAccess::make(state)); });
-    }
-    // No longer live, its continuations counted until they return: the
-    // runtime's shutdown waits for both.
-    lifecycle->run_published(std::move(jobs));
-  };
   // Only the times are read here (a device task's from its events, which
   // this thread alone queries); names, files and spans are made on the worker.
   RunTimes times;
@@ -363,17 +364,55 @@ void RunMachine::finish(std::unique_ptr<Run> owned) {
   // are dropped on a worker, never here, and before the run is published:
   // once wait() returns, the run holds nothing (take() works).
   Run* raw = owned.release();
-  // High priority: user host work must not hold back a run's end.
-  workers_->post(Priority::high,
-                 [this, raw, times = std::move(times), publish = std::move(publish)](int) mutable {
-                   FinishedTrace trace = finished_trace(*raw, times);
-                   delete raw;
-                   if (trace.file) {
-                     write_chrome_trace(trace.file->path, trace.file->tracks, trace.file->events);
-                   }
-                   publish();
-                   trace.activity.deliver(std::move(trace.spans));
-                 });
+  // High priority: user host work must not hold back a run's end. Without
+  // times the job is two pointers, which std::function keeps without
+  // allocating.
+  if (times.tasks.empty()) {
+    workers_->post(Priority::high, [this, raw](int) { end_on_worker(raw, RunTimes{}); });
+  } else {
+    workers_->post(Priority::high, [this, raw, times = std::move(times)](int) mutable {
+      end_on_worker(raw, std::move(times));
+    });
+  }
+}
+
+void RunMachine::end_on_worker(Run* raw, RunTimes times) {
+  FinishedTrace trace = finished_trace(*raw, times);
+  // What publishing needs, taken out of the run before it lets go of the rest.
+  auto lifecycle = lifecycle_;
+  auto state = std::move(raw->state);
+  auto completion = std::move(raw->completion);
+  auto error = std::move(raw->first_error);
+  auto reports = std::move(raw->reports);
+  raw->recycle();
+  give_spare_run(raw);  // before publishing: then this machine may be gone
+  if (trace.file) {
+    write_chrome_trace(trace.file->path, trace.file->tracks, trace.file->events);
+  }
+  std::vector<std::function<void(const Future&)>> continuations;
+  // The Completion gets an error of its own, and this worker keeps no
+  // reference to either: each stored error dies with the state that holds
+  // it, after every waiter that read it (see copy_of_error).
+  auto completion_error = copy_of_error(error);
+  {
+    std::lock_guard lock(state->mutex);
+    state->error = std::move(error);
+    state->reports = std::move(reports);
+    state->done = true;
+    state->wake_scheduler = nullptr;
+    continuations.swap(state->continuations);
+  }
+  state->done_cv.notify_all();
+  if (completion) completion->finish(std::move(completion_error));
+  std::vector<std::function<void()>> jobs;
+  jobs.reserve(continuations.size());
+  for (auto& fn : continuations) {
+    jobs.emplace_back([fn = std::move(fn), state] { fn(FutureAccess::make(state)); });
+  }
+  // No longer live, its continuations counted until they return: the
+  // runtime's shutdown waits for both.
+  lifecycle->run_published(std::move(jobs));
+  trace.activity.deliver(std::move(trace.spans));
 }
 
 FinishedTrace RunMachine::finished_trace(Run& run, const RunTimes& times) noexcept {

@@ -99,9 +99,16 @@ class RunMachine {
   void note_user_cancel(Run& run);
   bool finished(const Run& run) const;
   void finish(std::unique_ptr<Run> run);
-  /// On a worker, before the run is deleted: its trace file's contents and
+  /// On a worker, before the run is recycled: its trace file's contents and
   /// its spans on its activity log's clock.
   FinishedTrace finished_trace(Run& run, const RunTimes& times) noexcept;
+  /// On a worker: the run's teardown (recycled into the spare runs), its
+  /// trace, then its outcome published. `this` may be gone once it returns.
+  void end_on_worker(Run* run, RunTimes times);
+  /// A spare run to make a new one from; null when there is none. Any thread.
+  std::unique_ptr<Run> take_spare_run();
+  /// Keeps a recycled run for a later make_run (or deletes it past the bound).
+  void give_spare_run(Run* run) noexcept;
 
   Launcher& host_;
   Launcher* device_;
@@ -112,10 +119,16 @@ class RunMachine {
   ActivityRecorder recorder_;
   RunList runs_;                           // scheduling thread only
   std::vector<Run*> to_start_;             // scheduling thread only: gates just opened
+  std::vector<Run*> starting_;             // scheduling thread only: scratch
   std::vector<RunOrdering::RunId> after_;  // scheduling thread only: scratch
   std::vector<Run*> earlier_;              // scheduling thread only: scratch
   RunOrdering ordering_;                   // scheduling thread only
   std::shared_ptr<Lifecycle> lifecycle_;   // live runs, pending continuations, shutdown
+  // Finished runs, recycled (Run::recycle) so that making a run allocates
+  // nothing in a steady state. Under spare_mutex_ (make_run from any
+  // thread, teardown on workers); capacity reserved, never exceeded.
+  std::mutex spare_mutex_;
+  std::vector<std::unique_ptr<Run>> spare_runs_;
 };
 
 }  // namespace loom::detail

@@ -35,6 +35,13 @@ struct RunState {
   std::vector<std::weak_ptr<RunState>> follows;
 };
 
+/// A RunState as new (one per run), recycled: the state, its control block
+/// and the capacity of its vectors come back to a process-wide pool when
+/// the last reference (a Future, a continuation) goes, so that a steady
+/// state of runs allocates none. Any thread; the pool outlives every
+/// runtime (a Future may outlive its runtime). @throws std::bad_alloc.
+std::shared_ptr<RunState> make_run_state();
+
 /// The run whose host task the calling thread is running; null elsewhere.
 RunState* current_run() noexcept;
 

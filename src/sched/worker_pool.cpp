@@ -81,8 +81,7 @@ std::function<void(int)> WorkerPool::take_locked() {
   for (int p = kPriorityLevels - 1; p >= 0; --p) {
     auto& q = queues_[static_cast<std::size_t>(p)];
     if (!q.empty()) {
-      auto job = std::move(q.front());
-      q.pop_front();
+      auto job = q.pop_front();
       queued_.fetch_sub(1, std::memory_order_relaxed);
       return job;
     }

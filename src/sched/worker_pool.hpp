@@ -12,10 +12,10 @@
 
 #include <loom/priority.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -51,7 +51,40 @@ class WorkerPool {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::atomic<int> queued_{0};  // jobs posted and not yet taken: idle workers spin on it briefly
-  std::array<std::deque<std::function<void(int)>>, kPriorityLevels> queues_;
+  // A FIFO of jobs over a ring that only grows: once it has held as many
+  // jobs as it ever holds at once, posting allocates nothing (a job small
+  // enough for std::function's own storage, such as a run's end, allocates
+  // nothing at all).
+  class JobQueue {
+   public:
+    bool empty() const noexcept { return size_ == 0; }
+    void push_back(std::function<void(int)> job) {
+      if (size_ == slots_.size()) grow();
+      slots_[(head_ + size_) % slots_.size()] = std::move(job);
+      ++size_;
+    }
+    std::function<void(int)> pop_front() noexcept {
+      auto job = std::move(slots_[head_]);
+      slots_[head_] = nullptr;
+      head_ = (head_ + 1) % slots_.size();
+      --size_;
+      return job;
+    }
+
+   private:
+    void grow() {
+      std::vector<std::function<void(int)>> bigger(std::max<std::size_t>(16, 2 * slots_.size()));
+      for (std::size_t i = 0; i < size_; ++i) {
+        bigger[i] = std::move(slots_[(head_ + i) % slots_.size()]);
+      }
+      slots_ = std::move(bigger);
+      head_ = 0;
+    }
+    std::vector<std::function<void(int)>> slots_;
+    std::size_t head_ = 0;
+    std::size_t size_ = 0;
+  };
+  std::array<JobQueue, kPriorityLevels> queues_;
   bool stop_ = false;
   int target_ = 0;                    // workers the pool was made with
   int blocked_ = 0;                   // workers blocked in a wait (under mutex_)

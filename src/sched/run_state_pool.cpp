@@ -1,0 +1,144 @@
+// Recycling RunStates (run_state.hpp: make_run_state). A run's state is
+// shared with the Futures of the run, which may live anywhere and as long as
+// they like, so it cannot belong to a runtime: a process-wide pool keeps
+// spare states, with the capacity of their vectors (a run's reports, its
+// continuations), and spare shared_ptr control blocks. Both are bounded;
+// past the bound a state is freed as usual. The pools are never destroyed
+// (a Future may be dropped during static destruction).
+
+#include "sched/run_state.hpp"
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <vector>
+
+namespace loom::detail {
+namespace {
+
+constexpr std::size_t kMaxSpare = 256;
+
+// Spare blocks of one size and alignment (one per control-block type).
+template <std::size_t Size, std::size_t Align>
+class BlockPool {
+  static_assert(Align <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "plain operator new aligns it");
+
+ public:
+  static BlockPool& instance() {
+    static auto* pool = new BlockPool;  // never destroyed: see above
+    return *pool;
+  }
+  void* take() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!free_.empty()) {
+        void* block = free_.back();
+        free_.pop_back();
+        return block;
+      }
+    }
+    return ::operator new(Size);
+  }
+  void give(void* block) noexcept {
+    {
+      std::lock_guard lock(mutex_);
+      if (free_.size() < free_.capacity()) {  // capacity reserved: never allocates here
+        free_.push_back(block);
+        return;
+      }
+    }
+    ::operator delete(block, Size);
+  }
+
+ private:
+  BlockPool() { free_.reserve(kMaxSpare); }
+  std::mutex mutex_;
+  std::vector<void*> free_;
+};
+
+// The allocator of the control blocks (allocate(1) of one type only).
+template <class T>
+struct PooledAllocator {
+  using value_type = T;
+  PooledAllocator() noexcept = default;
+  template <class U>
+  PooledAllocator(const PooledAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) {
+    if (n != 1) return static_cast<T*>(::operator new(n * sizeof(T)));
+    return static_cast<T*>(BlockPool<sizeof(T), alignof(T)>::instance().take());
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    if (n != 1) {
+      ::operator delete(p, n * sizeof(T));
+      return;
+    }
+    BlockPool<sizeof(T), alignof(T)>::instance().give(p);
+  }
+  template <class U>
+  bool operator==(const PooledAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+// Spare states, emptied but with their vectors' capacity.
+class StatePool {
+ public:
+  static StatePool& instance() {
+    static auto* pool = new StatePool;  // never destroyed: see above
+    return *pool;
+  }
+  RunState* take() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!free_.empty()) {
+        RunState* state = free_.back();
+        free_.pop_back();
+        return state;
+      }
+    }
+    return new RunState;
+  }
+  // The last reference went: nothing else can see the state now.
+  void give(RunState* state) noexcept {
+    // What it holds goes now (errors, names, continuations' captures), on
+    // the thread that dropped the last reference, as it would have.
+    state->done = false;
+    state->error = nullptr;
+    state->reports.clear();
+    state->names.reset();
+    state->cancel_requested.store(false, std::memory_order_relaxed);
+    state->continuations.clear();
+    state->lifecycle.reset();
+    state->wake_scheduler = nullptr;
+    state->follows.clear();
+    {
+      std::lock_guard lock(mutex_);
+      if (free_.size() < free_.capacity()) {
+        free_.push_back(state);
+        return;
+      }
+    }
+    delete state;
+  }
+
+ private:
+  StatePool() { free_.reserve(kMaxSpare); }
+  std::mutex mutex_;
+  std::vector<RunState*> free_;
+};
+
+struct GiveBack {
+  void operator()(RunState* state) const noexcept { StatePool::instance().give(state); }
+};
+
+}  // namespace
+
+std::shared_ptr<RunState> make_run_state() {
+  // Should the control block's allocation throw, the constructor gives the
+  // state back itself (it calls the deleter).
+  return std::shared_ptr<RunState>(StatePool::instance().take(), GiveBack{},
+                                   PooledAllocator<RunState>{});
+}
+
+}  // namespace loom::detail
