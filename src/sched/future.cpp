@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/log.hpp"
@@ -73,8 +74,25 @@ bool Future::ready() const {
   return s.done;
 }
 
+namespace {
+
+// How long a waiter on a thread of its own spins before it sleeps: a short
+// run's end is then seen without a wake-up's latency (several µs).
+constexpr auto kWaitSpin = std::chrono::microseconds(50);
+
+void spin_briefly_for(const detail::RunState& s) {
+  if (detail::current_thread_role() != nullptr) return;  // loom's threads wait their own way
+  const auto until = std::chrono::steady_clock::now() + kWaitSpin;
+  while (!s.published.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace
+
 void Future::wait() const {
   const auto& s = state();
+  spin_briefly_for(s);
   auto& cv = const_cast<std::condition_variable&>(s.done_cv);
   const auto done = [&] { return s.done; };
   std::unique_lock lock(s.mutex);

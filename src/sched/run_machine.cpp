@@ -402,6 +402,7 @@ void RunMachine::end_on_worker(Run* raw, RunTimes times) {
     state->wake_scheduler = nullptr;
     continuations.swap(state->continuations);
   }
+  state->published.store(true, std::memory_order_release);
   state->done_cv.notify_all();
   if (completion) completion->finish(std::move(completion_error));
   std::vector<std::function<void()>> jobs;

@@ -23,6 +23,9 @@ struct RunState {
   mutable std::mutex mutex;
   std::condition_variable done_cv;
   bool done = false;
+  // Set (release) once `done` is: a waiter on a thread of its own spins on
+  // it briefly before sleeping on done_cv (a hint; `done` decides).
+  std::atomic<bool> published{false};
   std::exception_ptr error;                               // the first failure
   std::vector<TaskReport> reports;                        // report() adds the names
   std::shared_ptr<const std::vector<std::string>> names;  // shared by every run of a graph

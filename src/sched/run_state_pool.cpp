@@ -104,6 +104,7 @@ class StatePool {
     // What it holds goes now (errors, names, continuations' captures), on
     // the thread that dropped the last reference, as it would have.
     state->done = false;
+    state->published.store(false, std::memory_order_relaxed);
     state->error = nullptr;
     state->reports.clear();
     state->names.reset();
