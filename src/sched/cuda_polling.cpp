@@ -101,6 +101,14 @@ bool CudaLauncher::poll(RunMachine& machine, Run& run) {
     // A later watched task of the same stream may already have confirmed it.
     if (mine.tasks[w].confirmed) continue;
     // Stream order: everything launched on the stream up to w is done too.
+    // A fault is seen the same way, through the watched event (events are
+    // recorded only where something observes them: stream tails, tasks with
+    // host or cross-stream successors, traced tasks), so it fails every task
+    // of the stream whose end had not been seen up to w, each by its name,
+    // and the run's error names the earliest of them: the faulting task when
+    // it is the only one, possibly an earlier one of the same stream when
+    // several small tasks were in flight (a sticky fault shows on every
+    // event, so it may also be seen first through another stream's).
     StreamCursor& cursor = mine.streams[static_cast<std::size_t>(run.plan().tasks[w].stream)];
     while (cursor.head < cursor.in_flight.size()) {
       const auto t = cursor.in_flight[cursor.head++];

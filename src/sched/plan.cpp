@@ -57,6 +57,13 @@ std::size_t waits_needed(const Task& task, const std::vector<PlannedTask>& plann
   return n;
 }
 
+// True when a predecessor of the task does not run on a stream (a host task,
+// a staged copy): the task may wait long before it can be launched.
+bool waits_for_host(const Task& task, const std::vector<Placement>& placement) {
+  return std::any_of(task.predecessors.begin(), task.predecessors.end(),
+                     [&](std::uint32_t p) { return placement[p] != Placement::device; });
+}
+
 // loom's built-in ops whose device time is bound by the bytes they touch.
 bool memory_bound_builtin(std::string_view name) {
   static constexpr std::string_view kNames[] = {
@@ -106,9 +113,11 @@ Plan make_plan(const Graph& graph, const std::vector<Placement>& placement,
   plan.stream_count = k * kPriorityLevels + 1;
   const auto streams = static_cast<std::size_t>(plan.stream_count);
 
-  std::vector<std::int64_t> tail(streams, -1);       // last task on each stream
-  std::vector<std::uint64_t> last_use(streams, 0);   // for least-recently-used choice
-  std::vector<std::uint8_t> large_tail(streams, 0);  // the stream's last task is large work
+  std::vector<std::int64_t> tail(streams, -1);      // last task on each stream
+  std::vector<std::uint64_t> last_use(streams, 0);  // for least-recently-used choice
+  // The stream's last task may keep what follows it waiting: large work, or
+  // a task that waits for a host task or a staged copy.
+  std::vector<std::uint8_t> slow_tail(streams, 0);
   std::vector<std::int64_t> seq(streams, 0);
   std::vector<std::vector<std::int64_t>> clock(streams, std::vector<std::int64_t>(streams, 0));
   std::vector<std::int64_t> task_seq(tasks.size(), 0);
@@ -136,8 +145,9 @@ Plan make_plan(const Graph& graph, const std::vector<Placement>& placement,
         }
       }
       if (s < 0 && p.small) {
-        // Small work: a stream not behind large work, then the fewest
-        // waits, then the most recently used (so small work gathers).
+        // Small work: a stream not behind large work (or work waiting for
+        // the host), then the fewest waits, then the most recently used (so
+        // small work gathers).
         s = first;
         std::size_t best =
             waits_needed(task, plan.tasks, clock[static_cast<std::size_t>(s)], s, task_seq);
@@ -145,9 +155,9 @@ Plan make_plan(const Graph& graph, const std::vector<Placement>& placement,
           const auto cu = static_cast<std::size_t>(c);
           const auto bu = static_cast<std::size_t>(s);
           const std::size_t w = waits_needed(task, plan.tasks, clock[cu], c, task_seq);
-          const bool better = large_tail[cu] != large_tail[bu] ? large_tail[cu] < large_tail[bu]
-                              : w != best                      ? w < best
-                                                               : last_use[cu] > last_use[bu];
+          const bool better = slow_tail[cu] != slow_tail[bu] ? slow_tail[cu] < slow_tail[bu]
+                              : w != best                    ? w < best
+                                                             : last_use[cu] > last_use[bu];
           if (better) {
             s = c;
             best = w;
@@ -194,7 +204,7 @@ Plan make_plan(const Graph& graph, const std::vector<Placement>& placement,
     clock[su][su] = task_seq[t] = ++seq[su];
     snapshot[t] = clock[su];
     tail[su] = t;
-    large_tail[su] = p.small ? 0 : 1;
+    slow_tail[su] = !p.small || waits_for_host(task, placement) ? 1 : 0;
     last_use[su] = ++use_counter;
     // A device task whose successor runs on the host is watched.
     for (auto succ : task.successors) {

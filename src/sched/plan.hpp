@@ -15,8 +15,10 @@
 //  - small work gains nothing from overlapping: its device time is below
 //    what spreading costs (an event record and wait a crossing edge, ~2-4 µs
 //    of launch time, and a watched tail a stream). It takes, in this order
-//    of preference, a stream whose last task is not large work (it must not
-//    queue behind a long kernel), the stream that needs the fewest waits,
+//    of preference, a stream whose last task is neither large work nor
+//    waiting for a host task or a staged copy (it must not queue behind a
+//    long kernel, nor behind a launch that waits for the host: a stream
+//    launches in plan order), the stream that needs the fewest waits,
 //    the most recently used stream: independent small tasks gather on one
 //    stream, in topological order, and a graph of small tasks alone runs on
 //    one stream with no event at all, like raw launches on one stream.

@@ -512,6 +512,28 @@ TEST_F(GraphTest, PlanPutsAJoinWhereItNeedsTheFewestWaits) {
   EXPECT_EQ(plan.tasks[j.index].waits.size(), 1U);
 }
 
+TEST_F(GraphTest, PlanKeepsSmallWorkOffAStreamWaitingForTheHost) {
+  // A small task after a slow host task is launched only once the host task
+  // is over; small independent tasks must not queue behind it on its stream
+  // (a stream launches in plan order), and they still gather on one stream.
+  Graph g;
+  auto h = g.host("slow host", [] {});
+  auto gated = g.add(loom::ops::fill(x, 1));
+  g.precede(h, gated);
+  std::vector<loom::TaskId> free;
+  for (int i = 0; i < 4; ++i) {
+    free.push_back(g.add(loom::ops::fill(rt.tensor<float>({16}), 2)));
+  }
+  std::vector<loom::detail::Placement> placement(g.size(), loom::detail::Placement::device);
+  placement[h.index] = loom::detail::Placement::host;
+  const auto plan = loom::detail::make_plan(g, placement, 2);
+  const int gs = plan.tasks[gated.index].stream;
+  for (auto f : free) {
+    EXPECT_NE(plan.tasks[f.index].stream, gs);
+    EXPECT_EQ(plan.tasks[f.index].stream, plan.tasks[free[0].index].stream);
+  }
+}
+
 TEST_F(GraphTest, PreparingCopiesTheTasksNotTheBuildHistory) {
   Graph g;
   std::vector<loom::Tensor> ts;
