@@ -1,24 +1,34 @@
-// Graphs: the per-task cost of an eager run of N tiny kernels (a chain, a
-// fan-out, a random DAG) against raw launches in the same process (a
-// cudaLaunchKernel loop on one stream; launches spread over 4 streams joined
-// by events); the latency from device work to the host task it releases;
-// and the cost of building and validating a graph, per task.
+// Graphs: the per-node cost of an eager run of a DAG of tiny kernels
+// against what a user would write instead, in the same process on the same
+// kernels; the latency from device work to the host task it releases; and
+// the cost of building and validating a graph, per task.
+//
+// BM_EagerGraph: the DAGs of bench_dag.hpp (chain, 8 lanes, random with ~1.5
+//   edges a node, fork-4/join diamonds; 100, 1000 and 10,000 nodes), each
+//   node a user's loom::kernel_task launching dag_node<<<1, 32>>> with
+//   loom::launch (loom's inferred edges checked equal to the DAG's).
+//   loom: rt.submit(g).wait() with default RuntimeOptions, µs a node.
+//   Anchor (ratio = loom / anchor): the same kernels launched raw
+//   (cudaLaunchKernel, checked) in topological order on one stream, then one
+//   cudaStreamSynchronize: what a user without a runtime writes, and for
+//   kernels this small the fastest eager way (launch cost bounds it; more
+//   streams add events and gain nothing).
+// BM_DagGraphBuild (CPU only, runs without a GPU): building those DAGs as
+//   loom graphs of kernel tasks, µs a node, with the edge check.
 #include "cuda/check.hpp"
 #include "cuda/event.hpp"
 #include "cuda/stream.hpp"
 #include "elementwise/map.hpp"
-#include "sched/plan.hpp"
-#include "testing/spin.hpp"
 
 #include <loom/cuda_interop.hpp>
 #include <loom/device.hpp>
 #include <loom/graph.hpp>
-#include <loom/kernel_task.hpp>
 #include <loom/ops.hpp>
 #include <loom/runtime.hpp>
 
 #include <benchmark/benchmark.h>
 
+#include "bench_dag.hpp"
 #include "bench_support.hpp"
 
 #include <algorithm>
@@ -31,200 +41,125 @@
 namespace {
 
 using loom::bench::Clock;
+using loom::bench::Dag;
+using loom::bench::DagShape;
 using loom::bench::median;
-using loom::bench::ns_per_call;
 using loom::bench::skip_without_gpu;
+using loom::bench::us_since;
 
 constexpr std::int64_t kTiny = 256;  // floats a tiny kernel writes
 
-enum class Shape { chain, fan_out, random_dag, kernel_task_chain };
-
-loom::Graph make_graph(Shape shape, int n, std::vector<loom::Tensor>& ts) {
+// n scale_copy ops between random pairs of `ts` (graph building only).
+loom::Graph random_op_graph(int n, const std::vector<loom::Tensor>& ts) {
   loom::Graph g;
   std::mt19937 rng(7);
   for (int i = 0; i < n; ++i) {
-    switch (shape) {
-      case Shape::chain: g.add(loom::ops::scale_copy(ts[0], ts[0], 1.0F)); break;
-      case Shape::kernel_task_chain: {
-        // The chain's kernel as a user's kernel task: what the convenience costs.
-        const auto t = ts[0];
-        g.add(loom::kernel_task("scale", {t}, {t}, [t](loom::KernelContext& k) {
-          loom::kernels::scale_copy(t.data_as<float>(), t.data_as<float>(), kTiny, 1.0F,
-                                    loom::StreamView(loom::cuda_stream(k)));
-        }));
-        break;
-      }
-      case Shape::fan_out:
-        g.add(loom::ops::fill(ts[static_cast<std::size_t>(i) % ts.size()], 1.0F));
-        break;
-      case Shape::random_dag: {
-        const auto a = rng() % ts.size();
-        const auto c = rng() % ts.size();
-        g.add(loom::ops::scale_copy(ts[a], ts[c], 1.0F));
-        break;
-      }
-    }
+    const auto a = rng() % ts.size();
+    const auto c = rng() % ts.size();
+    g.add(loom::ops::scale_copy(ts[a], ts[c], 1.0F));
   }
   return g;
 }
 
-// Raw anchor: the same number of tiny kernels, on one stream or round-robin
-// over 4 streams that join the first with events.
-double raw_ns_per_kernel(int n, bool multi_stream, std::vector<loom::Tensor>& ts) {
-  std::vector<std::unique_ptr<loom::detail::Stream>> streams;
-  std::vector<std::unique_ptr<loom::detail::Event>> events;
-  const int count = multi_stream ? 4 : 1;
-  for (int i = 0; i < count; ++i) {
-    streams.push_back(std::make_unique<loom::detail::Stream>(0, 0));
-    events.push_back(std::make_unique<loom::detail::Event>(0));
-  }
-  std::vector<double> samples;
-  for (int rep = 0; rep < 7; ++rep) {
-    const auto t0 = Clock::now();
-    for (int i = 0; i < n; ++i) {
-      const auto s = static_cast<std::size_t>(i % count);
-      auto* p = ts[multi_stream ? static_cast<std::size_t>(i) % ts.size() : 0].data_as<float>();
-      loom::kernels::fill(p, kTiny, 1.0F, streams[s]->view());
-    }
-    for (int s = 1; s < count; ++s) {
-      events[static_cast<std::size_t>(s)]->record(streams[static_cast<std::size_t>(s)]->view());
-      events[static_cast<std::size_t>(s)]->make_wait(streams[0]->view());
-    }
-    streams[0]->synchronize();
-    samples.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / n);
-  }
-  return median(samples);
-}
-
-// Raw anchor for a DAG: the graph launched by hand exactly as loom's plan
-// says (same streams, same event waits, in plan order), without loom. The
-// gap to it is loom's own scheduling cost; the gap between it and the
-// one-stream loop is what the plan's concurrency costs in events.
-double raw_same_plan_ns_per_kernel(const loom::Graph& g, std::vector<loom::Tensor>& ts) {
-  const auto plan = loom::detail::make_plan(
-      g, std::vector<loom::detail::Placement>(g.size(), loom::detail::Placement::device), 4);
-  std::vector<std::unique_ptr<loom::detail::Stream>> streams;
-  for (int s = 0; s < plan.stream_count; ++s) {
-    streams.push_back(std::make_unique<loom::detail::Stream>(0, 0));
-  }
-  std::vector<std::unique_ptr<loom::detail::Event>> events;
-  for (std::size_t t = 0; t < g.size(); ++t)
-    events.push_back(std::make_unique<loom::detail::Event>(0));
-  loom::detail::Event joined(0);
-  auto* p = ts[0].data_as<float>();
-  std::vector<double> samples;
-  for (int rep = 0; rep < 7; ++rep) {
-    const auto t0 = Clock::now();
-    std::vector<bool> used(streams.size(), false);
-    for (auto t : plan.order) {
-      const auto& pt = plan.tasks[t];
-      const auto sv = streams[static_cast<std::size_t>(pt.stream)]->view();
-      used[static_cast<std::size_t>(pt.stream)] = true;
-      for (auto w : pt.waits) events[w]->make_wait(sv);
-      loom::kernels::scale_copy(p, p, kTiny, 1.0F, sv);
-      if (pt.record_event) events[t]->record(sv);
-    }
-    for (std::size_t s = 1; s < streams.size(); ++s) {
-      if (!used[s]) continue;
-      joined.record(streams[s]->view());
-      joined.make_wait(streams[0]->view());
-    }
-    streams[0]->synchronize();
-    samples.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() /
-                      static_cast<double>(g.size()));
-  }
-  return median(samples);
-}
-
-// Raw anchor of the same kernels: the graph's tasks launched by hand in
-// submission order on one stream (no events, no loom), enqueue + synchronize,
-// per kernel. With `enqueue_only`, the enqueue alone (the CPU side; the
-// stream is held behind a spin kernel meanwhile).
-double raw_same_kernels_once(const loom::Graph& g, loom::detail::Stream& stream,
-                             bool enqueue_only) {
-  if (enqueue_only) {
-    loom::kernels::spin(g.tasks().back().writes.front().data_as<float>(), 20000, stream.view());
-  }
-  const auto t0 = Clock::now();
-  for (const auto& task : g.tasks()) {
-    const auto* src = task.reads.empty() ? nullptr : task.reads.front().data_as<float>();
-    auto* dst = task.writes.front().data_as<float>();
-    if (src == nullptr) {
-      loom::kernels::fill(dst, kTiny, 1.0F, stream.view());
-    } else {
-      loom::kernels::scale_copy(src, dst, kTiny, 1.0F, stream.view());
-    }
-  }
-  const auto t1 = Clock::now();
-  stream.synchronize();
-  const auto t2 = Clock::now();
-  return std::chrono::duration<double, std::nano>((enqueue_only ? t1 : t2) - t0).count() /
-         static_cast<double>(g.size());
+std::string dag_label(const Dag& dag) {
+  return std::string(loom::bench::to_string(dag.shape)) + ", " + std::to_string(dag.nodes()) +
+         " nodes, " + std::to_string(dag.edges) + " edges";
 }
 
 void BM_EagerGraph(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
-  const auto shape = static_cast<Shape>(state.range(0));
+  const auto shape = static_cast<DagShape>(state.range(0));
   const int n = static_cast<int>(state.range(1));
-  loom::RuntimeOptions options;
-  options.streams_per_priority = static_cast<int>(state.range(2));
-  loom::Runtime rt(options);
-  std::vector<loom::Tensor> ts;
-  for (int i = 0; i < 16; ++i) ts.push_back(rt.tensor<float>({kTiny}));
-  const auto g = make_graph(shape, n, ts);
-  // Warm both sides up (clocks, lazy module loading, pools) for ~100 ms,
-  // then time loom and the raw anchor alternately, so that both see the
-  // same machine; the ratio is the median of the per-iteration ratios.
-  loom::detail::Stream raw_stream(0, 0);
-  for (const auto until = Clock::now() + std::chrono::milliseconds(100); Clock::now() < until;) {
+  loom::Runtime rt;
+  if (loom::bench::skip_without_cuda_backend(state, rt)) return;
+  const Dag dag = loom::bench::make_dag(shape, n);
+  const auto outputs = loom::bench::node_outputs(rt, n);
+  const auto g = loom::bench::dag_graph(dag, outputs);
+  loom::bench::check_edges(g, dag);
+  loom::detail::Stream stream(0, 0);
+  const cudaStream_t s = stream.view().native();
+  const auto raw = [&] {
+    const auto t0 = Clock::now();
+    loom::bench::launch_raw(dag, outputs, s);
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
+    return us_since(t0);
+  };
+  // Both sides warmed up, then timed alternately, so that both see the same
+  // machine; the ratio is the median of the per-sample ratios.
+  loom::bench::warm_up([&] {
     rt.submit(g).wait();
-    (void)raw_same_kernels_once(g, raw_stream, false);
-  }
-  std::vector<double> samples;
-  std::vector<double> raw_samples;
-  std::vector<double> ratios;
+    (void)raw();
+  });
+  std::vector<double> loom_us, anchor_us, ratios;
+  const double nodes = n;
   for (auto _ : state) {
     const auto t0 = Clock::now();
     rt.submit(g).wait();
-    const double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
-    samples.push_back(ns / n);
-    state.SetIterationTime(ns * 1e-9);
-    raw_samples.push_back(raw_same_kernels_once(g, raw_stream, false));
-    ratios.push_back(samples.back() / raw_samples.back());
+    const double l = us_since(t0);
+    const double a = raw();
+    state.SetIterationTime(l * 1e-6);
+    loom_us.push_back(l / nodes);
+    anchor_us.push_back(a / nodes);
+    ratios.push_back(l / a);
   }
-  const double loom_ns = median(samples);
-  // The anchor the targets name: the same kernels in a raw loop on one stream.
-  state.counters["loom_ns_per_task"] = loom_ns;
-  state.counters["raw_one_stream_ns"] = median(raw_samples);
+  state.counters["loom_us_per_node"] = median(loom_us);
+  state.counters["anchor_us_per_node"] = median(anchor_us);
   state.counters["ratio"] = median(ratios);
-  state.counters["raw_enqueue_ns"] = raw_same_kernels_once(g, raw_stream, true);
-  state.counters["raw_fill_loop_ns"] = raw_ns_per_kernel(n, false, ts);
-  if (shape == Shape::fan_out) {
-    state.counters["raw_4_streams_ns"] = raw_ns_per_kernel(n, true, ts);
-  }
-  if (shape == Shape::random_dag) {
-    const double same_plan_ns = raw_same_plan_ns_per_kernel(g, ts);
-    state.counters["raw_same_plan_ns"] = same_plan_ns;
-    state.counters["ratio_vs_same_plan"] = loom_ns / same_plan_ns;
-  }
-  const char* what = shape == Shape::chain               ? "chain"
-                     : shape == Shape::fan_out           ? "fan-out"
-                     : shape == Shape::kernel_task_chain ? "kernel-task chain"
-                                                         : "random DAG";
-  state.SetLabel(std::string(what) + ", " + std::to_string(options.streams_per_priority) +
-                 " stream(s) a priority, vs the same kernels on one raw stream");
+  state.counters["edges"] = static_cast<double>(dag.edges);
+  state.SetLabel(dag_label(dag) +
+                 ": eager submit+wait vs the same kernels launched on one raw stream + sync");
 }
-BENCHMARK(BM_EagerGraph)
-    ->ArgsProduct({{0, 1, 2, 3}, {1000}, {4, 1}})
-    ->UseManualTime()
-    ->Iterations(20)
-    ->Unit(benchmark::kMillisecond);
+// Shapes x sizes, fewer samples for larger graphs (each run stays within a
+// few seconds).
+#define LOOM_DAG_BENCHMARK(fn, nodes, iterations) \
+  BENCHMARK(fn)                                   \
+      ->ArgNames({"shape", "nodes"})              \
+      ->ArgsProduct({{0, 1, 2, 3}, {nodes}})      \
+      ->UseManualTime()                           \
+      ->Iterations(iterations)                    \
+      ->Unit(benchmark::kMicrosecond)
+
+LOOM_DAG_BENCHMARK(BM_EagerGraph, 100, 100);
+LOOM_DAG_BENCHMARK(BM_EagerGraph, 1000, 30);
+LOOM_DAG_BENCHMARK(BM_EagerGraph, 10000, 8);
+
+// The DAGs as loom graphs of kernel tasks, built on the CPU backend (no
+// launches): loom's build cost a node, and the edge check, without a GPU.
+void BM_DagGraphBuild(benchmark::State& state) {
+  loom::RuntimeOptions o;
+  o.backend = loom::Backend::cpu;
+  loom::Runtime rt(o);
+  const auto shape = static_cast<DagShape>(state.range(0));
+  const int n = static_cast<int>(state.range(1));
+  const Dag dag = loom::bench::make_dag(shape, n);
+  const auto outputs = loom::bench::node_outputs(rt, n);
+  loom::bench::check_edges(loom::bench::dag_graph(dag, outputs), dag);
+  std::vector<double> us;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    auto g = loom::bench::dag_graph(dag, outputs);
+    benchmark::DoNotOptimize(g.edge_count());
+    us.push_back(us_since(t0) / n);
+    state.PauseTiming();  // not the graph's destruction
+    g = loom::Graph();
+    state.ResumeTiming();
+  }
+  state.counters["loom_us_per_node"] = median(us);
+  state.counters["edges"] = static_cast<double>(dag.edges);
+  state.SetLabel(dag_label(dag) + ": kernel tasks added to a graph (CPU backend, no launch)");
+}
+BENCHMARK(BM_DagGraphBuild)
+    ->ArgNames({"shape", "nodes"})
+    ->ArgsProduct({{0, 1, 2, 3}, {100, 1000, 10000}})
+    ->Iterations(10)
+    ->Unit(benchmark::kMicrosecond);
 
 // A tiny kernel, then a host task: how long after the kernel's completion
 // (seen by a raw event synchronize in the anchor) the host task starts.
 void BM_HostTaskRelease(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
   loom::Runtime rt;
+  if (loom::bench::skip_without_cuda_backend(state, rt)) return;
   auto t = rt.tensor<float>({kTiny});
   std::atomic<long long> started_ns{0};
   loom::Graph g;
@@ -274,7 +209,7 @@ void BM_GraphBuildAndValidate(benchmark::State& state) {
   for (int i = 0; i < 64; ++i) ts.push_back(rt.tensor<float>({kTiny}));
   const int n = static_cast<int>(state.range(0));
   for (auto _ : state) {
-    auto g = make_graph(Shape::random_dag, n, ts);
+    auto g = random_op_graph(n, ts);
     g.validate();
     benchmark::DoNotOptimize(g.edge_count());
   }

@@ -1,8 +1,9 @@
 #pragma once
 // What every benchmark program shares: skipping without a GPU, host timing
-// of repeated calls, medians.
+// of repeated calls and of spans, medians.
 
 #include <loom/device.hpp>
+#include <loom/runtime.hpp>
 
 #include <benchmark/benchmark.h>
 
@@ -24,12 +25,36 @@ inline bool skip_without_gpu(benchmark::State& state) {
   return false;
 }
 
+/// Marks the benchmark skipped where `rt` runs on the CPU backend although
+/// there is a GPU (LOOM_DEVICE=cpu): the anchors launch on the device.
+inline bool skip_without_cuda_backend(benchmark::State& state, const loom::Runtime& rt) {
+  if (!rt.has_gpu()) {
+    state.SkipWithError("the runtime runs on the CPU backend (LOOM_DEVICE?): nothing to compare");
+    return true;
+  }
+  return false;
+}
+
 /// Mean host time of one call of `f` over `calls` calls, in nanoseconds.
 template <class F>
 double ns_per_call(F&& f, int calls) {
   const auto t0 = Clock::now();
   for (int i = 0; i < calls; ++i) f();
   return std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / calls;
+}
+
+/// Microseconds from t0 to now.
+inline double us_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+/// Calls f() for at least `duration` and at least `calls` times: clocks,
+/// lazy module loading and pools settle before anything is timed.
+template <class F>
+void warm_up(F&& f, std::chrono::milliseconds duration = std::chrono::milliseconds(100),
+             int calls = 3) {
+  const auto until = Clock::now() + duration;
+  for (int i = 0; i < calls || Clock::now() < until; ++i) f();
 }
 
 inline double median(std::vector<double> v) {
