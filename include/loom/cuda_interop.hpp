@@ -90,11 +90,20 @@ inline cudaStream_t cuda_stream(const KernelContext& k) noexcept {
 
 namespace detail {
 
-// The parameters' bytes and kinds, for a compiled graph (LaunchRecord).
+// A launch's kernel, configuration and parameters (bytes and kinds), for a
+// compiled graph (LaunchRecord).
 template <class... Params>
-LaunchRecord record_launch(const void* function, const std::tuple<Params...>& values) {
+LaunchRecord record_launch(const void* function, dim3 grid, dim3 block, std::size_t shared_bytes,
+                           const std::tuple<Params...>& values) {
   LaunchRecord record;
   record.function = function;
+  record.grid[0] = grid.x;
+  record.grid[1] = grid.y;
+  record.grid[2] = grid.z;
+  record.block[0] = block.x;
+  record.block[1] = block.y;
+  record.block[2] = block.z;
+  record.shared_bytes = shared_bytes;
   record.plain =
       ((std::is_pointer_v<Params> || std::is_arithmetic_v<Params> || std::is_enum_v<Params>)&&...);
   std::apply(
@@ -133,6 +142,11 @@ void launch(const KernelContext& k, void (*kernel)(Params...), dim3 grid, dim3 b
   const void* function = reinterpret_cast<const void*>(kernel);
   cudaError_t rc = cudaSuccess;
   std::tuple<std::decay_t<Params>...> values(std::forward<Args>(args)...);
+  if (k.describes_launches()) {
+    // A compiled graph being built: it adds the kernel node itself.
+    k.describe_launch(detail::record_launch(function, grid, block, shared_bytes, values));
+    return;
+  }
   if constexpr (sizeof...(Params) == 0) {
     rc = cudaLaunchKernelExC(&config, function, nullptr);
   } else {
@@ -144,9 +158,6 @@ void launch(const KernelContext& k, void (*kernel)(Params...), dim3 grid, dim3 b
         values);
   }
   if (rc != cudaSuccess) throw_launch_error(rc, "cudaLaunchKernelEx");
-  // While a compiled graph is built: the launch's parameters, so that a
-  // rebinding run can re-point its kernel node (see executable.hpp).
-  if (k.records_launches()) k.launched(detail::record_launch(function, values));
 }
 
 }  // namespace loom

@@ -60,9 +60,11 @@ class KernelContext {
   /// `bytes` of device scratch memory, valid until the task's device work
   /// has finished, then given back to the pool. @throws OutOfMemory.
   void* workspace(std::size_t bytes) const { return ctx_.workspace(bytes); }
-  /// loom's own (loom::launch): see ExecutionContext::records_launches.
-  bool records_launches() const noexcept { return ctx_.records_launches(); }
-  void launched(detail::LaunchRecord&& record) const { ctx_.launched(std::move(record)); }
+  /// loom's own (loom::launch): see ExecutionContext::describes_launches.
+  bool describes_launches() const noexcept { return ctx_.describes_launches(); }
+  void describe_launch(detail::LaunchRecord&& record) const {
+    ctx_.describe_launch(std::move(record));
+  }
 
  private:
   const ExecutionContext& ctx_;

@@ -33,11 +33,14 @@ namespace loom {
 struct DeviceProperties;
 
 namespace detail {
-/// One kernel launch as loom::launch made it: the kernel and each
-/// parameter's bytes. A compiled graph keeps it beside the launch's kernel
-/// node, so that a rebinding run can point the node at the caller's tensors
-/// (a parameter that is a pointer into a placeholder is moved to the same
-/// place in the bound tensor) instead of copying into the placeholder.
+/// One kernel launch as loom::launch describes it: the kernel, its
+/// configuration and each parameter's bytes. While a compiled graph is
+/// built, a task whose op launches through loom::launch only
+/// (Op::launches_through_loom) is described instead of captured: each
+/// record becomes a kernel node added directly to the graph, and stays
+/// beside it, so that a rebinding run can point the node at the caller's
+/// tensors (a parameter that is a pointer into a placeholder is moved to the
+/// same place in the bound tensor) instead of copying into the placeholder.
 struct LaunchRecord {
   struct Param {
     std::size_t offset = 0;  ///< into bytes
@@ -45,6 +48,9 @@ struct LaunchRecord {
     bool pointer = false;  ///< a pointer type (the only parameters ever re-pointed)
   };
   const void* function = nullptr;
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  std::size_t shared_bytes = 0;
   std::vector<Param> params;
   std::vector<unsigned char> bytes;
   /// Every parameter is a pointer, an arithmetic type or an enum: no
@@ -58,10 +64,10 @@ class TaskResources {
  public:
   virtual void* workspace(std::size_t bytes) = 0;
   virtual const DeviceProperties& properties() = 0;
-  /// True while a compiled graph is being built: loom::launch reports each
-  /// launch (after making it) to launched().
-  virtual bool records_launches() const noexcept { return false; }
-  virtual void launched(LaunchRecord&& /*record*/) {}
+  /// True while a compiled graph describes a task: loom::launch hands each
+  /// launch to describe_launch() instead of making it.
+  virtual bool describes_launches() const noexcept { return false; }
+  virtual void describe_launch(LaunchRecord&& /*record*/) {}
 
  protected:
   ~TaskResources() = default;
@@ -84,13 +90,13 @@ class LOOM_API ExecutionContext {
   void* workspace(std::size_t bytes) const;
   /// The device's properties, read once and cached. @throws as device_properties().
   const DeviceProperties& properties() const;
-  /// loom's own (loom::launch): whether launches are being recorded, and
-  /// where a launch made reports itself.
-  bool records_launches() const noexcept {
-    return resources_ != nullptr && resources_->records_launches();
+  /// loom's own (loom::launch): whether launches are described rather than
+  /// made (a compiled graph being built), and where a description goes.
+  bool describes_launches() const noexcept {
+    return resources_ != nullptr && resources_->describes_launches();
   }
-  void launched(detail::LaunchRecord&& record) const {
-    if (resources_ != nullptr) resources_->launched(std::move(record));
+  void describe_launch(detail::LaunchRecord&& record) const {
+    if (resources_ != nullptr) resources_->describe_launch(std::move(record));
   }
 
  private:
@@ -132,6 +138,14 @@ class LOOM_API Op {
   /// An op that returns false makes compile() fail, naming the task; it
   /// still runs in graphs submitted eagerly. The default is true.
   virtual bool capturable() const noexcept { return true; }
+  /// True when run_cuda() launches its work through loom::launch only
+  /// (loom/cuda_interop.hpp), nothing else on the stream: a compiled graph
+  /// then asks run_cuda() to describe its launches and adds their kernel
+  /// nodes itself (cheaper than a capture), and a rebinding run can re-point
+  /// them at the bound tensors without a copy. An op that claims it and
+  /// enqueues other work is found out at compile and captured instead. Kernel
+  /// tasks return true; the default is false.
+  virtual bool launches_through_loom() const noexcept { return false; }
 };
 
 using OpPtr = std::shared_ptr<const Op>;

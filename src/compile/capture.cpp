@@ -118,21 +118,13 @@ NodeSet capture_tails(cudaStream_t lane) {
   return NodeSet(deps, deps + count);
 }
 
-// A launch reported by loom::launch while its task was captured, with the
-// nodes it should hang off (checked once the capture is over).
-struct ReportedLaunch {
-  DescribedLaunch launch;
-  NodeSet expected;
-  std::uint32_t task = 0;
-};
-
-// What a task may ask for while it is captured: scratch memory that the
-// executable keeps (a replay reuses the addresses captured), and the
-// reports of its loom::launch calls.
+// What a task may ask for while a segment is built: scratch memory that
+// the executable keeps (a replay reuses the addresses given at compile), and,
+// while the task is described, its loom::launch calls.
 class CaptureResources final : public TaskResources {
  public:
-  CaptureResources(const CaptureOptions& options, CapturedGraphs& graphs, cudaStream_t lane)
-      : options_(options), graphs_(graphs), lane_(lane) {}
+  CaptureResources(const CaptureOptions& options, CapturedGraphs& graphs)
+      : options_(options), graphs_(graphs) {}
   void* workspace(std::size_t bytes) override {
     graphs_.workspaces.push_back(
         options_.copies->workspace(bytes, StreamView(options_.resource_stream)));
@@ -142,50 +134,22 @@ class CaptureResources final : public TaskResources {
     if (!properties_) properties_ = device_properties(options_.device);
     return *properties_;
   }
-  bool records_launches() const noexcept override { return true; }
-  void launched(LaunchRecord&& record) override {
-    if (!described_) return;
-    const NodeSet tails = capture_tails(lane_);
-    if (!record.plain || tails.size() != 1) {
-      described_ = false;
-      return;
-    }
-    ReportedLaunch r;
-    r.launch.node = tails.front();
-    r.launch.record = std::move(record);
-    r.expected = std::move(expected_);
-    r.task = task_;
-    reported_.push_back(std::move(r));
-    expected_ = tails;
-  }
+  bool describes_launches() const noexcept override { return describing_; }
+  void describe_launch(LaunchRecord&& record) override { described_.push_back(std::move(record)); }
 
-  /// Task `task` begins, hanging off `deps`.
-  void begin(std::uint32_t task, const NodeSet& deps) {
-    task_ = task;
-    expected_ = sorted(deps);
-    described_ = true;
-    first_report_ = reported_.size();
+  /// Launches are described from now on (true) or made (false).
+  void describe(bool on) {
+    describing_ = on;
+    if (on) described_.clear();
   }
-  /// Task ends with `tails` as the capture's last nodes: described when they
-  /// are those of its last reported launch (or its dependencies, for a task
-  /// that enqueued nothing). Forgets the reports of a task that is not.
-  bool end(const NodeSet& tails) {
-    const bool described = described_ && sorted(tails) == expected_;
-    if (!described) reported_.resize(first_report_);
-    return described;
-  }
-  std::vector<ReportedLaunch>& reported() noexcept { return reported_; }
+  std::vector<LaunchRecord>& described() noexcept { return described_; }
 
  private:
   const CaptureOptions& options_;
   CapturedGraphs& graphs_;
-  cudaStream_t lane_;
   std::optional<DeviceProperties> properties_;
-  std::uint32_t task_ = 0;
-  NodeSet expected_;
-  bool described_ = true;
-  std::size_t first_report_ = 0;
-  std::vector<ReportedLaunch> reported_;
+  bool describing_ = false;
+  std::vector<LaunchRecord> described_;
 };
 
 bool is_capture_error(cudaError_t rc) {
@@ -271,48 +235,57 @@ std::vector<std::uint32_t> needed_predecessors(const std::vector<Task>& tasks, s
   return needed;
 }
 
-// Whether a reported launch's node is a kernel node hanging off exactly what
-// it should (checked now that the graph is complete), and its parameters as
-// captured. A query the driver refuses (an edge with data, a kernel it cannot
-// name) only makes the launch's task opaque: the error is cleared, so that no
-// later check reads it as a task's own.
-bool read_described_launch(ReportedLaunch& r) {
-  cudaGraphNodeType type{};
-  std::size_t count = 0;
-  if (cudaGraphNodeGetType(r.launch.node, &type) != cudaSuccess ||
-      type != cudaGraphNodeTypeKernel ||
-      cudaGraphNodeGetDependencies(r.launch.node, nullptr, nullptr, &count) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
+// Runs task `task` on `stream` with its launches described (the stream is
+// a probe being captured, so that other work shows): the launches, when
+// that is all the task did, else nothing.
+std::optional<std::vector<LaunchRecord>> describe_task(const Task& task, cudaStream_t stream,
+                                                       const CaptureOptions& options,
+                                                       CaptureResources& resources) {
+  LOOM_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(stream, nullptr, nullptr, 0,
+                                                      cudaStreamSetCaptureDependencies));
+  resources.describe(true);
+  try {
+    capture_task(task, StreamView(stream), options, resources);
+  } catch (...) {
+    resources.describe(false);
+    throw;
   }
-  NodeSet deps(count);
-  if (count > 0 &&
-      cudaGraphNodeGetDependencies(r.launch.node, deps.data(), nullptr, &count) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  deps.resize(count);
-  if (sorted(std::move(deps)) != r.expected) return false;
-  if (cudaGraphKernelNodeGetParams(r.launch.node, &r.launch.params) != cudaSuccess ||
-      r.launch.params.func == nullptr) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  r.launch.params.kernelParams = nullptr;  // pointed at the bytes at each update
-  r.launch.params.extra = nullptr;
-  return true;
+  resources.describe(false);
+  const bool other_work = !capture_tails(stream).empty();
+  auto& records = resources.described();
+  const bool plain =
+      std::all_of(records.begin(), records.end(), [](const LaunchRecord& r) { return r.plain; });
+  if (other_work || !plain) return std::nullopt;
+  return std::move(records);
 }
 
-// Keeps the reported launches of the tasks all of whose launches read as
-// described; a task with one that does not is opaque after all.
-void keep_described_launches(std::vector<ReportedLaunch>& reported, CapturedSegment& segment,
-                             std::vector<char>& described) {
-  for (auto& r : reported) {
-    if (described[r.task] && !read_described_launch(r)) described[r.task] = 0;
+// Adds `records` to `graph` as kernel nodes in a row after `deps`; returns
+// the last one (or `deps` when there is none).
+NodeSet add_described_launches(const Task& task, cudaGraph_t graph, NodeSet deps,
+                               std::vector<LaunchRecord>& records, CapturedSegment& segment) {
+  const TaskScope scope(task.name);  // a refused node names the task
+  for (auto& record : records) {
+    std::vector<void*> args;
+    args.reserve(record.params.size());
+    for (const auto& p : record.params) args.push_back(record.bytes.data() + p.offset);
+    cudaKernelNodeParams params{};
+    params.func = const_cast<void*>(record.function);
+    params.gridDim = dim3(record.grid[0], record.grid[1], record.grid[2]);
+    params.blockDim = dim3(record.block[0], record.block[1], record.block[2]);
+    params.sharedMemBytes = static_cast<unsigned>(record.shared_bytes);
+    params.kernelParams = args.empty() ? nullptr : args.data();
+    params.extra = nullptr;
+    cudaGraphNode_t node = nullptr;
+    const cudaError_t rc = cudaGraphAddKernelNode(&node, graph, deps.data(), deps.size(), &params);
+    if (rc != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw_launch_error(rc, "cudaGraphAddKernelNode (a described launch)", __FILE__, __LINE__);
+    }
+    params.kernelParams = nullptr;  // pointed at the bytes at each update
+    segment.launches.push_back(DescribedLaunch{node, params, std::move(record)});
+    deps.assign(1, node);
   }
-  for (auto& r : reported) {
-    if (described[r.task]) segment.launches.push_back(std::move(r.launch));
-  }
+  return deps;
 }
 
 std::unique_ptr<CapturedSegment> capture_segment(const PreparedGraph& prepared,
@@ -320,39 +293,67 @@ std::unique_ptr<CapturedSegment> capture_segment(const PreparedGraph& prepared,
                                                  const CaptureOptions& options,
                                                  CapturedGraphs& graphs) {
   const auto& tasks = prepared.tasks();
+  const auto described = [&](std::uint32_t t) {
+    return tasks[t].kind == TaskKind::op && tasks[t].op->launches_through_loom();
+  };
   std::vector<char> in_step(tasks.size(), 0);
-  for (auto t : step.tasks) in_step[t] = 1;
+  bool any_described = false;
+  for (auto t : step.tasks) {
+    in_step[t] = 1;
+    any_described = any_described || described(t);
+  }
   auto segment = std::make_unique<CapturedSegment>();
-  // The stream is made before the capture begins: nothing but stream-ordered
-  // work is asked of the driver while it records. The capture makes its own
-  // graph (not cudaStreamBeginCaptureToGraph into one of ours): what becomes
-  // of a graph given to a capture that is then invalidated is not documented
-  // (a driver was seen freeing one, a conditional node's body:
+  // Streams are made before the captures begin: nothing but stream-ordered
+  // work is asked of the driver while they record. The capture makes its
+  // own graph (not cudaStreamBeginCaptureToGraph into one of ours): what
+  // becomes of a graph given to a capture that is then invalidated is not
+  // documented (a driver was seen freeing one, a conditional node's body:
   // NVIDIA/cuda-python#2918), so the segment owns a graph only once
-  // cudaStreamEndCapture hands one over, as documented. Node handles read
-  // during the capture stay valid in the graph it returns.
+  // cudaStreamEndCapture hands one over. Meanwhile the capture's graph takes
+  // nodes added directly (cudaStreamGetCaptureInfo: every operation but
+  // destroying it and removing nodes is allowed during the capture); node
+  // handles stay valid in the graph it returns.
   Stream lane(options.device, 0);
+  std::optional<Stream> probe;  // where described tasks run: other work shows there
+  if (any_described) probe.emplace(options.device, 0);
   const cudaStream_t native = lane.view().native();
-  CaptureResources resources(options, graphs, native);
+  CaptureResources resources(options, graphs);
   std::vector<NodeSet> tails(tasks.size());
   LOOM_CUDA_CHECK(cudaStreamBeginCapture(native, cudaStreamCaptureModeRelaxed));
   try {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaGraph_t building = nullptr;
+    LOOM_CUDA_CHECK(
+        cudaStreamGetCaptureInfo(native, &status, nullptr, &building, nullptr, nullptr, nullptr));
+    if (probe) {
+      LOOM_CUDA_CHECK(cudaStreamBeginCapture(probe->view().native(), cudaStreamCaptureModeRelaxed));
+    }
     for (auto t : step.tasks) {
       NodeSet deps;
       for (auto p : needed_predecessors(tasks, t, in_step)) {
         deps.insert(deps.end(), tails[p].begin(), tails[p].end());
       }
       deps = sorted(std::move(deps));
+      const Task& task = tasks[t];
+      if (described(t)) {
+        if (auto records = describe_task(task, probe->view().native(), options, resources)) {
+          tails[t] = add_described_launches(task, building, std::move(deps), *records, *segment);
+          graphs.described[t] = 1;
+          continue;
+        }
+        // It did more than loom::launch: captured as it is, below.
+      }
       LOOM_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(native, deps.data(), nullptr, deps.size(),
                                                           cudaStreamSetCaptureDependencies));
-      resources.begin(t, deps);
-      capture_task(tasks[t], lane.view(), options, resources);
+      capture_task(task, lane.view(), options, resources);
       tails[t] = capture_tails(native);
-      graphs.described[t] = resources.end(tails[t]) ? 1 : 0;
     }
     // Every task's last nodes are leaves of the graph already: the capture
-    // ends where it is.
+    // ends where it is. The probe's graph holds only work that was captured
+    // again on the lane.
+    if (probe) abandon_capture(probe->view().native());
   } catch (...) {
+    if (probe) abandon_capture(probe->view().native());
     abandon_capture(native);
     throw;
   }
@@ -363,7 +364,6 @@ std::unique_ptr<CapturedSegment> capture_segment(const PreparedGraph& prepared,
         step.name + " could not be captured into a CUDA graph: " + cudaGetErrorString(ended),
         {"", "", 0, tasks[step.tasks.front()].name});
   }
-  keep_described_launches(resources.reported(), *segment, graphs.described);
   LOOM_CUDA_CHECK(cudaGraphGetNodes(segment->graph, nullptr, &segment->nodes));
   check_cuda(cudaGraphInstantiate(&segment->exec, segment->graph, 0), "cudaGraphInstantiate",
              __FILE__, __LINE__);

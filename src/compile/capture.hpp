@@ -15,14 +15,18 @@
 // which may reach cudaMalloc; an op that declares itself capturable
 // promises not to synchronize (Op::capturable).
 //
-// Launch descriptions. While a segment is built, loom::launch reports each
-// launch it makes (LaunchRecord: the kernel, each parameter's bytes and
-// whether it is a pointer). A task whose nodes are exactly its reported
-// launches, in order, with plain parameters, is "described": a rebinding
-// run can re-point its kernel nodes at the caller's tensors with
-// cudaGraphExecKernelNodeSetParams instead of copying through the
-// placeholder. Built-in ops launch through their own kernels and stay
-// opaque (captured as they are).
+// Launch descriptions. A task whose op launches through loom::launch only
+// (Op::launches_through_loom: every kernel task) is not captured: its
+// run_cuda() runs on a probe stream (being captured too, so that any other
+// work shows) with loom::launch describing each launch instead of making it
+// (LaunchRecord: the kernel, its configuration, each parameter's bytes and
+// whether it is a pointer), and its kernel nodes are added to the segment's
+// graph directly (cudaGraphAddKernelNode), in a row after its dependencies:
+// cheaper than a capture. They stay "described": a rebinding run can
+// re-point them at the caller's tensors with cudaGraphExecKernelNodeSetParams
+// instead of copying through the placeholder. A task that did other work on
+// the probe, or passed a parameter of class type, is captured as it is.
+// Built-in ops launch through their own kernels and are captured.
 //
 // A replay launches each instantiated graph on the stream the executor
 // gives its segment task: one cudaGraphLaunch, asynchronous.
@@ -50,10 +54,10 @@ struct CaptureOptions {
 };
 
 /// A described launch of a segment: its kernel node and the parameters it
-/// was captured with.
+/// was added with.
 struct DescribedLaunch {
   cudaGraphNode_t node = nullptr;
-  cudaKernelNodeParams params{};  ///< as captured; kernelParams is filled per update
+  cudaKernelNodeParams params{};  ///< as added; kernelParams is filled per update
   LaunchRecord record;
 };
 

@@ -56,6 +56,9 @@ class KernelTaskOp final : public Op {
   }
   bool has_cpu() const noexcept override { return static_cast<bool>(cpu_); }
   bool capturable() const noexcept override { return options_.capturable; }
+  // A launcher written as kernel_task.hpp shows launches through loom::launch;
+  // one that does more is found out at compile and captured instead.
+  bool launches_through_loom() const noexcept override { return true; }
   void run_cpu() const override {
     if (!cpu_) Op::run_cpu();
     cpu_();

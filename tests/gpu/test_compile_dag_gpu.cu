@@ -336,3 +336,50 @@ TEST(CompileDagGpu, RunNReplaysKTimesInOneRun) {
   for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], plus_ones(start[i], 26)) << i;
   EXPECT_THROW((void)exe.run_n(-1), loom::InvalidArgument);
 }
+
+namespace {
+
+struct Span {
+  float* data;
+  int n;
+};
+
+__global__ void add_one_span(Span s) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < s.n) s.data[i] += 1.0F;
+}
+
+}  // namespace
+
+// A kernel task that does more than loom::launch (a memset on its stream),
+// and one whose kernel takes a struct, are captured as they are: the replay
+// is still right, and a binding of their tensors is copied.
+TEST(CompileDagGpu, KernelTasksThatAreNotPlainLaunchesAreCaptured) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  constexpr std::int64_t n = 513;
+  auto x = rt.tensor<float>({n});
+  auto y = rt.tensor<float>({n});
+  loom::Graph g;
+  g.add(loom::kernel_task("memset then +1", {}, {x}, [x](loom::KernelContext& k) {
+    LOOM_CUDA_CHECK(cudaMemsetAsync(x.data(), 0, x.nbytes(), loom::cuda_stream(k)));
+    const int m = static_cast<int>(x.numel());
+    loom::launch(k, add_one, dim3((m + 255) / 256), dim3(256), 0, x.data_as<float>(),
+                 x.data_as<float>(), m);
+  }));
+  g.add(loom::kernel_task("struct +1", {x}, {y}, [x, y](loom::KernelContext& k) {
+    const int m = static_cast<int>(y.numel());
+    loom::launch(k, add_one, dim3((m + 255) / 256), dim3(256), 0, x.data_as<float>(),
+                 y.data_as<float>(), m);
+    loom::launch(k, add_one_span, dim3((m + 255) / 256), dim3(256), 0, Span{y.data_as<float>(), m});
+  }));
+  auto exe = rt.compile(g);
+  upload(rt, x, random_values(n, 4));
+  upload(rt, y, random_values(n, 5));
+  exe.run().wait();
+  for (float v : read_back(rt, y)) ASSERT_EQ(v, 3.0F);
+  auto y2 = rt.tensor<float>({n});
+  exe.run({{y, y2}}).wait();
+  for (float v : read_back(rt, y2)) ASSERT_EQ(v, 3.0F);
+  for (float v : read_back(rt, y)) ASSERT_EQ(v, 3.0F) << "y was bound by a copy out";
+}

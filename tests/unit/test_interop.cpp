@@ -47,9 +47,14 @@ TEST(LaunchRecord, KeepsEachParametersBytesAndKind) {
   float data[4] = {};
   const void* kernel = &data;  // any address: the record only keeps it
   const auto r = loom::detail::record_launch(
-      kernel,
+      kernel, dim3(7, 2), dim3(64), 96,
       std::tuple<const float*, char, double, int*, Mode>(data + 1, 'x', 2.5, nullptr, Mode::b));
   EXPECT_EQ(r.function, kernel);
+  EXPECT_EQ(r.grid[0], 7U);
+  EXPECT_EQ(r.grid[1], 2U);
+  EXPECT_EQ(r.grid[2], 1U);
+  EXPECT_EQ(r.block[0], 64U);
+  EXPECT_EQ(r.shared_bytes, 96U);
   EXPECT_TRUE(r.plain);
   ASSERT_EQ(r.params.size(), 5U);
   const std::size_t sizes[] = {8, 1, 8, 8, 2};
@@ -74,11 +79,12 @@ TEST(LaunchRecord, KeepsEachParametersBytesAndKind) {
 
 TEST(LaunchRecord, AClassParameterMakesTheLaunchOpaque) {
   float x = 0;
-  const auto r = loom::detail::record_launch(nullptr, std::tuple<Packed, int>(Packed{&x, 3}, 1));
+  const auto r = loom::detail::record_launch(nullptr, dim3(1), dim3(1), 0,
+                                             std::tuple<Packed, int>(Packed{&x, 3}, 1));
   EXPECT_FALSE(r.plain) << "a struct may hide a pointer that re-pointing would miss";
   ASSERT_EQ(r.params.size(), 2U);
   EXPECT_FALSE(r.params[0].pointer);
-  const auto none = loom::detail::record_launch(nullptr, std::tuple<>());
+  const auto none = loom::detail::record_launch(nullptr, dim3(1), dim3(1), 0, std::tuple<>());
   EXPECT_TRUE(none.plain);
   EXPECT_TRUE(none.params.empty());
 }
