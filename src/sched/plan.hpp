@@ -26,19 +26,20 @@
 // already know, through earlier waits (vector clocks over the streams), that
 // the predecessor is done: transitive edges cost nothing.
 //
-// The cost model (small_work()): deterministic, from the graph alone. A
-// task's work is small when its device time is known to be bound by the
-// bytes it touches and those are fewer than kSmallWorkBytes: a copy within
+// The cost model (small_work()): deterministic, from the graph alone, with
+// the bytes a task touches as the proxy of its device time. A task's work
+// is small when it touches fewer than kSmallWorkBytes: an op or kernel task
+// (the bytes of the tensors it declares, read and written), a copy within
 // device memory (its bytes, read and written), a copy over the host link
 // (its bytes weighted by kHostLinkWeight: the link is that much slower than
-// device memory), and loom's built-in memory-bound ops, recognised by name
-// (the elementwise maps, fill, scale_copy, vector_add, fused_map, the image
-// ops, the reductions, softmax: the bytes of their reads and writes). Any
-// other work is large: matmul (its time grows faster than its bytes), spin,
-// kernel tasks and users' ops (their time is unknown: a kernel on a few
-// bytes may run for milliseconds), collectives. A user op named like a
-// built-in one is taken for it. 4 MiB is about 1 µs of an H200's memory
-// bandwidth: below it a kernel lasts about as long as its launch.
+// device memory). Large whatever their bytes: ops whose time is known not to
+// follow their bytes (spin, matmul, a compiled graph's segment),
+// collectives, host tasks. 4 MiB is about 1 µs of an H200's memory
+// bandwidth: below it a memory-bound kernel lasts about as long as its
+// launch. The proxy's limit: a kernel (task) that computes long on few
+// bytes is taken for small work, and so runs in order with the other small
+// work of its priority rather than beside it.
+
 #include <loom/graph.hpp>
 
 #include <cstdint>

@@ -423,20 +423,22 @@ TEST_F(GraphTest, PlanKeepsSmallWorkOnOneStreamWithoutEvents) {
   EXPECT_EQ(plan.cross_stream_waits, 0U);
 }
 
-TEST_F(GraphTest, TheCostModelKnowsSmallWorkAndTakesTheRestForLarge) {
+TEST_F(GraphTest, TheCostModelGoesByBytesSaveWhereTimeIsNotBytes) {
   auto big = rt.tensor<float>({kLarge});
   Graph g;
   auto small_fill = g.add(loom::ops::fill(x, 1));
   auto large_fill = g.add(loom::ops::fill(big, 1));
   auto spin = g.add(loom::ops::spin(y, 1000));  // a few bytes, a millisecond
   auto kernel = g.add(loom::kernel_task("user", {z}, {z}, [](loom::KernelContext&) {}));
+  auto large_kernel = g.add(loom::kernel_task("user", {big}, {}, [](loom::KernelContext&) {}));
   auto small_copy = g.copy(x, y);
   auto host = g.host("h", [] {}, {}, {});
   const auto small = [&](loom::TaskId t) { return loom::detail::small_work(g.task(t)); };
   EXPECT_TRUE(small(small_fill));
   EXPECT_FALSE(small(large_fill)) << "8 MiB written";
   EXPECT_FALSE(small(spin)) << "its time is not its bytes'";
-  EXPECT_FALSE(small(kernel)) << "a kernel task's time is unknown";
+  EXPECT_TRUE(small(kernel)) << "a kernel task declaring 512 bytes";
+  EXPECT_FALSE(small(large_kernel)) << "a kernel task reading 8 MiB";
   EXPECT_FALSE(small(host));
   // Host memory on both sides (the CPU runtime's): over the host link, 64x
   // its 256 bytes is still small.
