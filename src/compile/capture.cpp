@@ -235,14 +235,26 @@ std::vector<std::uint32_t> needed_predecessors(const std::vector<Task>& tasks, s
   return needed;
 }
 
+// The nodes of `graph` so far.
+std::size_t node_count(cudaGraph_t graph) {
+  std::size_t count = 0;
+  LOOM_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  return count;
+}
+
 // Runs task `task` on `stream` with its launches described (the stream is
-// a probe being captured, so that other work shows): the launches, when
-// that is all the task did, else nothing.
+// a probe being captured into `probe_graph`, so that other work shows): the
+// launches, when that is all the task did, else nothing. Other work is any
+// node the task added to the probe's graph, not only one the probe's
+// dependencies end at: work forked to another stream and never joined back
+// lands in the graph too (captured on the lane instead, it is refused there).
 std::optional<std::vector<LaunchRecord>> describe_task(const Task& task, cudaStream_t stream,
+                                                       cudaGraph_t probe_graph,
                                                        const CaptureOptions& options,
                                                        CaptureResources& resources) {
   LOOM_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(stream, nullptr, nullptr, 0,
                                                       cudaStreamSetCaptureDependencies));
+  const std::size_t nodes_before = node_count(probe_graph);
   resources.describe(true);
   try {
     capture_task(task, StreamView(stream), options, resources);
@@ -251,7 +263,7 @@ std::optional<std::vector<LaunchRecord>> describe_task(const Task& task, cudaStr
     throw;
   }
   resources.describe(false);
-  const bool other_work = !capture_tails(stream).empty();
+  const bool other_work = node_count(probe_graph) != nodes_before;
   auto& records = resources.described();
   const bool plain =
       std::all_of(records.begin(), records.end(), [](const LaunchRecord& r) { return r.plain; });
@@ -325,8 +337,11 @@ std::unique_ptr<CapturedSegment> capture_segment(const PreparedGraph& prepared,
     cudaGraph_t building = nullptr;
     LOOM_CUDA_CHECK(
         cudaStreamGetCaptureInfo(native, &status, nullptr, &building, nullptr, nullptr, nullptr));
+    cudaGraph_t probe_graph = nullptr;
     if (probe) {
       LOOM_CUDA_CHECK(cudaStreamBeginCapture(probe->view().native(), cudaStreamCaptureModeRelaxed));
+      LOOM_CUDA_CHECK(cudaStreamGetCaptureInfo(probe->view().native(), &status, nullptr,
+                                               &probe_graph, nullptr, nullptr, nullptr));
     }
     for (auto t : step.tasks) {
       NodeSet deps;
@@ -336,7 +351,8 @@ std::unique_ptr<CapturedSegment> capture_segment(const PreparedGraph& prepared,
       deps = sorted(std::move(deps));
       const Task& task = tasks[t];
       if (described(t)) {
-        if (auto records = describe_task(task, probe->view().native(), options, resources)) {
+        if (auto records =
+                describe_task(task, probe->view().native(), probe_graph, options, resources)) {
           tails[t] = add_described_launches(task, building, std::move(deps), *records, *segment);
           graphs.described[t] = 1;
           continue;

@@ -18,6 +18,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -374,11 +375,20 @@ TEST(CompileDagGpu, KernelTasksThatAreNotPlainLaunchesAreCaptured) {
     loom::launch(k, add_one_span, dim3((m + 255) / 256), dim3(256), 0, Span{y.data_as<float>(), m});
   }));
   auto exe = rt.compile(g);
+  const auto* graphs = loom::detail::captured_graphs(exe);
+  ASSERT_NE(graphs, nullptr);
+  EXPECT_EQ(std::count(graphs->described.begin(), graphs->described.end(), char{1}), 0)
+      << "a task that is not plain launches was described";
+  const Shape s = shape_of(exe);
+  EXPECT_EQ(s.kernels, 3U);
+  EXPECT_EQ(s.nodes, 4U) << "the memset, then the three launches";
+  EXPECT_EQ(s.edges, 3U);
   upload(rt, x, random_values(n, 4));
   upload(rt, y, random_values(n, 5));
   exe.run().wait();
   for (float v : read_back(rt, y)) ASSERT_EQ(v, 3.0F);
   auto y2 = rt.tensor<float>({n});
+  upload(rt, y, std::vector<float>(n, std::nanf("")));  // re-pointed, y would keep these
   exe.run({{y, y2}}).wait();
   for (float v : read_back(rt, y2)) ASSERT_EQ(v, 3.0F);
   for (float v : read_back(rt, y)) ASSERT_EQ(v, 3.0F) << "y was bound by a copy out";
