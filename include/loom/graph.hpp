@@ -220,6 +220,8 @@ class LOOM_API Graph {
   void add_edge(std::uint32_t from, std::uint32_t to);
   std::string unique_name(std::string base);
   bool generated_taken(std::string_view name) const;
+  void find_cycle() const;
+  void validate_tasks() const;
   void changed();
 
   friend struct detail::GraphAccess;
@@ -227,6 +229,9 @@ class LOOM_API Graph {
   std::vector<Task> tasks_;
   std::vector<Tensor> intermediates_;
   std::size_t edges_ = 0;
+  // An edge from a later task to an earlier one (precede): only then can the
+  // graph have a cycle; inferred edges always point forward.
+  bool backward_edges_ = false;
   // By storage; in an address space where the graph met provided memory
   // (which may alias anything there), by the space (history_key()).
   std::unordered_map<const void*, StorageHistory> history_;

@@ -75,6 +75,7 @@ Graph detail::GraphAccess::snapshot(const Graph& g) {
   copy.tasks_ = g.tasks_;
   copy.intermediates_ = g.intermediates_;
   copy.edges_ = g.edges_;
+  copy.backward_edges_ = g.backward_edges_;
   return copy;  // no slot: prepared_ stays null
 }
 
@@ -452,6 +453,7 @@ void Graph::precede(TaskId before, TaskId after) {
   }
   changed();
   add_edge(before.index, after.index);
+  if (before.index > after.index) backward_edges_ = true;
 }
 
 bool Graph::has_edge(TaskId from, TaskId to) const {
@@ -460,8 +462,13 @@ bool Graph::has_edge(TaskId from, TaskId to) const {
 }
 
 void Graph::validate() const {
-  // Cycles: iterative depth-first search; on a back edge, the grey path
-  // from the target to the current task is the cycle.
+  if (backward_edges_) find_cycle();
+  validate_tasks();
+}
+
+void Graph::find_cycle() const {
+  // Iterative depth-first search; on a back edge, the grey path from the
+  // target to the current task is the cycle.
   enum Colour : unsigned char { white, grey, black };
   std::vector<Colour> colour(tasks_.size(), white);
   std::vector<std::uint32_t> parent(tasks_.size(), 0);
@@ -494,6 +501,9 @@ void Graph::validate() const {
       }
     }
   }
+}
+
+void Graph::validate_tasks() const {
   for (const auto& t : tasks_) {
     try {
       if (t.op) t.op->validate();
