@@ -103,7 +103,8 @@ bool CudaLauncher::poll(RunMachine& machine, Run& run) {
     // Stream order: everything launched on the stream up to w is done too.
     // A fault is seen the same way, through the watched event (events are
     // recorded only where something observes them: stream tails, tasks with
-    // host or cross-stream successors, traced tasks), so it fails every task
+    // host or cross-stream successors; a traced task's timing events are
+    // never polled), so it fails every task
     // of the stream whose end had not been seen up to w, each by its name,
     // and the run's error names the earliest of them: the faulting task when
     // it is the only one, possibly an earlier one of the same stream when
