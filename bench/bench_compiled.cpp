@@ -126,16 +126,6 @@ void BM_CompiledReplay(benchmark::State& state) {
                  ": compiled replay+wait vs a CUDA graph of the DAG's edges (AddKernelNode)");
 }
 
-// Shapes x sizes, fewer samples for larger graphs (each run stays within a
-// few seconds).
-#define LOOM_DAG_BENCHMARK(fn, nodes, iterations) \
-  BENCHMARK(fn)                                   \
-      ->ArgNames({"shape", "nodes"})              \
-      ->ArgsProduct({{0, 1, 2, 3}, {nodes}})      \
-      ->UseManualTime()                           \
-      ->Iterations(iterations)                    \
-      ->Unit(benchmark::kMicrosecond)
-
 LOOM_DAG_BENCHMARK(BM_CompiledReplay, 100, 100);
 LOOM_DAG_BENCHMARK(BM_CompiledReplay, 1000, 50);
 LOOM_DAG_BENCHMARK(BM_CompiledReplay, 10000, 20);

@@ -110,3 +110,14 @@ class CapturedGraph {
 };
 
 }  // namespace loom::bench
+
+// Registers `fn` for every shape at `nodes` nodes, `iterations` samples
+// (fewer for larger graphs: each run stays within a few seconds). Expanded
+// where <benchmark/benchmark.h> is included.
+#define LOOM_DAG_BENCHMARK(fn, nodes, iterations) \
+  BENCHMARK(fn)                                   \
+      ->ArgNames({"shape", "nodes"})              \
+      ->ArgsProduct({{0, 1, 2, 3}, {nodes}})      \
+      ->UseManualTime()                           \
+      ->Iterations(iterations)                    \
+      ->Unit(benchmark::kMicrosecond)

@@ -109,16 +109,6 @@ void BM_EagerGraph(benchmark::State& state) {
   state.SetLabel(dag_label(dag) +
                  ": eager submit+wait vs the same kernels launched on one raw stream + sync");
 }
-// Shapes x sizes, fewer samples for larger graphs (each run stays within a
-// few seconds).
-#define LOOM_DAG_BENCHMARK(fn, nodes, iterations) \
-  BENCHMARK(fn)                                   \
-      ->ArgNames({"shape", "nodes"})              \
-      ->ArgsProduct({{0, 1, 2, 3}, {nodes}})      \
-      ->UseManualTime()                           \
-      ->Iterations(iterations)                    \
-      ->Unit(benchmark::kMicrosecond)
-
 LOOM_DAG_BENCHMARK(BM_EagerGraph, 100, 100);
 LOOM_DAG_BENCHMARK(BM_EagerGraph, 1000, 30);
 LOOM_DAG_BENCHMARK(BM_EagerGraph, 10000, 8);

@@ -38,6 +38,21 @@ const Executable::Impl& checked(const std::shared_ptr<const Executable::Impl>& i
   return *impl;
 }
 
+// A view's bytes in its address space: overlap goes by memory, like the
+// ordering.
+struct Span {
+  const void* space = nullptr;
+  std::uintptr_t lo = 0;
+  std::uintptr_t hi = 0;
+  bool overlaps(const Span& o) const { return space == o.space && lo < o.hi && o.lo < hi; }
+  bool holds(const Span& o) const { return space == o.space && lo <= o.lo && o.hi <= hi; }
+};
+
+Span span_of(const Tensor& t) {
+  const auto [lo, hi] = detail::byte_span(t);
+  return {detail::address_space(t), lo, hi};
+}
+
 // What the compiled graph does with a placeholder's storage.
 struct Use {
   bool read = false;
@@ -46,11 +61,9 @@ struct Use {
 
 Use use_of(const detail::PreparedGraph& prepared, const Tensor& placeholder) {
   Use use;
-  // By memory, like the ordering: any access that overlaps its bytes.
-  const void* space = detail::address_space(placeholder);
-  const auto [lo, hi] = detail::byte_span(placeholder);
+  const Span p = span_of(placeholder);
   for (const auto& a : prepared.accesses) {
-    if (a.space != space || !(a.lo < hi && lo < a.hi)) continue;
+    if (!p.overlaps(Span{a.space, a.lo, a.hi})) continue;
     (a.write ? use.written : use.read) = true;
   }
   return use;
@@ -89,19 +102,6 @@ Use check_binding(const detail::PreparedGraph& prepared, const Binding& b) {
 
 bool same_view(const Tensor& a, const Tensor& b) {
   return a.shares_storage_with(b) && a.data() == b.data();
-}
-
-struct Span {
-  const void* space = nullptr;
-  std::uintptr_t lo = 0;
-  std::uintptr_t hi = 0;
-  bool overlaps(const Span& o) const { return space == o.space && lo < o.hi && o.lo < hi; }
-  bool holds(const Span& o) const { return space == o.space && lo <= o.lo && o.hi <= hi; }
-};
-
-Span span_of(const Tensor& t) {
-  const auto [lo, hi] = detail::byte_span(t);
-  return {detail::address_space(t), lo, hi};
 }
 
 // Whether some described launch may reach `placeholder` in a way that

@@ -19,6 +19,33 @@ namespace {
 
 constexpr std::size_t kMaxSpare = 256;
 
+// Up to kMaxSpare spare pointers under a mutex. Its room is reserved up
+// front, so keeping one never allocates.
+template <class T>
+class SpareList {
+ public:
+  SpareList() { free_.reserve(kMaxSpare); }
+  /// A spare one, or null.
+  T* take() {
+    std::lock_guard lock(mutex_);
+    if (free_.empty()) return nullptr;
+    T* spare = free_.back();
+    free_.pop_back();
+    return spare;
+  }
+  /// Keeps `spare`, unless the list is full (false: the caller frees it).
+  bool keep(T* spare) noexcept {
+    std::lock_guard lock(mutex_);
+    if (free_.size() == free_.capacity()) return false;
+    free_.push_back(spare);
+    return true;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<T*> free_;
+};
+
 // Spare blocks of one size and alignment (one per control-block type).
 template <std::size_t Size, std::size_t Align>
 class BlockPool {
@@ -30,31 +57,16 @@ class BlockPool {
     return *pool;
   }
   void* take() {
-    {
-      std::lock_guard lock(mutex_);
-      if (!free_.empty()) {
-        void* block = free_.back();
-        free_.pop_back();
-        return block;
-      }
-    }
+    if (void* block = spare_.take()) return block;
     return ::operator new(Size);
   }
   void give(void* block) noexcept {
-    {
-      std::lock_guard lock(mutex_);
-      if (free_.size() < free_.capacity()) {  // capacity reserved: never allocates here
-        free_.push_back(block);
-        return;
-      }
-    }
-    ::operator delete(block, Size);
+    if (!spare_.keep(block)) ::operator delete(block, Size);
   }
 
  private:
-  BlockPool() { free_.reserve(kMaxSpare); }
-  std::mutex mutex_;
-  std::vector<void*> free_;
+  BlockPool() = default;
+  SpareList<void> spare_;
 };
 
 // The allocator of the control blocks (allocate(1) of one type only).
@@ -89,14 +101,7 @@ class StatePool {
     return *pool;
   }
   RunState* take() {
-    {
-      std::lock_guard lock(mutex_);
-      if (!free_.empty()) {
-        RunState* state = free_.back();
-        free_.pop_back();
-        return state;
-      }
-    }
+    if (RunState* state = spare_.take()) return state;
     return new RunState;
   }
   // The last reference went: nothing else can see the state now.
@@ -113,20 +118,12 @@ class StatePool {
     state->lifecycle.reset();
     state->wake_scheduler = nullptr;
     state->follows.clear();
-    {
-      std::lock_guard lock(mutex_);
-      if (free_.size() < free_.capacity()) {
-        free_.push_back(state);
-        return;
-      }
-    }
-    delete state;
+    if (!spare_.keep(state)) delete state;
   }
 
  private:
-  StatePool() { free_.reserve(kMaxSpare); }
-  std::mutex mutex_;
-  std::vector<RunState*> free_;
+  StatePool() = default;
+  SpareList<RunState> spare_;
 };
 
 struct GiveBack {

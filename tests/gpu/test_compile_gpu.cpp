@@ -27,12 +27,7 @@ namespace {
 
 using loom::Memory;
 
-std::vector<float> read_back(loom::Runtime& rt, const loom::Tensor& t) {
-  auto host = rt.tensor<float>({t.numel()}, Memory::pinned);
-  rt.copy(t, host).wait();
-  const float* p = host.data_as<float>();
-  return {p, p + t.numel()};
-}
+using loom::test::read_back;
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;

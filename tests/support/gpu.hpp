@@ -6,6 +6,7 @@
 #include "support/seed.hpp"
 
 #include <loom/device.hpp>
+#include <loom/runtime.hpp>
 
 #include <gtest/gtest.h>
 
@@ -81,6 +82,14 @@ inline std::vector<float> random_floats(std::size_t n, std::mt19937_64& rng, flo
   std::vector<float> v(n);
   for (auto& x : v) x = dist(rng);
   return v;
+}
+
+/// A tensor's floats, read back through pinned memory with the runtime's copy.
+inline std::vector<float> read_back(loom::Runtime& rt, const loom::Tensor& t) {
+  auto host = rt.tensor<float>({t.numel()}, loom::Memory::pinned);
+  rt.copy(t, host).wait();
+  const float* p = host.data_as<float>();
+  return {p, p + t.numel()};
 }
 
 }  // namespace loom::test
