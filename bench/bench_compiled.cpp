@@ -16,6 +16,9 @@
 //   concurrency and nothing else. Second anchor (anchor_capture_*): the
 //   kernels captured in topological order on one stream, the easiest CUDA
 //   graph to write (no concurrency at all).
+// BM_CompiledGraphContent: loom's compiled graph of the same DAGs replayed by
+//   itself against exe.run().wait() and the anchor: graph content apart
+//   from the runtime's cost a run; counts the graph's nodes and edges.
 // BM_CompileCost: loom's graph build (the kernel tasks, g.add) + rt.compile,
 //   µs a node, against building the anchor graph node by node +
 //   cudaGraphInstantiate (ratio; Taskflow's build + instantiate), and against
@@ -35,6 +38,7 @@
 // The eager side of the DAGs (submit + wait against raw launches on one
 // stream) is bench_graph's BM_EagerGraph. Without a GPU every benchmark here
 // is skipped, saying why, and the program exits 0.
+#include "compile/capture.hpp"
 #include "cuda/check.hpp"
 #include "cuda/stream.hpp"
 #include "image/gray.hpp"
@@ -54,6 +58,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -129,6 +135,77 @@ void BM_CompiledReplay(benchmark::State& state) {
 LOOM_DAG_BENCHMARK(BM_CompiledReplay, 100, 100);
 LOOM_DAG_BENCHMARK(BM_CompiledReplay, 1000, 50);
 LOOM_DAG_BENCHMARK(BM_CompiledReplay, 10000, 20);
+
+// What loom's compiled graph holds, and where a replay's time goes: the
+// segment's cudaGraphExec launched by itself with cudaGraphLaunch + sync,
+// as the anchor is (loom_exec_us_per_node), against exe.run().wait()
+// (loom_us_per_node: the same graph plus the runtime's cost a run) and the
+// anchor graph (anchor_us_per_node). Each is timed in a loop of its own.
+// Counters count the graph's nodes by cudaGraphNodeType (type0: kernel).
+// LOOM_DOT_DIR=<dir> also writes loom's graph there as a DOT file.
+void BM_CompiledGraphContent(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const auto shape = static_cast<DagShape>(state.range(0));
+  const int n = static_cast<int>(state.range(1));
+  loom::Runtime rt;
+  if (loom::bench::skip_without_cuda_backend(state, rt)) return;
+  const Dag dag = loom::bench::make_dag(shape, n);
+  const auto outputs = loom::bench::node_outputs(rt, n);
+  const auto g = loom::bench::dag_graph(dag, outputs);
+  const auto exe = rt.compile(g);
+  const auto* graphs = loom::detail::captured_graphs(exe);
+  if (graphs == nullptr || graphs->segments.size() != 1) {
+    state.SkipWithError("expected one captured segment");
+    return;
+  }
+  const auto& segment = *graphs->segments.front();
+  if (const char* dir = std::getenv("LOOM_DOT_DIR")) {
+    const std::string path = std::string(dir) + "/compiled-" + std::to_string(state.range(0)) +
+                             "-" + std::to_string(n) + ".dot";
+    LOOM_CUDA_CHECK(
+        cudaGraphDebugDotPrint(segment.graph, path.c_str(), cudaGraphDebugDotFlagsVerbose));
+  }
+  std::size_t count = 0;
+  LOOM_CUDA_CHECK(cudaGraphGetNodes(segment.graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  LOOM_CUDA_CHECK(cudaGraphGetNodes(segment.graph, nodes.data(), &count));
+  std::map<int, int> by_type;
+  for (auto node : nodes) {
+    cudaGraphNodeType type{};
+    LOOM_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+    ++by_type[static_cast<int>(type)];
+  }
+  std::size_t edges = 0;
+  LOOM_CUDA_CHECK(cudaGraphGetEdges(segment.graph, nullptr, nullptr, nullptr, &edges));
+  loom::detail::Stream stream(0, 0);
+  const cudaStream_t s = stream.view().native();
+  const KernelNodeGraph by_nodes(dag, outputs);
+  const double per = n;
+  const auto loop = [&](auto&& once) {
+    warm_up([&] { (void)once(); });
+    std::vector<double> us;
+    for (int i = 0; i < 15; ++i) us.push_back(once() / per);
+    return median(us);
+  };
+  double exec_us = 0;
+  for (auto _ : state) {
+    exec_us = loop([&] {
+      const auto t0 = Clock::now();
+      LOOM_CUDA_CHECK(cudaGraphLaunch(segment.exec, s));
+      LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
+      return us_since(t0);
+    });
+    state.SetIterationTime(exec_us * per * 1e-6);
+  }
+  state.counters["loom_exec_us_per_node"] = exec_us;
+  state.counters["loom_us_per_node"] = loop([&] { return time_us([&] { exe.run().wait(); }); });
+  state.counters["anchor_us_per_node"] = loop([&] { return by_nodes.replay_us(s); });
+  state.counters["graph_nodes"] = static_cast<double>(count);
+  state.counters["graph_edges"] = static_cast<double>(edges);
+  for (const auto& [type, k] : by_type) state.counters["type" + std::to_string(type)] = k;
+  state.SetLabel(dag_label(dag) + ": loom's exec replayed by itself, and through run()");
+}
+LOOM_DAG_BENCHMARK(BM_CompiledGraphContent, 1000, 1);
 
 void BM_CompileCost(benchmark::State& state) {
   if (skip_without_gpu(state)) return;

@@ -8,30 +8,26 @@ namespace loom::kernels {
 namespace {
 
 constexpr int kBlock = 256;
-constexpr int kUnroll = 4;  // words in flight a thread
 
+// One word a thread, a grid as large as the copy: measured on an H200 at
+// 4 GiB, this ran at cudaMemcpyAsync's 4.27 TB/s, where grid-stride loops
+// with four or eight words in flight a thread (and streaming cache hints)
+// stayed at 3.87-3.98 TB/s, eager or inside a graph. The loop only runs
+// again for copies beyond the largest grid.
 template <class Word>
 __global__ void copy_words(const Word* __restrict__ gSrc, Word* __restrict__ gDst,
                            std::size_t words) {
   const std::size_t threads = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  // Four independent loads before the stores: enough bytes in flight to
-  // cover HBM latency with a grid of a few blocks an SM.
-  for (; i + (kUnroll - 1) * threads < words; i += kUnroll * threads) {
-    Word v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = gSrc[i + u * threads];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) gDst[i + u * threads] = v[u];
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < words;
+       i += threads) {
+    gDst[i] = gSrc[i];
   }
-  for (; i < words; i += threads) gDst[i] = gSrc[i];
 }
 
 unsigned grid_for(std::size_t items) {
-  // 132 SMs x 8 blocks of 256 covers an H200; smaller copies get fewer.
-  constexpr std::size_t kMaxBlocks = 132 * 8;
+  constexpr std::size_t kMaxBlocks = 0x7FFFFFFF;
   const std::size_t wanted = (items + kBlock - 1) / kBlock;
-  return static_cast<unsigned>(wanted < kMaxBlocks ? (wanted == 0 ? 1 : wanted) : kMaxBlocks);
+  return static_cast<unsigned>(wanted < kMaxBlocks ? wanted : kMaxBlocks);
 }
 
 template <class Word>

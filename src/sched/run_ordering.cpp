@@ -4,6 +4,7 @@
 #include "core/tensor_access.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <tuple>
 
 namespace loom::detail {
@@ -36,70 +37,138 @@ std::vector<DataAccess> summarize_accesses(const std::vector<Task>& tasks) {
   return merged;
 }
 
+namespace {
+
+// The end of the accesses of `begin`'s space.
+std::vector<DataAccess>::const_iterator space_end(std::vector<DataAccess>::const_iterator begin,
+                                                  std::vector<DataAccess>::const_iterator end) {
+  return std::find_if(begin, end, [&](const DataAccess& a) { return a.space != begin->space; });
+}
+
+}  // namespace
+
 void RunOrdering::enter(RunId run, const std::vector<DataAccess>& accesses,
                         std::vector<RunId>& after) {
-  for (const auto& a : accesses) {
-    Space& space = by_space_[a.space];
-    auto& entries = space.entries;
-    // Entries that start before a.lo - longest end before a.lo.
-    const std::uintptr_t from = a.lo > space.longest ? a.lo - space.longest : 0;
-    for (auto it = entries.lower_bound(from); it != entries.end() && it->first < a.hi;) {
-      const Entry& e = it->second;
-      const bool overlaps = a.lo < e.hi;
-      if (overlaps && e.run != run && (e.write || a.write) &&
-          std::find(after.begin(), after.end(), e.run) == after.end()) {
-        after.push_back(e.run);
-      }
-      // A write replaces the accesses of other runs it covers: whoever
-      // comes later follows it, and it follows them.
-      if (a.write && e.run != run && a.lo <= it->first && e.hi <= a.hi) {
-        it = take(space, it);
-      } else {
-        ++it;
-      }
+  for (auto group = accesses.begin(); group != accesses.end();) {
+    const auto group_end = space_end(group, accesses.end());
+    Space& space = by_space_[group->space];
+    const bool others = space.entries.size() > space.dead;
+    // The group holds writes, then reads, each sorted by start: merged into
+    // one list by start.
+    writes_.clear();
+    reads_.clear();
+    std::uintptr_t longest = 0;
+    for (auto a = group; a != group_end; ++a) {
+      if (others) query(space, run, *a, after);
+      (a->write ? writes_ : reads_).push_back(Entry{a->lo, a->hi, run, a->write});
+      longest = std::max(longest, a->hi - a->lo);
     }
-    put(space, a.lo, Entry{run, a.hi, a.write});
-    space.longest = std::max(space.longest, a.hi - a.lo);
+    incoming_.clear();
+    std::merge(writes_.begin(), writes_.end(), reads_.begin(), reads_.end(),
+               std::back_inserter(incoming_),
+               [](const Entry& x, const Entry& y) { return x.lo < y.lo; });
+    if (!others) {
+      space.entries.clear();
+      space.dead = 0;
+      space.longest = 0;
+    }
+    insert(space);
+    space.longest = std::max(space.longest, longest);
+    group = group_end;
   }
 }
 
-void RunOrdering::put(Space& space, std::uintptr_t lo, const Entry& entry) {
-  if (spare_.empty()) {
-    space.entries.emplace(lo, entry);
-    return;
+void RunOrdering::query(Space& space, RunId run, const DataAccess& a, std::vector<RunId>& after) {
+  auto& entries = space.entries;
+  // Entries that start before a.lo - longest end before a.lo.
+  const std::uintptr_t from = a.lo > space.longest ? a.lo - space.longest : 0;
+  auto it = std::lower_bound(entries.begin(), entries.end(), from,
+                             [](const Entry& e, std::uintptr_t lo) { return e.lo < lo; });
+  for (; it != entries.end() && it->lo < a.hi; ++it) {
+    if (it->run == nullptr || it->run == run) continue;
+    const bool overlaps = a.lo < it->hi;
+    if (overlaps && (it->write || a.write) &&
+        std::find(after.begin(), after.end(), it->run) == after.end()) {
+      after.push_back(it->run);
+    }
+    // A write replaces the accesses of other runs it covers: whoever comes
+    // later follows it, and it follows them.
+    if (a.write && a.lo <= it->lo && it->hi <= a.hi) {
+      it->run = nullptr;
+      ++space.dead;
+    }
   }
-  auto node = std::move(spare_.back());
-  spare_.pop_back();
-  node.key() = lo;
-  node.mapped() = entry;
-  space.entries.insert(std::move(node));
 }
 
-std::multimap<std::uintptr_t, RunOrdering::Entry>::iterator RunOrdering::take(
-    Space& space, std::multimap<std::uintptr_t, Entry>::iterator at) {
-  auto next = std::next(at);
-  spare_.push_back(space.entries.extract(at));
-  return next;
+void RunOrdering::compact(Space& space) {
+  if (space.dead == 0) return;
+  std::erase_if(space.entries, [](const Entry& e) { return e.run == nullptr; });
+  space.dead = 0;
+}
+
+void RunOrdering::insert(Space& space) {
+  // Merged from the back into the grown vector: no scratch the size of the
+  // space, and the vector's capacity is all that ever grows.
+  compact(space);
+  auto& entries = space.entries;
+  const std::size_t old_size = entries.size();
+  entries.resize(old_size + incoming_.size());
+  auto out = entries.end();
+  auto kept = entries.begin() + static_cast<std::ptrdiff_t>(old_size);
+  auto in = incoming_.end();
+  while (in != incoming_.begin()) {
+    if (kept != entries.begin() && std::prev(kept)->lo > std::prev(in)->lo) {
+      *--out = *--kept;
+    } else {
+      *--out = *--in;
+    }
+  }
 }
 
 void RunOrdering::leave(RunId run, const std::vector<DataAccess>& accesses) {
-  for (const auto& a : accesses) {
-    const auto it = by_space_.find(a.space);
-    if (it == by_space_.end()) continue;
-    auto& entries = it->second.entries;
-    // enter() put each of the run's accesses at its own start.
-    const auto [first, last] = entries.equal_range(a.lo);
-    for (auto e = first; e != last;) {
-      e = e->second.run == run ? take(it->second, e) : std::next(e);
+  for (auto group = accesses.begin(); group != accesses.end();) {
+    const auto group_end = space_end(group, accesses.end());
+    const auto found = by_space_.find(group->space);
+    if (found != by_space_.end()) {
+      Space& space = found->second;
+      auto& entries = space.entries;
+      const auto n = static_cast<std::size_t>(group_end - group);
+      if (16 * n >= entries.size()) {
+        // Much of the space is the run's: one pass beats a search an access.
+        for (auto& e : entries) {
+          if (e.run != run) continue;
+          e.run = nullptr;
+          ++space.dead;
+        }
+      } else {
+        for (auto a = group; a != group_end; ++a) {
+          // enter() put each of the run's accesses at its own start.
+          auto it = std::lower_bound(entries.begin(), entries.end(), a->lo,
+                                     [](const Entry& e, std::uintptr_t lo) { return e.lo < lo; });
+          for (; it != entries.end() && it->lo == a->lo; ++it) {
+            if (it->run != run) continue;
+            it->run = nullptr;
+            ++space.dead;
+          }
+        }
+      }
+      // Kept when empty (a few spaces at most): the next run allocates nothing.
+      if (space.dead == entries.size()) {
+        entries.clear();
+        space.dead = 0;
+        space.longest = 0;
+      } else if (2 * space.dead > entries.size()) {
+        compact(space);
+      }
     }
-    // Kept when empty (a few spaces at most): the next run allocates nothing.
-    if (entries.empty()) it->second.longest = 0;
+    group = group_end;
   }
 }
 
 std::size_t RunOrdering::tracked_spaces() const noexcept {
-  return static_cast<std::size_t>(std::count_if(
-      by_space_.begin(), by_space_.end(), [](const auto& s) { return !s.second.entries.empty(); }));
+  return static_cast<std::size_t>(
+      std::count_if(by_space_.begin(), by_space_.end(),
+                    [](const auto& s) { return s.second.entries.size() > s.second.dead; }));
 }
 
 }  // namespace loom::detail

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <random>
+#include <tuple>
+#include <vector>
 
 namespace {
 
@@ -61,6 +64,83 @@ TEST(RunOrderingRules, ManyReadersStayCheap) {
   EXPECT_EQ(enter(o, writer, {wr(&storage_a, 0, 64)}).size(), ids.size());
   int reader = 0;
   EXPECT_EQ(enter(o, reader, {rd(&storage_a, 0, 64)}).size(), 1U) << "the writer pruned them";
+}
+
+// Against a brute-force model, over random runs entering and leaving: every
+// run a new run is told to follow truly conflicts with it, and every earlier
+// unfinished run it conflicts with is reached through those answers (the
+// pruning of covered accesses leans on ordering being transitive).
+TEST(RunOrderingRules, RandomRunsAgreeWithTheBruteForceModel) {
+  std::mt19937 rng(20261204);
+  const std::array<const void*, 2> spaces{&storage_a, &storage_b};
+  struct Live {
+    int id;
+    std::vector<DataAccess> accesses;
+    std::vector<RunOrdering::RunId> after;
+  };
+  const auto conflict = [](const std::vector<DataAccess>& x, const std::vector<DataAccess>& y) {
+    for (const auto& a : x) {
+      for (const auto& b : y) {
+        if (a.space == b.space && a.lo < b.hi && b.lo < a.hi && (a.write || b.write)) return true;
+      }
+    }
+    return false;
+  };
+  RunOrdering o;
+  std::vector<int> ids(4000);
+  std::vector<Live> live;
+  for (int step = 0; step < 3000; ++step) {
+    if (!live.empty() && rng() % 2 == 0) {
+      // Runs leave in an order their edges allow: one that follows no live run.
+      for (std::size_t i = 0; i < live.size(); ++i) {
+        const bool free = std::none_of(live[i].after.begin(), live[i].after.end(), [&](auto r) {
+          return std::any_of(live.begin(), live.end(),
+                             [&](const Live& l) { return &ids[l.id] == r; });
+        });
+        if (!free) continue;
+        o.leave(&ids[live[i].id], live[i].accesses);
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
+      continue;
+    }
+    std::vector<DataAccess> accesses;
+    const int count = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < count; ++k) {
+      const std::uintptr_t lo = rng() % 64;
+      accesses.push_back({spaces[rng() % 2], lo, lo + 1 + rng() % 16, rng() % 2 == 0});
+    }
+    std::sort(accesses.begin(), accesses.end(), [](const DataAccess& a, const DataAccess& b) {
+      return std::tuple(a.space, !a.write, a.lo) < std::tuple(b.space, !b.write, b.lo);
+    });
+    Live run{step, accesses, {}};
+    o.enter(&ids[step], accesses, run.after);
+    for (auto r : run.after) {
+      const auto it =
+          std::find_if(live.begin(), live.end(), [&](const Live& l) { return &ids[l.id] == r; });
+      ASSERT_NE(it, live.end()) << "step " << step << ": follows a run that left";
+      EXPECT_TRUE(conflict(it->accesses, accesses))
+          << "step " << step << ": no conflict with " << it->id;
+    }
+    // Reached: the live runs the new one follows, and theirs, transitively.
+    std::vector<RunOrdering::RunId> reached = run.after;
+    for (std::size_t i = 0; i < reached.size(); ++i) {
+      const auto it = std::find_if(live.begin(), live.end(),
+                                   [&](const Live& l) { return &ids[l.id] == reached[i]; });
+      if (it == live.end()) continue;  // it left: so did all it followed
+      for (auto r : it->after) {
+        if (std::find(reached.begin(), reached.end(), r) == reached.end()) reached.push_back(r);
+      }
+    }
+    for (const auto& l : live) {
+      if (!conflict(l.accesses, accesses)) continue;
+      EXPECT_NE(std::find(reached.begin(), reached.end(), &ids[l.id]), reached.end())
+          << "step " << step << ": conflicts with live run " << l.id << " but does not follow it";
+    }
+    live.push_back(std::move(run));
+  }
+  for (const auto& l : live) o.leave(&ids[l.id], l.accesses);
+  EXPECT_EQ(o.tracked_spaces(), 0U);
 }
 
 }  // namespace
