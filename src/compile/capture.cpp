@@ -178,7 +178,7 @@ bool is_capture_error(cudaError_t rc) {
 // Enqueues task `task` on `lane` while it is being captured; refuses it, by
 // name, when it broke the capture.
 void capture_task(const Task& task, StreamView lane, const CaptureOptions& options,
-                  TaskResources& resources) {
+                  TaskResources& resources, bool check_status = true) {
   const TaskScope scope(task.name);
   const ExecutionContext ctx(options.device, lane.native(), &resources);
   try {
@@ -199,6 +199,7 @@ void capture_task(const Task& task, StreamView lane, const CaptureOptions& optio
     const std::string what = std::string(to_string(task.kind)) + " '" + task.name + "' capture";
     throw_cuda_error(rc, what.c_str(), __FILE__, __LINE__);
   }
+  if (!check_status) return;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   LOOM_CUDA_CHECK(cudaStreamIsCapturing(lane.native(), &status));
   if (status != cudaStreamCaptureStatusActive) {
@@ -271,6 +272,46 @@ std::optional<std::vector<LaunchRecord>> describe_task(const Task& task, cudaStr
   return std::move(records);
 }
 
+// Runs task `task` on the probe `stream` with its launches described,
+// trusting that it did nothing else: its launches when they are all plain,
+// else nothing. Whether some task did other work (or broke the probe's
+// capture) is asked once a segment (probe_is_clean), which saves three
+// driver calls a task; a segment where one did is built again carefully.
+std::optional<std::vector<LaunchRecord>> describe_task_quickly(const Task& task,
+                                                               cudaStream_t stream,
+                                                               const CaptureOptions& options,
+                                                               CaptureResources& resources) {
+  resources.describe(true);
+  try {
+    capture_task(task, StreamView(stream), options, resources, false);
+  } catch (...) {
+    resources.describe(false);
+    throw;
+  }
+  resources.describe(false);
+  auto& records = resources.described();
+  const bool plain =
+      std::all_of(records.begin(), records.end(), [](const LaunchRecord& r) { return r.plain; });
+  if (!plain) return std::nullopt;
+  return std::move(records);
+}
+
+// Whether the probe is still capturing and holds no work: no task described
+// quickly did more than loom::launch.
+bool probe_is_clean(cudaStream_t probe, cudaGraph_t probe_graph) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  LOOM_CUDA_CHECK(cudaStreamIsCapturing(probe, &status));
+  if (status != cudaStreamCaptureStatusActive) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return node_count(probe_graph) == 0;
+}
+
+// Thrown inside capture_segment when a task described quickly did other
+// work: the segment is captured again, task by task.
+struct CaptureCarefully {};
+
 // Adds `records` to `graph` as kernel nodes in a row after `deps`; returns
 // the last one (or `deps` when there is none).
 NodeSet add_described_launches(const Task& task, cudaGraph_t graph, NodeSet deps,
@@ -303,7 +344,7 @@ NodeSet add_described_launches(const Task& task, cudaGraph_t graph, NodeSet deps
 std::unique_ptr<CapturedSegment> capture_segment(const PreparedGraph& prepared,
                                                  const CompiledStep& step,
                                                  const CaptureOptions& options,
-                                                 CapturedGraphs& graphs) {
+                                                 CapturedGraphs& graphs, bool carefully) {
   const auto& tasks = prepared.tasks();
   const auto described = [&](std::uint32_t t) {
     return tasks[t].kind == TaskKind::op && tasks[t].op->launches_through_loom();
@@ -351,8 +392,10 @@ std::unique_ptr<CapturedSegment> capture_segment(const PreparedGraph& prepared,
       deps = sorted(std::move(deps));
       const Task& task = tasks[t];
       if (described(t)) {
-        if (auto records =
-                describe_task(task, probe->view().native(), probe_graph, options, resources)) {
+        auto records =
+            carefully ? describe_task(task, probe->view().native(), probe_graph, options, resources)
+                      : describe_task_quickly(task, probe->view().native(), options, resources);
+        if (records) {
           tails[t] = add_described_launches(task, building, std::move(deps), *records, *segment);
           graphs.described[t] = 1;
           continue;
@@ -363,6 +406,9 @@ std::unique_ptr<CapturedSegment> capture_segment(const PreparedGraph& prepared,
                                                           cudaStreamSetCaptureDependencies));
       capture_task(task, lane.view(), options, resources);
       tails[t] = capture_tails(native);
+    }
+    if (probe && !carefully && !probe_is_clean(probe->view().native(), probe_graph)) {
+      throw CaptureCarefully{};
     }
     // Every task's last nodes are leaves of the graph already: the capture
     // ends where it is. The probe's graph holds only work that was captured
@@ -398,7 +444,14 @@ std::shared_ptr<CapturedGraphs> capture_segments(const PreparedGraph& prepared,
   segment_ops.assign(steps.size(), nullptr);
   for (std::size_t i = 0; i < steps.size(); ++i) {
     if (!steps[i].segment) continue;
-    graphs->segments.push_back(capture_segment(prepared, steps[i], options, *graphs));
+    std::unique_ptr<CapturedSegment> segment;
+    try {
+      segment = capture_segment(prepared, steps[i], options, *graphs, false);
+    } catch (const CaptureCarefully&) {
+      for (auto t : steps[i].tasks) graphs->described[t] = 0;
+      segment = capture_segment(prepared, steps[i], options, *graphs, true);
+    }
+    graphs->segments.push_back(std::move(segment));
     std::vector<Tensor> reads;
     std::vector<Tensor> writes;
     step_accesses(prepared, steps[i], reads, writes);

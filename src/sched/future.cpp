@@ -76,9 +76,12 @@ bool Future::ready() const {
 
 namespace {
 
-// How long a waiter on a thread of its own spins before it sleeps: a short
-// run's end is then seen without a wake-up's latency (several µs).
-constexpr auto kWaitSpin = std::chrono::microseconds(50);
+// How long a waiter on a thread of its own spins (yielding) before it
+// sleeps: a run's end is then seen without a wake-up's latency, as
+// cudaStreamSynchronize's spin sees a stream's. As long as the scheduling
+// thread's spin over device work: on the H200 a sleeping waiter's wake-up
+// added tens of µs to a compiled replay of ~1 ms.
+constexpr auto kWaitSpin = std::chrono::milliseconds(2);
 
 void spin_briefly_for(const detail::RunState& s) {
   if (detail::current_thread_role() != nullptr) return;  // loom's threads wait their own way

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace loom::detail {
@@ -16,6 +17,9 @@ namespace {
 // How long the scheduling thread keeps spinning after its last progress.
 constexpr auto kIdleSpin = std::chrono::microseconds(200);
 constexpr auto kDeviceSpin = std::chrono::milliseconds(2);
+// How long device work is polled from short naps before a host callback is
+// armed to wake the loop instead.
+constexpr auto kDeviceNaps = std::chrono::milliseconds(100);
 
 // The scheduling thread must never wait for loom's work: it is what makes
 // that work progress.
@@ -113,17 +117,27 @@ bool SchedulerLoop::sleep_or_spin(bool progress, bool waiting_on_device) {
   // Nothing to do now. Spin a while after the last progress, so that the
   // next submit, a worker's result or finishing device work is seen without
   // a wake-up's latency (longer while device work is watched); then sleep
-  // until woken: by a submit, a worker, a staged copy's end, or a host
-  // callback queued behind the watched device work.
+  // until woken: by a submit, a worker, a staged copy's end. Device work
+  // that outlasts the spin is polled from short naps that lengthen with the
+  // wait (a 64th of it, so its end is seen within ~2% of its time); only
+  // past kDeviceNaps is a host callback queued behind it to wake the loop:
+  // a callback's round trip is slower than a nap (on the H200 a compiled
+  // 2 ms copy, whose end the callback reported, finished ~0.25 ms after its
+  // kernel would alone), and the stream's next work waits behind it.
   const auto idle = Clock::now() - last_progress_;
   if (idle < (waiting_on_device ? kDeviceSpin : kIdleSpin)) {
     std::this_thread::yield();
     return false;
   }
-  const bool armed = !waiting_on_device || device_->arm_wakeups(machine_->runs());
+  std::chrono::microseconds nap(100000);
+  if (waiting_on_device && idle < kDeviceNaps) {
+    nap = std::clamp(std::chrono::duration_cast<std::chrono::microseconds>(idle) / 64,
+                     std::chrono::microseconds(20), std::chrono::microseconds(1000));
+  } else if (waiting_on_device) {
+    const bool armed = device_->arm_wakeups(machine_->runs());
+    nap = armed ? std::chrono::microseconds(50000) : std::chrono::microseconds(100);
+  }
   std::unique_lock lock(wake_mutex_);
-  const auto nap = !armed ? std::chrono::microseconds(100)
-                          : std::chrono::microseconds(waiting_on_device ? 50000 : 100000);
   wake_cv_.wait_for(lock, nap, [&] { return wake_flag_.load(); });
   return true;
 }

@@ -390,3 +390,34 @@ TEST(CompileDagGpu, KernelTasksThatAreNotPlainLaunchesAreCaptured) {
   for (float v : read_back(rt, y2)) ASSERT_EQ(v, 3.0F);
   for (float v : read_back(rt, y)) ASSERT_EQ(v, 3.0F) << "y was bound by a copy out";
 }
+
+// A kernel task that breaks the capture while it is described (a
+// synchronizing call whose error it ignores) is named at compile: tasks are
+// described without a check each, the segment's probe is checked once, and
+// a segment that fails the check is described again task by task.
+TEST(CompileDagGpu, AKernelTaskThatBreaksCaptureUnseenIsNamedAtCompile) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  constexpr std::int64_t n = 64;
+  auto x = rt.tensor<float>({n});
+  auto y = rt.tensor<float>({n});
+  loom::Graph g;
+  g.add(plus_one(x, y));
+  g.add(loom::kernel_task("syncs quietly", {y}, {x}, [x, y](loom::KernelContext& k) {
+    (void)cudaStreamSynchronize(loom::cuda_stream(k));
+    (void)cudaGetLastError();
+    const int m = static_cast<int>(x.numel());
+    loom::launch(k, add_one, dim3(1), dim3(64), 0, y.data_as<float>(), x.data_as<float>(), m);
+  }));
+  try {
+    (void)rt.compile(g);
+    FAIL() << "compile accepted a task that broke the capture";
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_EQ(e.task(), "syncs quietly") << e.what();
+  }
+  loom::Graph ok;
+  ok.add(plus_one(x, y));
+  upload(rt, x, std::vector<float>(n, 1.0F));
+  rt.compile(ok).run().wait();
+  for (float v : read_back(rt, y)) ASSERT_EQ(v, 2.0F);
+}
