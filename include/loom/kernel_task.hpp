@@ -23,10 +23,11 @@
 /// its device work has finished; a launch error, an exception or a device
 /// fault fails it by name.
 ///
-/// In a compiled graph (Runtime::compile) the launcher runs once, at
-/// compile, while its launches are captured into a CUDA graph; a replay
-/// repeats the captured kernels with the arguments they had then, and never
-/// calls the launcher again. (The CPU version, on the CPU backend, runs on
+/// In a compiled graph (Runtime::compile) the launcher runs at compile only
+/// (once, or more when it enqueues work other than loom::launch, which is
+/// then captured as it is), while its launches become nodes of a CUDA
+/// graph; a replay repeats those kernels with the arguments they had then,
+/// and never calls the launcher again. (The CPU version, on the CPU backend, runs on
 /// every replay.) So a launcher whose launches depend on something read at
 /// launch time (a host value, a size, a pointer that changes) gives a
 /// replay that does not follow it: mark such a task
