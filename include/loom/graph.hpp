@@ -42,7 +42,7 @@ struct PreparedSlot;
 struct GraphAccess;
 }  // namespace detail
 
-enum class TaskKind { op, copy, host, collective };
+enum class TaskKind { op, copy, host };
 
 LOOM_API std::string_view to_string(TaskKind kind) noexcept;
 
@@ -105,8 +105,7 @@ struct Task {
   Priority priority = Priority::normal;
   std::vector<Tensor> reads;
   std::vector<Tensor> writes;
-  OpPtr op;                    ///< kind op
-  CollectivePtr collective;    ///< kind collective
+  OpPtr op;                    ///< kind op (a collective is an op: Op::communicator)
   std::function<void()> host;  ///< kind host
   Tensor copy_src;             ///< kind copy
   Tensor copy_dst;
@@ -126,7 +125,8 @@ class LOOM_API Graph {
   /// The same, with the options add() and copy() take (name defaults to "host").
   TaskId host(std::function<void()> fn, std::vector<Tensor> reads = {},
               std::vector<Tensor> writes = {}, TaskOptions options = {});
-  /// Appends a collective (implemented by communicators).
+  /// Appends a collective (implemented by communicators): add() by another
+  /// name. @throws InvalidArgument for a null collective.
   TaskId collective(CollectivePtr collective, TaskOptions options = {});
 
   /// A graph-scoped intermediate: a contiguous tensor whose memory belongs to

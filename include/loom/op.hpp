@@ -146,6 +146,13 @@ class LOOM_API Op {
   /// enqueues other work is found out at compile and captured instead. Kernel
   /// tasks return true; the default is false.
   virtual bool launches_through_loom() const noexcept { return false; }
+  /// Non-null for a collective (loom/collective.hpp): the communicator it
+  /// belongs to. A collective is an op like any other (it reads and writes
+  /// tensors, runs on the CPU or enqueues on a stream), except that it runs
+  /// on the communication stream, where the collectives of every
+  /// communicator are issued in the order they were submitted, overlapping
+  /// compute. The default is null: an ordinary op.
+  virtual const void* communicator() const noexcept { return nullptr; }
 };
 
 using OpPtr = std::shared_ptr<const Op>;

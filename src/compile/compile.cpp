@@ -4,6 +4,7 @@
 #include "compile/compile_plan.hpp"
 #include "compile/intermediates.hpp"
 #include "core/tensor_access.hpp"
+#include "sched/plan.hpp"
 
 #include <loom/error.hpp>
 
@@ -238,12 +239,12 @@ std::vector<Tensor> rebound(std::vector<Tensor> tensors, const std::vector<Bindi
 void check_compilable(const Graph& graph) {
   for (const auto& t : graph.tasks()) {
     std::string why;
-    if (t.kind == TaskKind::op && !t.op->capturable()) {
+    if (detail::is_collective(t)) {
+      why = "collective " + t.name + " cannot be compiled yet; submit the graph instead";
+    } else if (t.kind == TaskKind::op && !t.op->capturable()) {
       why = "op " + t.name + " ('" + std::string(t.op->name()) +
             "') cannot be captured into a CUDA graph (Op::capturable() is false); submit the "
             "graph instead of compiling it";
-    } else if (t.kind == TaskKind::collective) {
-      why = "collective " + t.name + " cannot be compiled; submit the graph instead";
     }
     if (why.empty()) continue;
     throw InvalidArgument(std::move(why), {"", "", 0, t.name});

@@ -86,9 +86,6 @@ void append_steps(Graph& g, const PreparedGraph& prepared, const std::vector<Com
       case TaskKind::host:
         ids.push_back(g.host(first.host, first.reads, first.writes, std::move(options)));
         break;
-      case TaskKind::collective:
-        ids.push_back(g.collective(first.collective, std::move(options)));
-        break;
     }
   }
   for (std::uint32_t v = 0; v < tasks.size(); ++v) {

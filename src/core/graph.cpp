@@ -20,7 +20,6 @@ std::string_view to_string(TaskKind kind) noexcept {
     case TaskKind::op: return "op";
     case TaskKind::copy: return "copy";
     case TaskKind::host: return "host";
-    case TaskKind::collective: return "collective";
   }
   return "unknown";
 }
@@ -387,14 +386,7 @@ Tensor Graph::intermediate(DType dtype, const Shape& shape) {
 
 TaskId Graph::collective(CollectivePtr collective, TaskOptions options) {
   if (!collective) throw InvalidArgument("Graph::collective: a null collective");
-  Task t;
-  t.kind = TaskKind::collective;
-  t.name = options.name.empty() ? std::string(collective->name()) : std::move(options.name);
-  t.priority = options.priority;
-  t.reads = collective->reads();
-  t.writes = collective->writes();
-  t.collective = std::move(collective);
-  return append(std::move(t));
+  return add(std::move(collective), std::move(options));
 }
 
 void Graph::check_id(TaskId id, const char* call) const {
@@ -507,7 +499,6 @@ void Graph::validate_tasks() const {
   for (const auto& t : tasks_) {
     try {
       if (t.op) t.op->validate();
-      if (t.collective) t.collective->validate();
       if (t.kind == TaskKind::op) {
         // Every op's (and kernel task's) outputs, whatever the op checks:
         // elements that share bytes would be written by several threads.

@@ -2,6 +2,7 @@
 
 #include "core/task_context.hpp"
 #include "sched/copy_engine.hpp"
+#include "sched/plan.hpp"
 #include "sched/run_machine.hpp"
 #include "sched/scheduler_loop.hpp"
 #include "trace/nvtx_range.hpp"
@@ -73,15 +74,13 @@ void CpuLauncher::run_on_worker(Run& run, std::uint32_t t, int worker) {
   } else {
     ts.worker = worker;
     ts.start_us = micros_since(run.started_at);
-    // What threw: the user's host function, or an op's (or collective's)
+    // What threw: the user's host function, or an op's (a collective's)
     // CPU implementation, named as such.
-    const std::string thrower = task.kind == TaskKind::host
-                                    ? std::string("the host function")
-                                    : std::string(to_string(task.kind)) + " '" +
-                                          (task.op           ? std::string(task.op->name())
-                                           : task.collective ? std::string(task.collective->name())
-                                                             : task.name) +
-                                          "' (CPU implementation)";
+    const std::string thrower =
+        task.kind == TaskKind::host
+            ? std::string("the host function")
+            : std::string(is_collective(task) ? "collective" : to_string(task.kind)) + " '" +
+                  (task.op ? std::string(task.op->name()) : task.name) + "' (CPU implementation)";
     try {
       const TaskScope scope(task.name);
       const CurrentRunScope in_run(run.state.get());
@@ -89,7 +88,6 @@ void CpuLauncher::run_on_worker(Run& run, std::uint32_t t, int worker) {
       switch (task.kind) {
         case TaskKind::host: task.host(); break;
         case TaskKind::op: task.op->run_cpu(); break;
-        case TaskKind::collective: task.collective->run_cpu(); break;
         case TaskKind::copy: copies_.host_copy(task.copy_src, task.copy_dst); break;
       }
     } catch (...) {

@@ -152,10 +152,6 @@ void CudaLauncher::launch(RunMachine& machine, Run& run, std::uint32_t t) {
         task.op->run_cuda(ctx);
         check_op_launch(task);
         break;
-      case TaskKind::collective:
-        task.collective->run_cuda(ctx);
-        check_op_launch(task);
-        break;
       case TaskKind::copy: copies_.enqueue(task.copy_src, task.copy_dst, stream); break;
       case TaskKind::host: throw InternalError("a host task was planned on a stream");
     }

@@ -94,10 +94,9 @@ bool small_work(const Task& task) {
       return (on_device ? 2 * bytes : kHostLinkWeight * bytes) < kSmallWorkBytes;
     }
     case TaskKind::op:
-      return task.op && !time_not_bytes(task.op->name()) &&
+      return task.op && !is_collective(task) && !time_not_bytes(task.op->name()) &&
              tensor_bytes(task.reads) + tensor_bytes(task.writes) < kSmallWorkBytes;
-    case TaskKind::host:
-    case TaskKind::collective: return false;
+    case TaskKind::host: return false;
   }
   return false;
 }
@@ -130,7 +129,7 @@ Plan make_plan(const Graph& graph, const std::vector<Placement>& placement,
     const Task& task = tasks[t];
     p.small = small_work(task);
     int s = -1;
-    if (task.kind == TaskKind::collective) {
+    if (is_collective(task)) {
       s = plan.collective_stream();
     } else {
       const int first = priority_index(task.priority) * k;

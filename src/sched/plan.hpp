@@ -47,6 +47,12 @@
 
 namespace loom::detail {
 
+/// A collective's task: an op of a communicator (Op::communicator), run on
+/// the communication stream.
+inline bool is_collective(const Task& task) noexcept {
+  return task.kind == TaskKind::op && task.op && task.op->communicator() != nullptr;
+}
+
 enum class Placement : std::uint8_t {
   device,  ///< enqueued on a stream by the scheduler
   host,    ///< run by a host worker

@@ -89,7 +89,7 @@ void Preparer::check(const Graph& graph, const PrepareHints& hints) const {
                                 "backend",
                             {"", "", 0, t.name});
     }
-    if (t.kind != TaskKind::op && t.kind != TaskKind::collective) continue;
+    if (t.kind != TaskKind::op) continue;
     // A captured segment's copies may read or write pinned memory.
     const bool segment = t.kind == TaskKind::op &&
                          std::find(hints.device_graph_ops.begin(), hints.device_graph_ops.end(),
