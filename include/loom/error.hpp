@@ -119,6 +119,18 @@ class LOOM_API MpiError : public Error {
   int code_;
 };
 
+/// A collective failed across ranks: a rank did not reach it within the
+/// communicator's timeout, or the ranks disagree on what it is (another
+/// collective, size, dtype, root or reduction). Every rank that reached it
+/// gets one, naming the collective's number and the ranks concerned.
+class LOOM_API CommError : public Error {
+ public:
+  std::exception_ptr with_task(std::string_view task) const override {
+    return named_copy(*this, task);
+  }
+  using Error::Error;
+};
+
 /// Bad input rejected before anything launched: the message says what was
 /// expected and what was given.
 class LOOM_API InvalidArgument : public Error {

@@ -20,8 +20,8 @@ foreach(line IN LISTS lines)
   endif()
 endforeach()
 set(missing "")
-foreach(type Error CudaError NcclError MpiError InvalidArgument OutOfMemory Cancelled NoDevice
-             InternalError Op)
+foreach(type Error CudaError NcclError MpiError CommError InvalidArgument OutOfMemory Cancelled
+             NoDevice InternalError Op)
   if(NOT symbols MATCHES "\n[0-9a-f]+ [A-Za-z] typeinfo for loom::${type}\n")
     list(APPEND missing "typeinfo for loom::${type}")
   endif()

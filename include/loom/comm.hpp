@@ -1,0 +1,82 @@
+#pragma once
+/// @file comm.hpp
+/// Communicators: the ranks a collective spans. Each collective is an op
+/// (collective.hpp) to add to a graph, g.collective(comm->all_reduce(x, x)):
+/// it reads and writes its tensors like any task, and the collectives of one
+/// communicator run on each rank in the order they were submitted (each
+/// writes the communicator's own token, so edges and the ordering across
+/// runs keep them in line), overlapping the rest of the graph.
+///
+/// Backends:
+/// - local: P ranks inside one process, one thread (and one Runtime) a rank,
+///   host tensors on the CPU backend: local_communicators(P). For tests and
+///   for developing a multi-rank program on one machine.
+///
+/// A collective whose ranks disagree (another collective, size, dtype, root
+/// or reduction) fails on every rank with a CommError saying how; so does one
+/// that some rank does not reach within CommOptions::timeout, naming the
+/// ranks that were missing. Never a silent hang.
+
+#include <loom/collective.hpp>
+#include <loom/export.hpp>
+#include <loom/tensor.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+namespace loom {
+
+/// How an all-reduce or a reduce-scatter combines the ranks' elements.
+enum class ReduceOp { sum, max, min };
+
+struct CommOptions {
+  /// How long a rank waits inside a collective for the other ranks before the
+  /// collective fails with a CommError.
+  std::chrono::milliseconds timeout{30000};
+};
+
+class LOOM_API Communicator {
+ public:
+  virtual ~Communicator() = default;
+  /// This rank, in [0, size()).
+  virtual int rank() const noexcept = 0;
+  virtual int size() const noexcept = 0;
+  /// "local".
+  virtual std::string_view backend() const noexcept = 0;
+
+  // Collectives: each checks its tensors when built (@throws InvalidArgument:
+  // contiguous tensors, matching dtypes and element counts, a dtype the
+  // reduction supports: f32, i32, i64, i8, u8) and checks the other ranks'
+  // agreement when it runs. Input and output may be the same tensor.
+
+  /// out = in combined elementwise over the ranks.
+  virtual CollectivePtr all_reduce(const Tensor& in, const Tensor& out,
+                                   ReduceOp op = ReduceOp::sum) const = 0;
+  /// out = every rank's `in`, in rank order (out has size() x in's elements).
+  virtual CollectivePtr all_gather(const Tensor& in, const Tensor& out) const = 0;
+  /// out = block rank() of `in` combined over the ranks (in has size() x
+  /// out's elements).
+  virtual CollectivePtr reduce_scatter(const Tensor& in, const Tensor& out,
+                                       ReduceOp op = ReduceOp::sum) const = 0;
+  /// data = rank `root`'s data, on every rank.
+  virtual CollectivePtr broadcast(const Tensor& data, int root) const = 0;
+  /// recv = the `send` of rank - 1 (mod size): every rank sends to rank + 1
+  /// and receives from rank - 1 in one step, as a ring does.
+  virtual CollectivePtr ring_exchange(const Tensor& send, const Tensor& recv) const = 0;
+
+  /// A communicator of the ranks that pass the same `colour`, ordered by
+  /// `key`, then by rank. Every rank calls it (directly, not as a task), and
+  /// it returns once all have. @throws CommError when some rank does not
+  /// call it within the timeout.
+  virtual std::shared_ptr<Communicator> split(int colour, int key) const = 0;
+};
+
+/// The local backend: `ranks` communicators, element r being rank r's. Give
+/// each rank a thread and a Runtime of its own (a collective waits on a host
+/// worker for the other ranks). @throws InvalidArgument for ranks < 1.
+LOOM_API std::vector<std::shared_ptr<Communicator>> local_communicators(int ranks,
+                                                                        CommOptions options = {});
+
+}  // namespace loom

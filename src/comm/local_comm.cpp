@@ -1,0 +1,520 @@
+// The local backend (comm.hpp): P ranks as threads of one process, host
+// tensors, collectives that meet in a rendezvous. A collective is a round:
+// each rank brings what it holds (an entry), waits for the others, checks
+// that all agree, computes its result into scratch of its own while every
+// input is still untouched, waits until every rank has done so, and only
+// then writes its output (so an output may be an input of its own or of
+// another rank: in place works). Every wait is bounded by the timeout.
+#include "core/storage.hpp"
+#include "core/tensor_access.hpp"
+
+#include <loom/comm.hpp>
+#include <loom/error.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace loom::detail {
+namespace {
+
+enum class Kind { all_reduce, all_gather, reduce_scatter, broadcast, ring_exchange };
+
+const char* name_of(Kind kind) noexcept {
+  switch (kind) {
+    case Kind::all_reduce: return "all_reduce";
+    case Kind::all_gather: return "all_gather";
+    case Kind::reduce_scatter: return "reduce_scatter";
+    case Kind::broadcast: return "broadcast";
+    case Kind::ring_exchange: return "ring_exchange";
+  }
+  return "?";
+}
+
+const char* name_of(ReduceOp op) noexcept {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
+  }
+  return "?";
+}
+
+// What one rank brings to a collective. Two ranks agree when everything but
+// the pointer is equal.
+struct Entry {
+  Kind kind = Kind::all_reduce;
+  DType dtype = DType::f32;
+  std::int64_t in_count = 0;
+  std::int64_t out_count = 0;
+  int root = 0;
+  ReduceOp op = ReduceOp::sum;
+  const unsigned char* in = nullptr;
+
+  bool agrees_with(const Entry& o) const noexcept {
+    return kind == o.kind && dtype == o.dtype && in_count == o.in_count &&
+           out_count == o.out_count && root == o.root && op == o.op;
+  }
+  std::string describe() const {
+    std::string s = std::string(name_of(kind)) + " of " + std::to_string(in_count) + " " +
+                    std::string(to_string(dtype));
+    if (kind == Kind::all_reduce || kind == Kind::reduce_scatter)
+      s += " (" + std::string(name_of(op)) + ")";
+    if (kind == Kind::broadcast) s += " from rank " + std::to_string(root);
+    return s;
+  }
+};
+
+std::size_t element_bytes(DType t) noexcept { return static_cast<std::size_t>(bits_of(t) / 8); }
+
+template <class T>
+T combine(T a, T b, ReduceOp op) noexcept {
+  switch (op) {
+    case ReduceOp::sum: return static_cast<T>(a + b);
+    case ReduceOp::max: return std::max(a, b);
+    case ReduceOp::min: return std::min(a, b);
+  }
+  return a;
+}
+
+// dst[i] = the ranks' src[offset + i], combined in rank order (the same
+// order, so the same rounding, on every rank).
+template <class T>
+void reduce_into(unsigned char* dst, const std::vector<const unsigned char*>& srcs,
+                 std::int64_t offset, std::int64_t count, ReduceOp op) {
+  auto* out = reinterpret_cast<T*>(dst);
+  std::vector<const T*> in;
+  in.reserve(srcs.size());
+  for (const auto* s : srcs) in.push_back(reinterpret_cast<const T*>(s) + offset);
+  for (std::int64_t i = 0; i < count; ++i) {
+    T acc = in[0][i];
+    for (std::size_t q = 1; q < in.size(); ++q) acc = combine(acc, in[q][i], op);
+    out[i] = acc;
+  }
+}
+
+void reduce_bytes(DType dtype, unsigned char* dst, const std::vector<const unsigned char*>& srcs,
+                  std::int64_t offset, std::int64_t count, ReduceOp op) {
+  switch (dtype) {
+    case DType::f32: return reduce_into<float>(dst, srcs, offset, count, op);
+    case DType::i32: return reduce_into<std::int32_t>(dst, srcs, offset, count, op);
+    case DType::i64: return reduce_into<std::int64_t>(dst, srcs, offset, count, op);
+    case DType::i8: return reduce_into<std::int8_t>(dst, srcs, offset, count, op);
+    case DType::u8: return reduce_into<std::uint8_t>(dst, srcs, offset, count, op);
+    default: throw InternalError("a reduction over an unchecked dtype");
+  }
+}
+
+bool reducible(DType t) noexcept {
+  return t == DType::f32 || t == DType::i32 || t == DType::i64 || t == DType::i8 || t == DType::u8;
+}
+
+using Clock = std::chrono::steady_clock;
+
+// The ranks of one communicator and the rounds they are in.
+class LocalGroup {
+ public:
+  LocalGroup(int size, CommOptions options)
+      : size_(size),
+        options_(options),
+        next_(static_cast<std::size_t>(size), 0),
+        next_split_(static_cast<std::size_t>(size), 0),
+        scratch_(static_cast<std::size_t>(size)),
+        tokens_(static_cast<std::size_t>(size), 0) {}
+
+  int size() const noexcept { return size_; }
+  const CommOptions& options() const noexcept { return options_; }
+  // Rank `rank`'s token byte (comm.hpp): never read or written, its address
+  // orders the rank's collectives. Lives as long as the group, which every
+  // collective holds.
+  unsigned char* token_byte(int rank) noexcept { return &tokens_[static_cast<std::size_t>(rank)]; }
+
+  // Rank `rank`'s part of its next collective: returns once `out` holds the
+  // result. @throws CommError.
+  void run(int rank, const Entry& mine, unsigned char* out, std::size_t out_bytes) {
+    std::unique_lock lock(mutex_);
+    const std::uint64_t seq = next_[static_cast<std::size_t>(rank)]++;
+    Round& round = round_at(seq);
+    round.entries[static_cast<std::size_t>(rank)] = mine;
+    ++round.arrived;
+    cv_.notify_all();
+    wait_for_all(
+        lock, round, [&] { return round.arrived == size_; }, "reach");
+    if (round.failure.empty()) round.failure = disagreement(round);
+    if (!round.failure.empty()) fail(lock, round, seq);
+    lock.unlock();
+    // Every input stays untouched until every rank has computed.
+    auto& scratch = scratch_[static_cast<std::size_t>(rank)];
+    try {
+      compute(rank, round, scratch);
+    } catch (const std::exception& e) {
+      lock.lock();
+      round.failure = "rank " + std::to_string(rank) + " failed in it: " + e.what();
+      cv_.notify_all();
+      fail(lock, round, seq);
+    }
+    lock.lock();
+    ++round.computed;
+    cv_.notify_all();
+    wait_for_all(
+        lock, round, [&] { return round.computed == round.arrived; }, "finish");
+    if (!round.failure.empty()) fail(lock, round, seq);
+    leave(round, seq);
+    lock.unlock();
+    if (!scratch.empty()) {
+      if (scratch.size() != out_bytes)
+        throw InternalError("a collective's result has another size");
+      std::memcpy(out, scratch.data(), out_bytes);
+    }
+  }
+
+  // The groups a split makes: rank `rank`'s new group and its rank there.
+  std::pair<std::shared_ptr<LocalGroup>, int> split(int rank, int colour, int key) {
+    std::unique_lock lock(mutex_);
+    const std::uint64_t seq = next_split_[static_cast<std::size_t>(rank)]++;
+    SplitRound& round = splits_[seq];
+    if (round.wishes.empty()) round.wishes.resize(static_cast<std::size_t>(size_));
+    round.wishes[static_cast<std::size_t>(rank)] = std::pair(colour, key);
+    ++round.arrived;
+    if (round.arrived == size_) make_groups(round);
+    cv_.notify_all();
+    const bool all = cv_.wait_until(lock, Clock::now() + options_.timeout,
+                                    [&] { return round.arrived == size_; });
+    if (!all) {
+      std::string missing;
+      for (int r = 0; r < size_; ++r) {
+        if (!round.wishes[static_cast<std::size_t>(r)]) {
+          missing += ' ';
+          missing += std::to_string(r);
+        }
+      }
+      ++round.left;
+      if (round.left == round.arrived) splits_.erase(seq);
+      throw CommError("split #" + std::to_string(seq) + ": rank(s)" + missing +
+                      " did not call it within " + std::to_string(options_.timeout.count()) +
+                      " ms");
+    }
+    auto mine = round.result[static_cast<std::size_t>(rank)];
+    ++round.left;
+    if (round.left == round.arrived) splits_.erase(seq);
+    return mine;
+  }
+
+ private:
+  struct Round {
+    std::vector<std::optional<Entry>> entries;
+    int arrived = 0;
+    int computed = 0;
+    int left = 0;
+    std::string failure;
+  };
+  struct SplitRound {
+    std::vector<std::optional<std::pair<int, int>>> wishes;  // (colour, key) a rank
+    std::vector<std::pair<std::shared_ptr<LocalGroup>, int>> result;
+    int arrived = 0;
+    int left = 0;
+  };
+
+  Round& round_at(std::uint64_t seq) {
+    Round& round = rounds_[seq];
+    if (round.entries.empty()) round.entries.resize(static_cast<std::size_t>(size_));
+    return round;
+  }
+
+  // Waits until `done`, the round fails, or the timeout: then it fails,
+  // naming the ranks that did not `what` it.
+  template <class Done>
+  void wait_for_all(std::unique_lock<std::mutex>& lock, Round& round, Done done, const char* what) {
+    const bool ok = cv_.wait_until(lock, Clock::now() + options_.timeout,
+                                   [&] { return done() || !round.failure.empty(); });
+    if (ok || !round.failure.empty()) return;
+    std::string missing;
+    for (int r = 0; r < size_; ++r) {
+      if (!round.entries[static_cast<std::size_t>(r)]) {
+        missing += ' ';
+        missing += std::to_string(r);
+      }
+    }
+    if (missing.empty()) missing = " (some)";
+    round.failure = "rank(s)" + missing + " did not " + what + " it within " +
+                    std::to_string(options_.timeout.count()) + " ms";
+    cv_.notify_all();
+  }
+
+  std::string disagreement(const Round& round) const {
+    const Entry& first = *round.entries[0];
+    for (int r = 1; r < size_; ++r) {
+      const Entry& e = *round.entries[static_cast<std::size_t>(r)];
+      if (!e.agrees_with(first)) {
+        return "the ranks disagree: rank 0 called " + first.describe() + ", rank " +
+               std::to_string(r) + " " + e.describe();
+      }
+    }
+    return {};
+  }
+
+  [[noreturn]] void fail(std::unique_lock<std::mutex>& lock, Round& round, std::uint64_t seq) {
+    const Entry* mine = nullptr;
+    for (const auto& e : round.entries) {
+      if (e) mine = &*e;
+    }
+    const std::string what =
+        "collective #" + std::to_string(seq) +
+        (mine != nullptr ? std::string(" (") + name_of(mine->kind) + ")" : "") + ": " +
+        round.failure;
+    leave(round, seq);
+    lock.unlock();
+    throw CommError(what);
+  }
+
+  void leave(Round& round, std::uint64_t seq) {
+    ++round.left;
+    if (round.left == round.arrived) rounds_.erase(seq);
+  }
+
+  void compute(int rank, const Round& round, std::vector<unsigned char>& scratch) const {
+    const Entry& mine = *round.entries[static_cast<std::size_t>(rank)];
+    const std::size_t esize = element_bytes(mine.dtype);
+    const auto input = [&](int r) { return round.entries[static_cast<std::size_t>(r)]->in; };
+    std::vector<const unsigned char*> inputs;
+    for (int r = 0; r < size_; ++r) inputs.push_back(input(r));
+    switch (mine.kind) {
+      case Kind::all_reduce:
+        scratch.resize(static_cast<std::size_t>(mine.out_count) * esize);
+        reduce_bytes(mine.dtype, scratch.data(), inputs, 0, mine.out_count, mine.op);
+        break;
+      case Kind::reduce_scatter:
+        scratch.resize(static_cast<std::size_t>(mine.out_count) * esize);
+        reduce_bytes(mine.dtype, scratch.data(), inputs, rank * mine.out_count, mine.out_count,
+                     mine.op);
+        break;
+      case Kind::all_gather: {
+        const std::size_t block = static_cast<std::size_t>(mine.in_count) * esize;
+        scratch.resize(block * static_cast<std::size_t>(size_));
+        for (int r = 0; r < size_; ++r) {
+          if (block != 0)
+            std::memcpy(scratch.data() + static_cast<std::size_t>(r) * block, input(r), block);
+        }
+        break;
+      }
+      case Kind::broadcast: {
+        const std::size_t bytes = static_cast<std::size_t>(mine.in_count) * esize;
+        if (rank == mine.root) {
+          scratch.clear();  // the root's data stays as it is
+        } else {
+          scratch.assign(input(mine.root), input(mine.root) + bytes);
+        }
+        break;
+      }
+      case Kind::ring_exchange: {
+        const std::size_t bytes = static_cast<std::size_t>(mine.in_count) * esize;
+        const unsigned char* from = input((rank + size_ - 1) % size_);
+        scratch.assign(from, from + bytes);
+        break;
+      }
+    }
+  }
+
+  void make_groups(SplitRound& round) {
+    round.result.resize(static_cast<std::size_t>(size_));
+    std::map<int, std::vector<std::pair<int, int>>> members;  // colour -> (key, rank)
+    for (int r = 0; r < size_; ++r) {
+      const auto& [colour, key] = *round.wishes[static_cast<std::size_t>(r)];
+      members[colour].emplace_back(key, r);
+    }
+    for (auto& [colour, ranks] : members) {
+      std::sort(ranks.begin(), ranks.end());
+      auto group = std::make_shared<LocalGroup>(static_cast<int>(ranks.size()), options_);
+      for (std::size_t i = 0; i < ranks.size(); ++i) {
+        round.result[static_cast<std::size_t>(ranks[i].second)] = {group, static_cast<int>(i)};
+      }
+    }
+  }
+
+  const int size_;
+  const CommOptions options_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<std::uint64_t> next_;        // each rank's next collective
+  std::vector<std::uint64_t> next_split_;  // each rank's next split
+  std::map<std::uint64_t, Round> rounds_;  // nodes stay put while others are added
+  std::map<std::uint64_t, SplitRound> splits_;
+  std::vector<std::vector<unsigned char>> scratch_;  // a rank's, touched by its thread only
+  std::vector<unsigned char> tokens_;
+};
+
+// A byte of host memory as a tensor: each collective writes its rank's
+// token, so that one rank's collectives of a communicator keep the order
+// they were submitted in (graph edges, and the ordering across runs).
+Tensor token_over(unsigned char* byte) {
+  auto storage = std::make_shared<Storage>();
+  storage->base = byte;
+  storage->bytes = 1;
+  storage->memory = Memory::pageable;
+  storage->owned = false;
+  return TensorAccess::make(std::move(storage), DType::u8, Shape{1}, contiguous_strides(Shape{1}),
+                            0);
+}
+
+class LocalCollective final : public Collective {
+ public:
+  LocalCollective(std::shared_ptr<LocalGroup> group, int rank, Tensor token, Entry entry, Tensor in,
+                  Tensor out)
+      : group_(std::move(group)),
+        rank_(rank),
+        token_(std::move(token)),
+        entry_(entry),
+        in_(std::move(in)),
+        out_(std::move(out)) {}
+
+  std::string_view name() const noexcept override { return name_of(entry_.kind); }
+  std::vector<Tensor> reads() const override { return {in_}; }
+  std::vector<Tensor> writes() const override { return {out_, token_}; }
+  void validate() const override {
+    for (const Tensor* t : {&in_, &out_}) {
+      if (!t->memory().is_host()) {
+        throw InvalidArgument(std::string(name()) + ": the local backend takes host tensors, got " +
+                              t->describe());
+      }
+    }
+  }
+  const void* communicator() const noexcept override { return group_.get(); }
+  bool capturable() const noexcept override { return false; }
+  void run_cpu() const override {
+    Entry mine = entry_;
+    mine.in = static_cast<const unsigned char*>(in_.data());
+    group_->run(rank_, mine, static_cast<unsigned char*>(out_.data()), out_.nbytes());
+  }
+  void run_cuda(const ExecutionContext&) const override {
+    throw InvalidArgument(std::string(name()) +
+                          ": the local backend runs its collectives on the CPU backend only");
+  }
+
+ private:
+  std::shared_ptr<LocalGroup> group_;
+  int rank_;
+  Tensor token_;
+  Entry entry_;
+  Tensor in_;
+  Tensor out_;
+};
+
+void require_contiguous(const char* call, const Tensor& t, const char* role) {
+  if (!t.defined()) throw InvalidArgument(std::string(call) + ": an undefined " + role + " tensor");
+  if (!t.is_contiguous()) {
+    throw InvalidArgument(std::string(call) + ": the " + role + " tensor must be contiguous, got " +
+                          t.describe());
+  }
+  if (bits_of(t.dtype()) % 8 != 0) {
+    throw InvalidArgument(std::string(call) + ": " + std::string(to_string(t.dtype())) +
+                          " elements are not whole bytes");
+  }
+}
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw InvalidArgument(what);
+}
+
+class LocalCommunicator final : public Communicator {
+ public:
+  LocalCommunicator(std::shared_ptr<LocalGroup> group, int rank)
+      : group_(std::move(group)), rank_(rank), token_(token_over(group_->token_byte(rank_))) {}
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return group_->size(); }
+  std::string_view backend() const noexcept override { return "local"; }
+
+  CollectivePtr all_reduce(const Tensor& in, const Tensor& out, ReduceOp op) const override {
+    check_pair("all_reduce", in, out, in.numel(), out.numel());
+    require(reducible(in.dtype()), "all_reduce: no reduction over " +
+                                       std::string(to_string(in.dtype())) +
+                                       " (f32, i32, i64, i8 or u8)");
+    return make(Kind::all_reduce, in, out, op, 0);
+  }
+  CollectivePtr all_gather(const Tensor& in, const Tensor& out) const override {
+    check_pair("all_gather", in, out, in.numel() * size(), out.numel());
+    return make(Kind::all_gather, in, out, ReduceOp::sum, 0);
+  }
+  CollectivePtr reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) const override {
+    check_pair("reduce_scatter", in, out, in.numel(), out.numel() * size());
+    require(reducible(in.dtype()), "reduce_scatter: no reduction over " +
+                                       std::string(to_string(in.dtype())) +
+                                       " (f32, i32, i64, i8 or u8)");
+    return make(Kind::reduce_scatter, in, out, op, 0);
+  }
+  CollectivePtr broadcast(const Tensor& data, int root) const override {
+    require_contiguous("broadcast", data, "data");
+    require(root >= 0 && root < size(), "broadcast: root " + std::to_string(root) +
+                                            " is not a rank of this communicator of " +
+                                            std::to_string(size()));
+    return make(Kind::broadcast, data, data, ReduceOp::sum, root);
+  }
+  CollectivePtr ring_exchange(const Tensor& send, const Tensor& recv) const override {
+    check_pair("ring_exchange", send, recv, send.numel(), recv.numel());
+    return make(Kind::ring_exchange, send, recv, ReduceOp::sum, 0);
+  }
+  std::shared_ptr<Communicator> split(int colour, int key) const override {
+    auto [group, rank] = group_->split(rank_, colour, key);
+    return std::make_shared<LocalCommunicator>(std::move(group), rank);
+  }
+
+ private:
+  // Same dtype, and element counts as the collective wants them.
+  static void check_pair(const char* call, const Tensor& in, const Tensor& out,
+                         std::int64_t in_side, std::int64_t out_side) {
+    require_contiguous(call, in, "input");
+    require_contiguous(call, out, "output");
+    require(in.dtype() == out.dtype(), std::string(call) + ": input " + in.describe() +
+                                           " and output " + out.describe() +
+                                           " have different dtypes");
+    require(in_side == out_side, std::string(call) + ": input " + in.describe() + " and output " +
+                                     out.describe() + " do not match in size");
+  }
+
+  CollectivePtr make(Kind kind, const Tensor& in, const Tensor& out, ReduceOp op, int root) const {
+    Entry e;
+    e.kind = kind;
+    e.dtype = in.dtype();
+    e.in_count = in.numel();
+    e.out_count = out.numel();
+    e.root = root;
+    e.op = op;
+    return std::make_shared<LocalCollective>(group_, rank_, token_, e, in, out);
+  }
+
+  std::shared_ptr<LocalGroup> group_;
+  int rank_;
+  Tensor token_;
+};
+
+}  // namespace
+}  // namespace loom::detail
+
+namespace loom {
+
+std::vector<std::shared_ptr<Communicator>> local_communicators(int ranks, CommOptions options) {
+  if (ranks < 1) {
+    throw InvalidArgument("local_communicators: " + std::to_string(ranks) + " ranks (at least 1)");
+  }
+  if (options.timeout.count() <= 0) {
+    throw InvalidArgument("local_communicators: a timeout of " +
+                          std::to_string(options.timeout.count()) + " ms");
+  }
+  auto group = std::make_shared<detail::LocalGroup>(ranks, options);
+  std::vector<std::shared_ptr<Communicator>> comms;
+  for (int r = 0; r < ranks; ++r) {
+    comms.push_back(std::make_shared<detail::LocalCommunicator>(group, r));
+  }
+  return comms;
+}
+
+}  // namespace loom

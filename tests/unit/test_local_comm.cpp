@@ -1,0 +1,333 @@
+// The local backend (comm.hpp): P ranks as threads of one process, each
+// with a CPU Runtime of its own; collectives as graph tasks, checked against
+// references computed here, in submission order, failing by name and in
+// bounded time when ranks disagree or one does not come.
+#include "support/seed.hpp"
+
+#include <loom/comm.hpp>
+#include <loom/error.hpp>
+#include <loom/graph.hpp>
+#include <loom/ops.hpp>
+#include <loom/runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using loom::CommOptions;
+using loom::Communicator;
+using loom::ReduceOp;
+
+loom::Runtime cpu_runtime() {
+  loom::RuntimeOptions o;
+  o.backend = loom::Backend::cpu;
+  o.workers = 2;
+  return loom::Runtime(o);
+}
+
+// Runs body(rank, comm, runtime) on one thread a rank; the first failure of
+// any rank (an exception or a gtest assertion) is reported.
+void on_ranks(const std::vector<std::shared_ptr<Communicator>>& comms,
+              const std::function<void(int, Communicator&, loom::Runtime&)>& body) {
+  std::mutex m;
+  std::vector<std::string> failures;
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < comms.size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto rt = cpu_runtime();
+        body(static_cast<int>(r), *comms[r], rt);
+      } catch (const std::exception& e) {
+        const std::lock_guard lock(m);
+        failures.push_back("rank " + std::to_string(r) + ": " + e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& f : failures) ADD_FAILURE() << f;
+}
+
+// Rank r's values: distinct across ranks, fresh each test.
+std::vector<std::int32_t> ints_of(std::uint64_t seed, int rank, std::int64_t n) {
+  std::mt19937_64 rng(seed + static_cast<std::uint64_t>(rank) * 7919U);
+  std::vector<std::int32_t> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = static_cast<std::int32_t>(rng() % 2001) - 1000;
+  return v;
+}
+
+std::vector<float> floats_of(std::uint64_t seed, int rank, std::int64_t n) {
+  std::mt19937_64 rng(seed + static_cast<std::uint64_t>(rank) * 104729U);
+  std::uniform_real_distribution<float> d(-1.0F, 1.0F);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+template <class T>
+loom::Tensor tensor_of(loom::Runtime& rt, const std::vector<T>& values) {
+  auto t = rt.tensor<T>({static_cast<std::int64_t>(values.size())});
+  std::memcpy(t.data(), values.data(), values.size() * sizeof(T));
+  return t;
+}
+
+template <class T>
+std::vector<T> values_of(const loom::Tensor& t) {
+  std::vector<T> v(static_cast<std::size_t>(t.numel()));
+  std::memcpy(v.data(), t.data(), v.size() * sizeof(T));
+  return v;
+}
+
+template <class T>
+void poison(const loom::Tensor& t) {
+  std::fill_n(t.data_as<T>(), t.numel(), static_cast<T>(-77));
+}
+
+class LocalComm : public ::testing::TestWithParam<int> {};
+
+TEST_P(LocalComm, AllReduceIsExactForIntegersAndWithinRoundingForFloats) {
+  const int p = GetParam();
+  const std::uint64_t seed = loom::test::fresh_seed();
+  constexpr std::int64_t n = 1031;
+  on_ranks(loom::local_communicators(p), [&](int rank, Communicator& comm, loom::Runtime& rt) {
+    EXPECT_EQ(comm.rank(), rank);
+    EXPECT_EQ(comm.size(), p);
+    EXPECT_EQ(comm.backend(), "local");
+    auto ints = tensor_of(rt, ints_of(seed, rank, n));
+    auto floats = tensor_of(rt, floats_of(seed, rank, n));
+    std::vector<loom::Tensor> outs;
+    loom::Graph g;
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min}) {
+      outs.push_back(rt.tensor<std::int32_t>({n}));
+      poison<std::int32_t>(outs.back());
+      g.collective(comm.all_reduce(ints, outs.back(), op));
+    }
+    auto fsum = rt.tensor<float>({n});
+    poison<float>(fsum);
+    g.collective(comm.all_reduce(floats, fsum));
+    rt.submit(g).wait();
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::int64_t sum = 0;
+      std::int32_t hi = -100000;
+      std::int32_t lo = 100000;
+      double fs = 0;
+      for (int q = 0; q < p; ++q) {
+        const auto v = ints_of(seed, q, n)[static_cast<std::size_t>(i)];
+        sum += v;
+        hi = std::max(hi, v);
+        lo = std::min(lo, v);
+        fs += floats_of(seed, q, n)[static_cast<std::size_t>(i)];
+      }
+      ASSERT_EQ(outs[0].data_as<std::int32_t>()[i], sum) << i;
+      ASSERT_EQ(outs[1].data_as<std::int32_t>()[i], hi) << i;
+      ASSERT_EQ(outs[2].data_as<std::int32_t>()[i], lo) << i;
+      ASSERT_NEAR(fsum.data_as<float>()[i], fs, 1e-5 * p) << i;
+    }
+  });
+}
+
+TEST_P(LocalComm, FloatSumsAreEqualOnEveryRank) {
+  const int p = GetParam();
+  const std::uint64_t seed = loom::test::fresh_seed();
+  constexpr std::int64_t n = 4099;
+  std::vector<std::vector<float>> results(static_cast<std::size_t>(p));
+  on_ranks(loom::local_communicators(p), [&](int rank, Communicator& comm, loom::Runtime& rt) {
+    auto x = tensor_of(rt, floats_of(seed, rank, n));
+    loom::Graph g;
+    g.collective(comm.all_reduce(x, x));  // in place
+    rt.submit(g).wait();
+    results[static_cast<std::size_t>(rank)] = values_of<float>(x);
+  });
+  for (int r = 1; r < p; ++r) {
+    EXPECT_EQ(std::memcmp(results[0].data(), results[static_cast<std::size_t>(r)].data(),
+                          results[0].size() * sizeof(float)),
+              0)
+        << "rank " << r << " holds another sum than rank 0";
+  }
+}
+
+TEST_P(LocalComm, GatherScatterBroadcastAndRing) {
+  const int p = GetParam();
+  const std::uint64_t seed = loom::test::fresh_seed();
+  constexpr std::int64_t n = 257;
+  on_ranks(loom::local_communicators(p), [&](int rank, Communicator& comm, loom::Runtime& rt) {
+    auto mine = tensor_of(rt, ints_of(seed, rank, n));
+    auto gathered = rt.tensor<std::int32_t>({p * n});
+    auto big = tensor_of(rt, ints_of(seed, rank, p * n));
+    auto scattered = rt.tensor<std::int32_t>({n});
+    auto shared = tensor_of(rt, ints_of(seed, rank, n));
+    auto received = rt.tensor<std::int32_t>({n});
+    poison<std::int32_t>(gathered);
+    poison<std::int32_t>(scattered);
+    poison<std::int32_t>(received);
+    const int root = p - 1;
+    loom::Graph g;
+    g.collective(comm.all_gather(mine, gathered));
+    g.collective(comm.reduce_scatter(big, scattered, ReduceOp::max));
+    g.collective(comm.broadcast(shared, root));
+    g.collective(comm.ring_exchange(mine, received));
+    rt.submit(g).wait();
+    for (int q = 0; q < p; ++q) {
+      const auto theirs = ints_of(seed, q, n);
+      for (std::int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(gathered.data_as<std::int32_t>()[q * n + i], theirs[static_cast<std::size_t>(i)]);
+      }
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::int32_t hi = -100000;
+      for (int q = 0; q < p; ++q) {
+        hi = std::max(hi, ints_of(seed, q, p * n)[static_cast<std::size_t>(rank * n + i)]);
+      }
+      ASSERT_EQ(scattered.data_as<std::int32_t>()[i], hi) << i;
+      ASSERT_EQ(shared.data_as<std::int32_t>()[i],
+                ints_of(seed, root, n)[static_cast<std::size_t>(i)]);
+      ASSERT_EQ(received.data_as<std::int32_t>()[i],
+                ints_of(seed, (rank + p - 1) % p, n)[static_cast<std::size_t>(i)]);
+    }
+  });
+}
+
+// Independent collectives of one communicator, in one graph and across runs
+// submitted without waiting, keep the order they were submitted in on every
+// rank (they would otherwise meet other ranks' collectives in another order).
+TEST_P(LocalComm, CollectivesKeepTheirSubmissionOrder) {
+  const int p = GetParam();
+  constexpr int k = 6;
+  on_ranks(loom::local_communicators(p, {.timeout = std::chrono::seconds(20)}),
+           [&](int rank, Communicator& comm, loom::Runtime& rt) {
+             std::vector<loom::Tensor> xs;
+             std::vector<loom::Future> runs;
+             for (int run = 0; run < 2; ++run) {
+               loom::Graph g;
+               for (int i = 0; i < k; ++i) {
+                 // Sizes differ, so a collective met out of order is a disagreement.
+                 xs.push_back(tensor_of(
+                     rt, std::vector<std::int32_t>(static_cast<std::size_t>(10 + i), rank + i)));
+                 g.collective(comm.all_reduce(xs.back(), xs.back()));
+               }
+               runs.push_back(rt.submit(g));
+             }
+             for (auto& f : runs) f.wait();
+             for (int j = 0; j < 2 * k; ++j) {
+               const int i = j % k;
+               for (auto v : values_of<std::int32_t>(xs[static_cast<std::size_t>(j)])) {
+                 ASSERT_EQ(v, p * i + p * (p - 1) / 2);
+               }
+             }
+           });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, LocalComm, ::testing::Values(1, 2, 3, 4));
+
+TEST(LocalCommErrors, RanksThatDisagreeAllFailSayingHow) {
+  std::atomic<int> failed{0};
+  on_ranks(loom::local_communicators(2, {.timeout = std::chrono::seconds(20)}),
+           [&](int rank, Communicator& comm, loom::Runtime& rt) {
+             auto x = rt.tensor<float>({rank == 0 ? 16 : 8});
+             loom::Graph g;
+             g.collective(comm.all_reduce(x, x), {.name = "grads"});
+             try {
+               rt.submit(g).wait();
+               ADD_FAILURE() << "rank " << rank << ": a size mismatch between ranks ran";
+             } catch (const loom::CommError& e) {
+               EXPECT_EQ(e.task(), "grads") << e.what();
+               const std::string what = e.what();
+               EXPECT_NE(what.find("disagree"), std::string::npos) << what;
+               EXPECT_NE(what.find("16"), std::string::npos) << what;
+               EXPECT_NE(what.find("8"), std::string::npos) << what;
+               ++failed;
+             }
+           });
+  EXPECT_EQ(failed.load(), 2);
+}
+
+TEST(LocalCommErrors, ARankThatNeverComesFailsTheOthersInBoundedTime) {
+  on_ranks(loom::local_communicators(3, {.timeout = std::chrono::milliseconds(300)}),
+           [&](int rank, Communicator& comm, loom::Runtime& rt) {
+             if (rank == 1) return;  // leaves early
+             auto x = rt.tensor<float>({4});
+             loom::Graph g;
+             g.collective(comm.all_reduce(x, x), {.name = "step"});
+             try {
+               rt.submit(g).wait();
+               ADD_FAILURE() << "rank " << rank << ": an all-reduce without rank 1 finished";
+             } catch (const loom::CommError& e) {
+               EXPECT_EQ(e.task(), "step");
+               EXPECT_NE(std::string(e.what()).find("rank(s) 1 did not reach"), std::string::npos)
+                   << e.what();
+             }
+           });
+}
+
+TEST(LocalCommErrors, ARankWhoseGraphFailsFirstFailsTheOthersInBoundedTime) {
+  on_ranks(loom::local_communicators(2, {.timeout = std::chrono::milliseconds(300)}),
+           [&](int rank, Communicator& comm, loom::Runtime& rt) {
+             auto x = rt.tensor<float>({4});
+             loom::Graph g;
+             if (rank == 0) {
+               g.host("loss", [] { throw std::runtime_error("nan in the loss"); }, {}, {x});
+             }
+             g.collective(comm.all_reduce(x, x), {.name = "grads"});
+             try {
+               rt.submit(g).wait();
+               ADD_FAILURE() << "rank " << rank << " finished";
+             } catch (const loom::Error& e) {
+               const std::string what = e.what();
+               if (rank == 0) {
+                 EXPECT_NE(what.find("nan in the loss"), std::string::npos) << what;
+               } else {
+                 EXPECT_NE(what.find("rank(s) 0 did not reach"), std::string::npos) << what;
+               }
+             }
+           });
+}
+
+TEST(LocalCommSplit, ColoursMakeGroupsOrderedByKey) {
+  on_ranks(loom::local_communicators(4), [&](int rank, Communicator& comm, loom::Runtime& rt) {
+    auto sub = comm.split(rank % 2, -rank);
+    ASSERT_EQ(sub->size(), 2);
+    // Keys -rank: the higher old rank comes first.
+    EXPECT_EQ(sub->rank(), rank < 2 ? 1 : 0) << "rank " << rank;
+    auto x = tensor_of(rt, std::vector<std::int32_t>(5, rank));
+    loom::Graph g;
+    g.collective(sub->all_reduce(x, x));
+    rt.submit(g).wait();
+    const int partner = rank % 2 == 0 ? (rank == 0 ? 2 : 0) : (rank == 1 ? 3 : 1);
+    for (auto v : values_of<std::int32_t>(x)) ASSERT_EQ(v, rank + partner);
+  });
+}
+
+TEST(LocalCommErrors, BadCallsAreRefusedWhenBuilt) {
+  auto rt = cpu_runtime();
+  auto comms = loom::local_communicators(2);
+  auto& c = *comms[0];
+  auto f = rt.tensor<float>({8});
+  auto i = rt.tensor<std::int32_t>({8});
+  auto small = rt.tensor<float>({4});
+  EXPECT_THROW((void)c.all_reduce(f, i), loom::InvalidArgument) << "dtypes differ";
+  EXPECT_THROW((void)c.all_reduce(f, small), loom::InvalidArgument) << "sizes differ";
+  EXPECT_THROW((void)c.all_gather(f, f), loom::InvalidArgument) << "out must be 2x";
+  EXPECT_THROW((void)c.reduce_scatter(f, f), loom::InvalidArgument) << "in must be 2x";
+  EXPECT_THROW((void)c.broadcast(f, 2), loom::InvalidArgument) << "no rank 2";
+  EXPECT_THROW((void)c.ring_exchange(f, f.slice(0, 0, 8, 2)), loom::InvalidArgument);
+  auto f16 = rt.tensor<loom::half>({8});
+  EXPECT_THROW((void)c.all_reduce(f16, f16), loom::InvalidArgument) << "no f16 reduction";
+  EXPECT_NO_THROW((void)c.all_gather(f16, rt.tensor<loom::half>({16})));
+  EXPECT_THROW((void)loom::local_communicators(0), loom::InvalidArgument);
+  EXPECT_THROW((void)loom::local_communicators(2, {.timeout = std::chrono::milliseconds(0)}),
+               loom::InvalidArgument);
+}
+
+}  // namespace
