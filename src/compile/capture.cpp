@@ -274,9 +274,10 @@ std::optional<std::vector<LaunchRecord>> describe_task(const Task& task, cudaStr
 
 // Runs task `task` on the probe `stream` with its launches described,
 // trusting that it did nothing else: its launches when they are all plain,
-// else nothing. Whether some task did other work (or broke the probe's
-// capture) is asked once a segment (probe_is_clean), which saves three
-// driver calls a task; a segment where one did is built again carefully.
+// else nothing. Whether some task did other work is asked once a segment
+// (probe_is_clean), which saves two driver calls a task (whether it broke
+// the probe's capture is still asked after each); a segment where one did
+// is built again carefully.
 std::optional<std::vector<LaunchRecord>> describe_task_quickly(const Task& task,
                                                                cudaStream_t stream,
                                                                const CaptureOptions& options,
@@ -296,16 +297,22 @@ std::optional<std::vector<LaunchRecord>> describe_task_quickly(const Task& task,
   return std::move(records);
 }
 
-// Whether the probe is still capturing and holds no work: no task described
-// quickly did more than loom::launch.
-bool probe_is_clean(cudaStream_t probe, cudaGraph_t probe_graph) {
+// Whether a capture is still active on `stream` (a task may have broken it
+// and ignored the error).
+bool still_capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  LOOM_CUDA_CHECK(cudaStreamIsCapturing(probe, &status));
-  if (status != cudaStreamCaptureStatusActive) {
+  const cudaError_t rc = cudaStreamIsCapturing(stream, &status);
+  if (rc != cudaSuccess || status != cudaStreamCaptureStatusActive) {
     (void)cudaGetLastError();
     return false;
   }
-  return node_count(probe_graph) == 0;
+  return true;
+}
+
+// Whether the probe is still capturing and holds no work: no task described
+// quickly did more than loom::launch.
+bool probe_is_clean(cudaStream_t probe, cudaGraph_t probe_graph) {
+  return still_capturing(probe) && node_count(probe_graph) == 0;
 }
 
 // Thrown inside capture_segment when a task described quickly did other
@@ -392,9 +399,21 @@ std::unique_ptr<CapturedSegment> capture_segment(const PreparedGraph& prepared,
       deps = sorted(std::move(deps));
       const Task& task = tasks[t];
       if (described(t)) {
-        auto records =
-            carefully ? describe_task(task, probe->view().native(), probe_graph, options, resources)
-                      : describe_task_quickly(task, probe->view().native(), options, resources);
+        std::optional<std::vector<LaunchRecord>> records;
+        if (carefully) {
+          records = describe_task(task, probe->view().native(), probe_graph, options, resources);
+        } else {
+          // A task that broke the probe's capture and ignored it is found
+          // here, before anything more is added (or blamed on a later task
+          // whose own calls then fail): the careful pass names it.
+          try {
+            records = describe_task_quickly(task, probe->view().native(), options, resources);
+          } catch (...) {
+            if (!still_capturing(probe->view().native())) throw CaptureCarefully{};
+            throw;
+          }
+          if (!still_capturing(probe->view().native())) throw CaptureCarefully{};
+        }
         if (records) {
           tails[t] = add_described_launches(task, building, std::move(deps), *records, *segment);
           graphs.described[t] = 1;
@@ -445,9 +464,13 @@ std::shared_ptr<CapturedGraphs> capture_segments(const PreparedGraph& prepared,
   for (std::size_t i = 0; i < steps.size(); ++i) {
     if (!steps[i].segment) continue;
     std::unique_ptr<CapturedSegment> segment;
+    const std::size_t workspaces = graphs->workspaces.size();
     try {
       segment = capture_segment(prepared, steps[i], options, *graphs, false);
     } catch (const CaptureCarefully&) {
+      // What the abandoned pass asked for goes back; the careful pass asks again.
+      graphs->workspaces.erase(graphs->workspaces.begin() + static_cast<std::ptrdiff_t>(workspaces),
+                               graphs->workspaces.end());
       for (auto t : steps[i].tasks) graphs->described[t] = 0;
       segment = capture_segment(prepared, steps[i], options, *graphs, true);
     }

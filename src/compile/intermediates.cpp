@@ -1,6 +1,7 @@
 #include "compile/intermediates.hpp"
 
 #include "core/log.hpp"
+#include "core/task_kind.hpp"
 #include "core/tensor_access.hpp"
 
 #include <loom/error.hpp>
@@ -59,7 +60,7 @@ void check_foreign_intermediates(const Graph& graph) {
       bound = storage->bound;
     }
     if (bound) return;
-    throw InvalidArgument(std::string(to_string(task.kind)) + " " + task.name + ": the " + role +
+    throw InvalidArgument(std::string(detail::kind_name(task)) + " " + task.name + ": the " + role +
                               " " + x.describe() +
                               " is an intermediate of another graph that was never submitted or "
                               "compiled, so it has no memory: submit or compile that graph first, "

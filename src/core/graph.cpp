@@ -3,6 +3,7 @@
 
 #include "core/prepared_slot.hpp"
 #include "core/storage.hpp"
+#include "core/task_kind.hpp"
 #include "core/tensor_access.hpp"
 
 #include <algorithm>
@@ -505,8 +506,9 @@ void Graph::validate_tasks() const {
         for (std::size_t i = 0; i < t.writes.size(); ++i) {
           const Tensor& w = t.writes[i];
           if (!w.defined() || w.numel() == 0 || detail::elements_distinct(w)) continue;
-          throw InvalidArgument("op " + t.name + " ('" + std::string(t.op->name()) + "'): output " +
-                                std::to_string(i) + " " + w.describe() +
+          throw InvalidArgument(std::string(detail::kind_name(t)) + " " + t.name + " ('" +
+                                std::string(t.op->name()) + "'): output " + std::to_string(i) +
+                                " " + w.describe() +
                                 " has elements that share memory (a zero or overlapping "
                                 "stride); write to a tensor whose elements are distinct");
         }
@@ -545,7 +547,7 @@ void Graph::validate_tasks() const {
     } catch (const std::exception& e) {
       // An op's own validate() that fails in its own way is bad input too.
       throw InvalidArgument(
-          std::string(to_string(t.kind)) + " " + t.name + ": validate() threw: " + e.what(),
+          std::string(detail::kind_name(t)) + " " + t.name + ": validate() threw: " + e.what(),
           {"", "", 0, t.name});
     }
   }

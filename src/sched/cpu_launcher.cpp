@@ -76,11 +76,11 @@ void CpuLauncher::run_on_worker(Run& run, std::uint32_t t, int worker) {
     ts.start_us = micros_since(run.started_at);
     // What threw: the user's host function, or an op's (a collective's)
     // CPU implementation, named as such.
-    const std::string thrower =
-        task.kind == TaskKind::host
-            ? std::string("the host function")
-            : std::string(is_collective(task) ? "collective" : to_string(task.kind)) + " '" +
-                  (task.op ? std::string(task.op->name()) : task.name) + "' (CPU implementation)";
+    const std::string thrower = task.kind == TaskKind::host
+                                    ? std::string("the host function")
+                                    : std::string(kind_name(task)) + " '" +
+                                          (task.op ? std::string(task.op->name()) : task.name) +
+                                          "' (CPU implementation)";
     try {
       const TaskScope scope(task.name);
       const CurrentRunScope in_run(run.state.get());

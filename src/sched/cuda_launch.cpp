@@ -6,6 +6,7 @@
 
 #include "core/storage.hpp"
 #include "core/task_context.hpp"
+#include "core/task_kind.hpp"
 #include "cuda/check.hpp"
 #include "sched/copy_engine.hpp"
 #include "sched/run_machine.hpp"
@@ -26,7 +27,7 @@ namespace {
 void check_op_launch(const Task& task) {
   const cudaError_t rc = cudaGetLastError();
   if (rc == cudaSuccess) return;
-  const std::string what = std::string(to_string(task.kind)) + " '" + task.name + "' launch";
+  const std::string what = std::string(kind_name(task)) + " '" + task.name + "' launch";
   throw_cuda_error(rc, what.c_str(), __FILE__, __LINE__);
 }
 

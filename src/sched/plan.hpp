@@ -41,17 +41,12 @@
 // work of its priority rather than beside it.
 
 #include <loom/graph.hpp>
+#include "core/task_kind.hpp"
 
 #include <cstdint>
 #include <vector>
 
 namespace loom::detail {
-
-/// A collective's task: an op of a communicator (Op::communicator), run on
-/// the communication stream.
-inline bool is_collective(const Task& task) noexcept {
-  return task.kind == TaskKind::op && task.op && task.op->communicator() != nullptr;
-}
 
 enum class Placement : std::uint8_t {
   device,  ///< enqueued on a stream by the scheduler

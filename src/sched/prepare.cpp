@@ -1,6 +1,7 @@
 #include "sched/prepare.hpp"
 
 #include "core/prepared_slot.hpp"
+#include "core/task_kind.hpp"
 #include "sched/copy_engine.hpp"
 
 #include <loom/error.hpp>
@@ -84,7 +85,8 @@ void Preparer::check(const Graph& graph, const PrepareHints& hints) const {
       }
     }
     if (!options_.cuda && t.kind == TaskKind::op && !t.op->has_cpu()) {
-      throw InvalidArgument("op " + t.name + " ('" + std::string(t.op->name()) +
+      throw InvalidArgument(std::string(kind_name(t)) + " " + t.name + " ('" +
+                                std::string(t.op->name()) +
                                 "') has no CPU implementation, and this runtime runs the CPU "
                                 "backend",
                             {"", "", 0, t.name});
@@ -103,8 +105,8 @@ void Preparer::check(const Graph& graph, const PrepareHints& hints) const {
       if (!ok) {
         const std::string expected = options_.cuda ? Memory::on_device(options_.device).to_string()
                                                    : std::string("host memory");
-        throw InvalidArgument(std::string(to_string(t.kind)) + " " + t.name + ": the " + role +
-                                  " " + x.describe() + " is not on " + expected +
+        throw InvalidArgument(std::string(kind_name(t)) + " " + t.name + ": the " + role + " " +
+                                  x.describe() + " is not on " + expected +
                                   ", where this runtime's " + (options_.cuda ? "CUDA" : "CPU") +
                                   " backend runs it",
                               {"", "", 0, t.name});

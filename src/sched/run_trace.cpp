@@ -1,5 +1,7 @@
 #include "sched/run_trace.hpp"
 
+#include "core/task_kind.hpp"
+
 #include <loom/graph.hpp>
 
 #include <algorithm>
@@ -67,7 +69,7 @@ std::vector<TraceEvent> run_trace_events(const Run& run, const std::vector<TaskT
     const Task& task = run.tasks()[timing.task];
     TraceEvent e;
     e.name = task.name;
-    e.category = std::string(to_string(task.kind));
+    e.category = std::string(kind_name(task));
     e.track = timing.track;
     e.start_us = timing.start_us;
     e.duration_us = timing.duration_us;

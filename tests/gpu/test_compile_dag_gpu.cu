@@ -392,9 +392,9 @@ TEST(CompileDagGpu, KernelTasksThatAreNotPlainLaunchesAreCaptured) {
 }
 
 // A kernel task that breaks the capture while it is described (a
-// synchronizing call whose error it ignores) is named at compile: tasks are
-// described without a check each, the segment's probe is checked once, and
-// a segment that fails the check is described again task by task.
+// synchronizing call whose error it ignores) is named at compile, not the
+// task after it whose own stream work then fails: a segment whose probe
+// stops capturing is described again task by task.
 TEST(CompileDagGpu, AKernelTaskThatBreaksCaptureUnseenIsNamedAtCompile) {
   LOOM_REQUIRE_GPU();
   loom::Runtime rt;
@@ -408,6 +408,10 @@ TEST(CompileDagGpu, AKernelTaskThatBreaksCaptureUnseenIsNamedAtCompile) {
     (void)cudaGetLastError();
     const int m = static_cast<int>(x.numel());
     loom::launch(k, add_one, dim3(1), dim3(64), 0, y.data_as<float>(), x.data_as<float>(), m);
+  }));
+  auto z = rt.tensor<float>({n});
+  g.add(loom::kernel_task("innocent memset", {}, {z}, [z](loom::KernelContext& k) {
+    LOOM_CUDA_CHECK(cudaMemsetAsync(z.data(), 0, z.nbytes(), loom::cuda_stream(k)));
   }));
   try {
     (void)rt.compile(g);

@@ -124,6 +124,8 @@ TEST(CollectiveTask, ValidationAndCompileNameIt) {
     FAIL() << "a size mismatch was accepted";
   } catch (const loom::InvalidArgument& e) {
     EXPECT_EQ(e.task(), "mismatch") << e.what();
+    EXPECT_NE(std::string(e.what()).find("collective mismatch"), std::string::npos)
+        << "named as a collective, not an op: " << e.what();
   }
   auto c = rt.tensor<float>({16});
   loom::Graph g;
