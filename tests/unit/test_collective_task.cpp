@@ -31,7 +31,8 @@ class CopyCollective final : public loom::Collective {
   std::vector<loom::Tensor> reads() const override { return {src_}; }
   std::vector<loom::Tensor> writes() const override { return {dst_}; }
   void validate() const override {
-    if (src_.nbytes() != dst_.nbytes()) throw loom::InvalidArgument("sizes differ");
+    // Not a loom error: the graph wraps it, naming the task and its kind.
+    if (src_.nbytes() != dst_.nbytes()) throw std::length_error("sizes differ");
   }
   const void* communicator() const noexcept override { return &communicator_a; }
   void run_cpu() const override {
