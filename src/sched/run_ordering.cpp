@@ -104,6 +104,10 @@ void RunOrdering::compact(Space& space) {
   if (space.dead == 0) return;
   std::erase_if(space.entries, [](const Entry& e) { return e.run == nullptr; });
   space.dead = 0;
+  // The bound tightens again once a long access has gone: queries start
+  // near their own start instead of scanning from the long one's.
+  space.longest = 0;
+  for (const auto& e : space.entries) space.longest = std::max(space.longest, e.hi - e.lo);
 }
 
 void RunOrdering::insert(Space& space) {

@@ -1,6 +1,7 @@
 // RunOrdering alone: which earlier runs a new run follows, from the byte
 // spans each reads and writes.
 #include "sched/run_ordering.hpp"
+#include "support/seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -71,7 +72,7 @@ TEST(RunOrderingRules, ManyReadersStayCheap) {
 // unfinished run it conflicts with is reached through those answers (the
 // pruning of covered accesses leans on ordering being transitive).
 TEST(RunOrderingRules, RandomRunsAgreeWithTheBruteForceModel) {
-  std::mt19937 rng(20261204);
+  std::mt19937_64 rng(loom::test::fresh_seed());
   const std::array<const void*, 2> spaces{&storage_a, &storage_b};
   struct Live {
     int id;
@@ -107,8 +108,11 @@ TEST(RunOrderingRules, RandomRunsAgreeWithTheBruteForceModel) {
     std::vector<DataAccess> accesses;
     const int count = 1 + static_cast<int>(rng() % 4);
     for (int k = 0; k < count; ++k) {
-      const std::uintptr_t lo = rng() % 64;
-      accesses.push_back({spaces[rng() % 2], lo, lo + 1 + rng() % 16, rng() % 2 == 0});
+      // Mostly short spans, now and then a long one: the bound on how far
+      // back a query starts grows and shrinks.
+      const std::uintptr_t lo = rng() % 256;
+      const std::uintptr_t length = 1 + (rng() % 8 == 0 ? rng() % 200 : rng() % 16);
+      accesses.push_back({spaces[rng() % 2], lo, lo + length, rng() % 2 == 0});
     }
     std::sort(accesses.begin(), accesses.end(), [](const DataAccess& a, const DataAccess& b) {
       return std::tuple(a.space, !a.write, a.lo) < std::tuple(b.space, !b.write, b.lo);
