@@ -65,6 +65,13 @@ class LOOM_API Communicator {
   /// recv = the `send` of rank - 1 (mod size): every rank sends to rank + 1
   /// and receives from rank - 1 in one step, as a ring does.
   virtual CollectivePtr ring_exchange(const Tensor& send, const Tensor& recv) const = 0;
+  /// Hands `data` to rank `peer`'s matching recv (the k-th send to a peer
+  /// meets its k-th recv from this rank); done once the recv has the data,
+  /// like MPI_Ssend: two ranks that both send to each other first wait for
+  /// each other until the timeout (use ring_exchange for that).
+  virtual CollectivePtr send(const Tensor& data, int peer) const = 0;
+  /// data = what rank `peer` sent; its size and dtype must match.
+  virtual CollectivePtr recv(const Tensor& data, int peer) const = 0;
 
   /// A communicator of the ranks that pass the same `colour`, ordered by
   /// `key`, then by rank. Every rank calls it (directly, not as a task), and

@@ -177,6 +177,60 @@ class LocalGroup {
     }
   }
 
+  // Rank `from` hands `bytes` at `data` to rank `to`'s next recv from it,
+  // and returns once that recv has copied them. @throws CommError.
+  void send(int from, int to, const unsigned char* data, std::size_t bytes, DType dtype) {
+    std::unique_lock lock(mutex_);
+    Message m;
+    m.data = data;
+    m.bytes = bytes;
+    m.dtype = dtype;
+    auto& queue = channels_[{from, to}];
+    queue.push_back(&m);
+    cv_.notify_all();
+    const auto deadline = Clock::now() + options_.timeout;
+    if (!cv_.wait_until(lock, deadline, [&] { return m.claimed; })) {
+      std::erase(queue, &m);
+      throw CommError("send to rank " + std::to_string(to) + ": rank " + std::to_string(to) +
+                      " did not receive it within " + std::to_string(options_.timeout.count()) +
+                      " ms");
+    }
+    // Claimed: the receiver copies from `data` now, and says when it is done.
+    cv_.wait(lock, [&] { return m.taken; });
+    if (!m.failure.empty())
+      throw CommError("send to rank " + std::to_string(to) + ": " + m.failure);
+  }
+
+  // Rank `to`'s next message from rank `from`, copied into `out`.
+  // @throws CommError.
+  void recv(int to, int from, unsigned char* out, std::size_t bytes, DType dtype) {
+    std::unique_lock lock(mutex_);
+    auto& queue = channels_[{from, to}];
+    const auto deadline = Clock::now() + options_.timeout;
+    if (!cv_.wait_until(lock, deadline, [&] { return !queue.empty(); })) {
+      throw CommError("recv from rank " + std::to_string(from) + ": nothing came within " +
+                      std::to_string(options_.timeout.count()) + " ms");
+    }
+    Message& m = *queue.front();
+    queue.erase(queue.begin());
+    m.claimed = true;
+    if (m.bytes != bytes || m.dtype != dtype) {
+      m.failure = "rank " + std::to_string(from) + " sent " + std::to_string(m.bytes) +
+                  " bytes of " + std::string(to_string(m.dtype)) + ", rank " + std::to_string(to) +
+                  " expected " + std::to_string(bytes) + " bytes of " +
+                  std::string(to_string(dtype));
+      m.taken = true;
+      const std::string failure = m.failure;
+      cv_.notify_all();
+      throw CommError("recv from rank " + std::to_string(from) + ": " + failure);
+    }
+    lock.unlock();
+    if (bytes != 0) std::memcpy(out, m.data, bytes);  // the sender waits until `taken`
+    lock.lock();
+    m.taken = true;
+    cv_.notify_all();
+  }
+
   // The groups a split makes: rank `rank`'s new group and its rank there.
   std::pair<std::shared_ptr<LocalGroup>, int> split(int rank, int colour, int key) {
     std::unique_lock lock(mutex_);
@@ -215,6 +269,15 @@ class LocalGroup {
     int arrived = 0;
     int computed = 0;
     int left = 0;
+    std::string failure;
+  };
+  // A send waiting for its recv; lives on the sender's stack until taken.
+  struct Message {
+    const unsigned char* data = nullptr;
+    std::size_t bytes = 0;
+    DType dtype = DType::u8;
+    bool claimed = false;  // a recv took it off the queue
+    bool taken = false;    // ... and is done with `data`
     std::string failure;
   };
   struct SplitRound {
@@ -348,6 +411,7 @@ class LocalGroup {
   std::vector<std::uint64_t> next_split_;  // each rank's next split
   std::map<std::uint64_t, Round> rounds_;  // nodes stay put while others are added
   std::map<std::uint64_t, SplitRound> splits_;
+  std::map<std::pair<int, int>, std::vector<Message*>> channels_;  // (from, to): sends in order
   std::vector<std::vector<unsigned char>> scratch_;  // a rank's, touched by its thread only
   std::vector<unsigned char> tokens_;
 };
@@ -364,6 +428,57 @@ Tensor token_over(unsigned char* byte) {
   return TensorAccess::make(std::move(storage), DType::u8, Shape{1}, contiguous_strides(Shape{1}),
                             0);
 }
+
+// send or recv: between two ranks, in the rank's collective order.
+class LocalPointToPoint final : public Collective {
+ public:
+  LocalPointToPoint(std::shared_ptr<LocalGroup> group, int rank, Tensor token, bool sending,
+                    Tensor data, int peer)
+      : group_(std::move(group)),
+        rank_(rank),
+        token_(std::move(token)),
+        sending_(sending),
+        data_(std::move(data)),
+        peer_(peer) {}
+
+  std::string_view name() const noexcept override { return sending_ ? "send" : "recv"; }
+  std::vector<Tensor> reads() const override {
+    if (sending_) return {data_};
+    return {};
+  }
+  std::vector<Tensor> writes() const override {
+    if (sending_) return {token_};
+    return {data_, token_};
+  }
+  void validate() const override {
+    if (!data_.memory().is_host()) {
+      throw InvalidArgument(std::string(name()) + ": the local backend takes host tensors, got " +
+                            data_.describe());
+    }
+  }
+  const void* communicator() const noexcept override { return group_.get(); }
+  bool capturable() const noexcept override { return false; }
+  void run_cpu() const override {
+    auto* bytes = static_cast<unsigned char*>(data_.data());
+    if (sending_) {
+      group_->send(rank_, peer_, bytes, data_.nbytes(), data_.dtype());
+    } else {
+      group_->recv(rank_, peer_, bytes, data_.nbytes(), data_.dtype());
+    }
+  }
+  void run_cuda(const ExecutionContext&) const override {
+    throw InvalidArgument(std::string(name()) +
+                          ": the local backend runs its collectives on the CPU backend only");
+  }
+
+ private:
+  std::shared_ptr<LocalGroup> group_;
+  int rank_;
+  Tensor token_;
+  bool sending_;
+  Tensor data_;
+  int peer_;
+};
 
 class LocalCollective final : public Collective {
  public:
@@ -462,12 +577,28 @@ class LocalCommunicator final : public Communicator {
     check_pair("ring_exchange", send, recv, send.numel(), recv.numel());
     return make(Kind::ring_exchange, send, recv, ReduceOp::sum, 0);
   }
+  CollectivePtr send(const Tensor& data, int peer) const override {
+    check_peer("send", data, peer);
+    return std::make_shared<LocalPointToPoint>(group_, rank_, token_, true, data, peer);
+  }
+  CollectivePtr recv(const Tensor& data, int peer) const override {
+    check_peer("recv", data, peer);
+    return std::make_shared<LocalPointToPoint>(group_, rank_, token_, false, data, peer);
+  }
   std::shared_ptr<Communicator> split(int colour, int key) const override {
     auto [group, rank] = group_->split(rank_, colour, key);
     return std::make_shared<LocalCommunicator>(std::move(group), rank);
   }
 
  private:
+  void check_peer(const char* call, const Tensor& data, int peer) const {
+    require_contiguous(call, data, "data");
+    require(peer >= 0 && peer < size() && peer != rank_,
+            std::string(call) + ": peer " + std::to_string(peer) + " is not another rank of this " +
+                "communicator of " + std::to_string(size()) + " (this is rank " +
+                std::to_string(rank_) + ")");
+  }
+
   // Same dtype, and element counts as the collective wants them.
   static void check_pair(const char* call, const Tensor& in, const Tensor& out,
                          std::int64_t in_side, std::int64_t out_side) {

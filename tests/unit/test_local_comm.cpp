@@ -229,7 +229,82 @@ TEST_P(LocalComm, CollectivesKeepTheirSubmissionOrder) {
            });
 }
 
+// A ring of sends and recvs: rank 0 sends first, every other rank receives
+// first (a send waits for its recv, so all sending first would wait).
+TEST_P(LocalComm, SendsMeetTheirRecvsInOrder) {
+  const int p = GetParam();
+  if (p < 2) GTEST_SKIP() << "a send needs another rank";
+  const std::uint64_t seed = loom::test::fresh_seed();
+  constexpr std::int64_t n = 333;
+  on_ranks(loom::local_communicators(p), [&](int rank, Communicator& comm, loom::Runtime& rt) {
+    auto first = tensor_of(rt, ints_of(seed, rank, n));
+    auto second = tensor_of(rt, ints_of(seed + 1, rank, n));
+    auto got_first = rt.tensor<std::int32_t>({n});
+    auto got_second = rt.tensor<std::int32_t>({n});
+    poison<std::int32_t>(got_first);
+    poison<std::int32_t>(got_second);
+    const int next = (rank + 1) % p;
+    const int prev = (rank + p - 1) % p;
+    loom::Graph g;
+    if (rank == 0) {
+      g.collective(comm.send(first, next));
+      g.collective(comm.send(second, next));
+      g.collective(comm.recv(got_first, prev));
+      g.collective(comm.recv(got_second, prev));
+    } else {
+      g.collective(comm.recv(got_first, prev));
+      g.collective(comm.recv(got_second, prev));
+      g.collective(comm.send(first, next));
+      g.collective(comm.send(second, next));
+    }
+    rt.submit(g).wait();
+    EXPECT_EQ(values_of<std::int32_t>(got_first), ints_of(seed, prev, n));
+    EXPECT_EQ(values_of<std::int32_t>(got_second), ints_of(seed + 1, prev, n));
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, LocalComm, ::testing::Values(1, 2, 3, 4));
+
+TEST(LocalCommErrors, ASendAndARecvThatDisagreeBothFail) {
+  on_ranks(loom::local_communicators(2, {.timeout = std::chrono::seconds(20)}),
+           [&](int rank, Communicator& comm, loom::Runtime& rt) {
+             auto x = rt.tensor<float>({rank == 0 ? 16 : 8});
+             loom::Graph g;
+             if (rank == 0) {
+               g.collective(comm.send(x, 1), {.name = "halo out"});
+             } else {
+               g.collective(comm.recv(x, 0), {.name = "halo in"});
+             }
+             try {
+               rt.submit(g).wait();
+               ADD_FAILURE() << "rank " << rank << ": mismatched sizes went through";
+             } catch (const loom::CommError& e) {
+               EXPECT_EQ(e.task(), rank == 0 ? "halo out" : "halo in");
+               EXPECT_NE(std::string(e.what()).find("rank 0 sent 64 bytes of f32, rank 1 expected "
+                                                    "32 bytes of f32"),
+                         std::string::npos)
+                   << e.what();
+             }
+           });
+}
+
+TEST(LocalCommErrors, ASendNobodyReceivesFailsInBoundedTime) {
+  on_ranks(loom::local_communicators(2, {.timeout = std::chrono::milliseconds(200)}),
+           [&](int rank, Communicator& comm, loom::Runtime& rt) {
+             if (rank == 1) return;
+             auto x = rt.tensor<float>({4});
+             loom::Graph g;
+             g.collective(comm.send(x, 1), {.name = "orphan"});
+             try {
+               rt.submit(g).wait();
+               ADD_FAILURE() << "a send without a recv finished";
+             } catch (const loom::CommError& e) {
+               EXPECT_EQ(e.task(), "orphan");
+               EXPECT_NE(std::string(e.what()).find("rank 1 did not receive it"), std::string::npos)
+                   << e.what();
+             }
+           });
+}
 
 TEST(LocalCommErrors, RanksThatDisagreeAllFailSayingHow) {
   std::atomic<int> failed{0};
@@ -321,6 +396,8 @@ TEST(LocalCommErrors, BadCallsAreRefusedWhenBuilt) {
   EXPECT_THROW((void)c.all_gather(f, f), loom::InvalidArgument) << "out must be 2x";
   EXPECT_THROW((void)c.reduce_scatter(f, f), loom::InvalidArgument) << "in must be 2x";
   EXPECT_THROW((void)c.broadcast(f, 2), loom::InvalidArgument) << "no rank 2";
+  EXPECT_THROW((void)c.send(f, 0), loom::InvalidArgument) << "to itself";
+  EXPECT_THROW((void)c.recv(f, 5), loom::InvalidArgument) << "no rank 5";
   EXPECT_THROW((void)c.ring_exchange(f, f.slice(0, 0, 8, 2)), loom::InvalidArgument);
   auto f16 = rt.tensor<loom::half>({8});
   EXPECT_THROW((void)c.all_reduce(f16, f16), loom::InvalidArgument) << "no f16 reduction";
