@@ -76,29 +76,32 @@ struct Entry {
 
 std::size_t element_bytes(DType t) noexcept { return static_cast<std::size_t>(bits_of(t) / 8); }
 
-template <class T>
-T combine(T a, T b, ReduceOp op) noexcept {
-  switch (op) {
-    case ReduceOp::sum: return static_cast<T>(a + b);
-    case ReduceOp::max: return std::max(a, b);
-    case ReduceOp::min: return std::min(a, b);
+// dst[i] = the ranks' src[offset + i], combined in rank order (the same
+// order, so the same rounding, on every rank), a rank at a time over the
+// whole block so that each pass streams through memory.
+template <class T, class Combine>
+void reduce_into(unsigned char* dst, const std::vector<const unsigned char*>& srcs,
+                 std::int64_t offset, std::int64_t count, Combine combine) {
+  auto* out = reinterpret_cast<T*>(dst);
+  const T* first = reinterpret_cast<const T*>(srcs[0]) + offset;
+  std::copy(first, first + count, out);
+  for (std::size_t q = 1; q < srcs.size(); ++q) {
+    const T* in = reinterpret_cast<const T*>(srcs[q]) + offset;
+    for (std::int64_t i = 0; i < count; ++i) out[i] = combine(out[i], in[i]);
   }
-  return a;
 }
 
-// dst[i] = the ranks' src[offset + i], combined in rank order (the same
-// order, so the same rounding, on every rank).
 template <class T>
 void reduce_into(unsigned char* dst, const std::vector<const unsigned char*>& srcs,
                  std::int64_t offset, std::int64_t count, ReduceOp op) {
-  auto* out = reinterpret_cast<T*>(dst);
-  std::vector<const T*> in;
-  in.reserve(srcs.size());
-  for (const auto* s : srcs) in.push_back(reinterpret_cast<const T*>(s) + offset);
-  for (std::int64_t i = 0; i < count; ++i) {
-    T acc = in[0][i];
-    for (std::size_t q = 1; q < in.size(); ++q) acc = combine(acc, in[q][i], op);
-    out[i] = acc;
+  switch (op) {
+    case ReduceOp::sum:
+      return reduce_into<T>(dst, srcs, offset, count,
+                            [](T a, T b) { return static_cast<T>(a + b); });
+    case ReduceOp::max:
+      return reduce_into<T>(dst, srcs, offset, count, [](T a, T b) { return std::max(a, b); });
+    case ReduceOp::min:
+      return reduce_into<T>(dst, srcs, offset, count, [](T a, T b) { return std::min(a, b); });
   }
 }
 

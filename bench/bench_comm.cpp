@@ -1,0 +1,169 @@
+// Collectives of the local backend (comm.hpp): P ranks as threads of this
+// process, each with a CPU Runtime, one collective a graph, submit + wait on
+// every rank. Host memory; no GPU needed.
+//
+// BM_LocalAllReduce: an f32 sum over P ranks, in place. Reported as nccl-tests
+//   does: algbw = bytes / time, busbw = algbw x 2(P-1)/P (the bytes a ring
+//   moves through each rank). Anchor: std::memcpy of the same bytes on one
+//   thread (the host's copy bandwidth, counted as read + write): ratio =
+//   busbw / memcpy bandwidth.
+// BM_LocalRingExchange: every rank sends `bytes` to rank + 1 and receives
+//   from rank - 1. Anchor as above; ratio = (bytes / time) / memcpy.
+#include <loom/comm.hpp>
+#include <loom/graph.hpp>
+#include <loom/runtime.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include "bench_support.hpp"
+
+#include <algorithm>
+#include <barrier>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using loom::bench::Clock;
+using loom::bench::median;
+using loom::bench::us_since;
+
+// P rank threads, each with its own runtime and graph, stepped together:
+// step() runs one submit + wait on every rank and returns rank 0's host
+// microseconds from the common start.
+class Ranks {
+ public:
+  using Build = std::function<loom::Graph(loom::Communicator&, loom::Runtime&)>;
+  Ranks(int p, const Build& build) : start_(p + 1), done_(p + 1) {
+    auto comms = loom::local_communicators(p);
+    for (int r = 0; r < p; ++r) {
+      threads_.emplace_back([this, r, comm = comms[static_cast<std::size_t>(r)], &build] {
+        loom::RuntimeOptions o;
+        o.backend = loom::Backend::cpu;
+        o.workers = 1;
+        loom::Runtime rt(o);
+        const loom::Graph g = build(*comm, rt);
+        for (;;) {
+          start_.arrive_and_wait();
+          if (stop_) return;
+          const auto t0 = Clock::now();
+          rt.submit(g).wait();
+          if (r == 0) last_us_ = us_since(t0);
+          done_.arrive_and_wait();
+        }
+      });
+    }
+    // Each rank has built its graph before the first step.
+    step();
+  }
+  ~Ranks() {
+    stop_ = true;
+    start_.arrive_and_wait();
+    for (auto& t : threads_) t.join();
+  }
+  Ranks(const Ranks&) = delete;
+  Ranks& operator=(const Ranks&) = delete;
+
+  double step() {
+    start_.arrive_and_wait();
+    done_.arrive_and_wait();
+    return last_us_;
+  }
+
+ private:
+  std::barrier<> start_;
+  std::barrier<> done_;
+  std::vector<std::thread> threads_;
+  bool stop_ = false;  // written before start_ releases the ranks
+  double last_us_ = 0;
+};
+
+// Bytes a second that one thread's memcpy moves (read + write counted once
+// each, as a copy's bandwidth is quoted: bytes / time).
+double memcpy_bytes_per_us(std::size_t bytes) {
+  std::vector<unsigned char> a(bytes, 1);
+  std::vector<unsigned char> b(bytes, 0);
+  std::vector<double> us;
+  for (int i = 0; i < 7; ++i) {
+    const auto t0 = Clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    benchmark::DoNotOptimize(b.data());
+    us.push_back(us_since(t0));
+  }
+  return static_cast<double>(bytes) / median(us);
+}
+
+void BM_LocalAllReduce(benchmark::State& state) {
+  const int p = static_cast<int>(state.range(0));
+  const auto bytes = static_cast<std::size_t>(state.range(1));
+  const auto n = static_cast<std::int64_t>(bytes / sizeof(float));
+  Ranks ranks(p, [n](loom::Communicator& comm, loom::Runtime& rt) {
+    auto x = rt.tensor<float>({n});
+    std::fill_n(x.data_as<float>(), n, static_cast<float>(comm.rank() + 1));
+    loom::Graph g;
+    g.collective(comm.all_reduce(x, x));
+    return g;
+  });
+  std::vector<double> us;
+  for (auto _ : state) {
+    const double t = ranks.step();
+    state.SetIterationTime(t * 1e-6);
+    us.push_back(t);
+  }
+  const double algbw = static_cast<double>(bytes) / median(us) * 1e-3;  // GB/s
+  const double busbw = algbw * 2.0 * (p - 1) / p;
+  const double copy = memcpy_bytes_per_us(bytes) * 1e-3;
+  state.counters["us"] = median(us);
+  state.counters["algbw_GBps"] = algbw;
+  state.counters["busbw_GBps"] = busbw;
+  state.counters["memcpy_GBps"] = copy;
+  state.counters["ratio"] = busbw / copy;
+  state.SetLabel("local all_reduce f32 sum in place: busbw vs one thread's memcpy");
+}
+BENCHMARK(BM_LocalAllReduce)
+    ->ArgNames({"ranks", "bytes"})
+    ->ArgsProduct({{2, 4}, {4 << 10, 256 << 10, 16 << 20, 64 << 20}})
+    ->UseManualTime()
+    ->Iterations(20)
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_LocalRingExchange(benchmark::State& state) {
+  const int p = static_cast<int>(state.range(0));
+  const auto bytes = static_cast<std::size_t>(state.range(1));
+  const auto n = static_cast<std::int64_t>(bytes);
+  Ranks ranks(p, [n](loom::Communicator& comm, loom::Runtime& rt) {
+    auto send = rt.tensor<std::uint8_t>({n});
+    auto recv = rt.tensor<std::uint8_t>({n});
+    std::memset(send.data(), comm.rank(), send.nbytes());
+    loom::Graph g;
+    g.collective(comm.ring_exchange(send, recv));
+    return g;
+  });
+  std::vector<double> us;
+  for (auto _ : state) {
+    const double t = ranks.step();
+    state.SetIterationTime(t * 1e-6);
+    us.push_back(t);
+  }
+  const double bw = static_cast<double>(bytes) / median(us) * 1e-3;
+  const double copy = memcpy_bytes_per_us(bytes) * 1e-3;
+  state.counters["us"] = median(us);
+  state.counters["GBps"] = bw;
+  state.counters["memcpy_GBps"] = copy;
+  state.counters["ratio"] = bw / copy;
+  state.SetLabel("local ring_exchange: bytes a rank receives / time vs one thread's memcpy");
+}
+BENCHMARK(BM_LocalRingExchange)
+    ->ArgNames({"ranks", "bytes"})
+    ->ArgsProduct({{2, 4}, {4 << 10, 256 << 10, 16 << 20, 64 << 20}})
+    ->UseManualTime()
+    ->Iterations(20)
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
