@@ -78,14 +78,18 @@ namespace {
 
 // How long a waiter on a thread of its own spins (yielding) before it
 // sleeps: a run's end is then seen without a wake-up's latency, as
-// cudaStreamSynchronize's spin sees a stream's. As long as the scheduling
-// thread's spin over device work: on the H200 a sleeping waiter's wake-up
-// added tens of µs to a compiled replay of ~1 ms.
-constexpr auto kWaitSpin = std::chrono::milliseconds(2);
+// cudaStreamSynchronize's spin sees a stream's. On a run with device work,
+// as long as the scheduling thread's spin over it (on the H200 a sleeping
+// waiter's wake-up added tens of µs to a compiled replay of ~1 ms); on a
+// host-only run briefly, since the workers need the cores it would take.
+constexpr auto kDeviceWaitSpin = std::chrono::milliseconds(2);
+constexpr auto kHostWaitSpin = std::chrono::microseconds(50);
 
 void spin_briefly_for(const detail::RunState& s) {
   if (detail::current_thread_role() != nullptr) return;  // loom's threads wait their own way
-  const auto until = std::chrono::steady_clock::now() + kWaitSpin;
+  const auto until =
+      std::chrono::steady_clock::now() +
+      (s.waits_on_device ? std::chrono::microseconds(kDeviceWaitSpin) : kHostWaitSpin);
   while (!s.published.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
     std::this_thread::yield();
   }

@@ -68,6 +68,7 @@ std::unique_ptr<Run> RunMachine::make_run(std::shared_ptr<const PreparedGraph> p
   run->state = make_run_state();
   run->state->lifecycle = lifecycle_;
   run->state->names = run->prepared->names;
+  run->state->waits_on_device = run->prepared->uses_streams;
   // The reports go to the state when the run is published: a recycled
   // state brings their capacity back.
   run->reports.swap(run->state->reports);

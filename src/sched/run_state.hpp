@@ -26,6 +26,9 @@ struct RunState {
   // Set (release) once `done` is: a waiter on a thread of its own spins on
   // it briefly before sleeping on done_cv (a hint; `done` decides).
   std::atomic<bool> published{false};
+  // Whether the run has device work (set at submit, before any Future of
+  // it exists): a waiter spins longer on such a run (future.cpp).
+  bool waits_on_device = false;
   std::exception_ptr error;                               // the first failure
   std::vector<TaskReport> reports;                        // report() adds the names
   std::shared_ptr<const std::vector<std::string>> names;  // shared by every run of a graph

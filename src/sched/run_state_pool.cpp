@@ -110,6 +110,7 @@ class StatePool {
     // the thread that dropped the last reference, as it would have.
     state->done = false;
     state->published.store(false, std::memory_order_relaxed);
+    state->waits_on_device = false;
     state->error = nullptr;
     state->reports.clear();
     state->names.reset();
