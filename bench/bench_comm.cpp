@@ -82,7 +82,7 @@ class Ranks {
   double last_us_ = 0;
 };
 
-// Bytes a second that one thread's memcpy moves (read + write counted once
+// Bytes a microsecond that one thread's memcpy moves (read + write counted once
 // each, as a copy's bandwidth is quoted: bytes / time).
 double memcpy_bytes_per_us(std::size_t bytes) {
   std::vector<unsigned char> a(bytes, 1);
@@ -97,6 +97,26 @@ double memcpy_bytes_per_us(std::size_t bytes) {
   return static_cast<double>(bytes) / median(us);
 }
 
+// Rank 0's median microseconds a step, each step an iteration.
+double time_steps(benchmark::State& state, Ranks& ranks) {
+  std::vector<double> us;
+  for (auto _ : state) {
+    const double t = ranks.step();
+    state.SetIterationTime(t * 1e-6);
+    us.push_back(t);
+  }
+  return median(us);
+}
+
+// 2 and 4 ranks, 4 KiB to 64 MiB.
+void ranks_and_sizes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"ranks", "bytes"})
+      ->ArgsProduct({{2, 4}, {4 << 10, 256 << 10, 16 << 20, 64 << 20}})
+      ->UseManualTime()
+      ->Iterations(20)
+      ->Unit(benchmark::kMicrosecond);
+}
+
 void BM_LocalAllReduce(benchmark::State& state) {
   const int p = static_cast<int>(state.range(0));
   const auto bytes = static_cast<std::size_t>(state.range(1));
@@ -108,28 +128,18 @@ void BM_LocalAllReduce(benchmark::State& state) {
     g.collective(comm.all_reduce(x, x));
     return g;
   });
-  std::vector<double> us;
-  for (auto _ : state) {
-    const double t = ranks.step();
-    state.SetIterationTime(t * 1e-6);
-    us.push_back(t);
-  }
-  const double algbw = static_cast<double>(bytes) / median(us) * 1e-3;  // GB/s
+  const double us = time_steps(state, ranks);
+  const double algbw = static_cast<double>(bytes) / us * 1e-3;  // GB/s
   const double busbw = algbw * 2.0 * (p - 1) / p;
   const double copy = memcpy_bytes_per_us(bytes) * 1e-3;
-  state.counters["us"] = median(us);
+  state.counters["us"] = us;
   state.counters["algbw_GBps"] = algbw;
   state.counters["busbw_GBps"] = busbw;
   state.counters["memcpy_GBps"] = copy;
   state.counters["ratio"] = busbw / copy;
   state.SetLabel("local all_reduce f32 sum in place: busbw vs one thread's memcpy");
 }
-BENCHMARK(BM_LocalAllReduce)
-    ->ArgNames({"ranks", "bytes"})
-    ->ArgsProduct({{2, 4}, {4 << 10, 256 << 10, 16 << 20, 64 << 20}})
-    ->UseManualTime()
-    ->Iterations(20)
-    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LocalAllReduce)->Apply(ranks_and_sizes);
 
 void BM_LocalRingExchange(benchmark::State& state) {
   const int p = static_cast<int>(state.range(0));
@@ -143,26 +153,16 @@ void BM_LocalRingExchange(benchmark::State& state) {
     g.collective(comm.ring_exchange(send, recv));
     return g;
   });
-  std::vector<double> us;
-  for (auto _ : state) {
-    const double t = ranks.step();
-    state.SetIterationTime(t * 1e-6);
-    us.push_back(t);
-  }
-  const double bw = static_cast<double>(bytes) / median(us) * 1e-3;
+  const double us = time_steps(state, ranks);
+  const double bw = static_cast<double>(bytes) / us * 1e-3;
   const double copy = memcpy_bytes_per_us(bytes) * 1e-3;
-  state.counters["us"] = median(us);
+  state.counters["us"] = us;
   state.counters["GBps"] = bw;
   state.counters["memcpy_GBps"] = copy;
   state.counters["ratio"] = bw / copy;
   state.SetLabel("local ring_exchange: bytes a rank receives / time vs one thread's memcpy");
 }
-BENCHMARK(BM_LocalRingExchange)
-    ->ArgNames({"ranks", "bytes"})
-    ->ArgsProduct({{2, 4}, {4 << 10, 256 << 10, 16 << 20, 64 << 20}})
-    ->UseManualTime()
-    ->Iterations(20)
-    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LocalRingExchange)->Apply(ranks_and_sizes);
 
 }  // namespace
 

@@ -83,21 +83,16 @@ double time_us(F&& f) {
   return us_since(t0);
 }
 
-std::string dag_label(const Dag& dag) {
-  return std::string(loom::bench::to_string(dag.shape)) + ", " + std::to_string(dag.nodes()) +
-         " nodes, " + std::to_string(dag.edges) + " edges";
-}
-
 void BM_CompiledReplay(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
   const auto shape = static_cast<DagShape>(state.range(0));
   const int n = static_cast<int>(state.range(1));
   loom::Runtime rt;
   if (loom::bench::skip_without_cuda_backend(state, rt)) return;
-  const Dag dag = loom::bench::make_dag(shape, n);
-  const auto outputs = loom::bench::node_outputs(rt, n);
-  const auto g = loom::bench::dag_graph(dag, outputs);
-  loom::bench::check_edges(g, dag);
+  const auto dag_case = loom::bench::dag_case(shape, n, rt);
+  const Dag& dag = dag_case.dag;
+  const auto& outputs = dag_case.outputs;
+  const auto& g = dag_case.graph;
   const auto exe = rt.compile(g);
   loom::detail::Stream stream(0, 0);
   const cudaStream_t s = stream.view().native();
@@ -128,7 +123,7 @@ void BM_CompiledReplay(benchmark::State& state) {
   state.counters["ratio_vs_capture"] = median(capture_ratios);
   state.counters["edges"] = static_cast<double>(dag.edges);
   state.counters["segments"] = static_cast<double>(exe.segments());
-  state.SetLabel(dag_label(dag) +
+  state.SetLabel(loom::bench::dag_label(dag) +
                  ": compiled replay+wait vs a CUDA graph of the DAG's edges (AddKernelNode)");
 }
 
@@ -149,10 +144,10 @@ void BM_CompiledGraphContent(benchmark::State& state) {
   const int n = static_cast<int>(state.range(1));
   loom::Runtime rt;
   if (loom::bench::skip_without_cuda_backend(state, rt)) return;
-  const Dag dag = loom::bench::make_dag(shape, n);
-  const auto outputs = loom::bench::node_outputs(rt, n);
-  const auto g = loom::bench::dag_graph(dag, outputs);
-  const auto exe = rt.compile(g);
+  const auto dag_case = loom::bench::dag_case(shape, n, rt);
+  const Dag& dag = dag_case.dag;
+  const auto& outputs = dag_case.outputs;
+  const auto exe = rt.compile(dag_case.graph);
   const auto* graphs = loom::detail::captured_graphs(exe);
   if (graphs == nullptr || graphs->segments.size() != 1) {
     state.SkipWithError("expected one captured segment");
@@ -203,7 +198,8 @@ void BM_CompiledGraphContent(benchmark::State& state) {
   state.counters["graph_nodes"] = static_cast<double>(count);
   state.counters["graph_edges"] = static_cast<double>(edges);
   for (const auto& [type, k] : by_type) state.counters["type" + std::to_string(type)] = k;
-  state.SetLabel(dag_label(dag) + ": loom's exec replayed by itself, and through run()");
+  state.SetLabel(loom::bench::dag_label(dag) +
+                 ": loom's exec replayed by itself, and through run()");
 }
 LOOM_DAG_BENCHMARK(BM_CompiledGraphContent, 1000, 1);
 
@@ -255,7 +251,7 @@ void BM_CompileCost(benchmark::State& state) {
   state.counters["ratio"] = median(ratios);
   state.counters["anchor_capture_us_per_node"] = median(capture_us);
   state.counters["ratio_vs_capture"] = median(capture_ratios);
-  state.SetLabel(dag_label(dag) +
+  state.SetLabel(loom::bench::dag_label(dag) +
                  ": graph build + compile vs AddKernelNode build + cudaGraphInstantiate");
 }
 LOOM_DAG_BENCHMARK(BM_CompileCost, 100, 20);

@@ -158,6 +158,20 @@ Graph dag_graph(const Dag& dag, const std::vector<Tensor>& outputs) {
   return g;
 }
 
+std::string dag_label(const Dag& dag) {
+  return std::string(to_string(dag.shape)) + ", " + std::to_string(dag.nodes()) + " nodes, " +
+         std::to_string(dag.edges) + " edges";
+}
+
+DagCase dag_case(DagShape shape, int n, Runtime& rt) {
+  DagCase c;
+  c.dag = make_dag(shape, n);
+  c.outputs = node_outputs(rt, n);
+  c.graph = dag_graph(c.dag, c.outputs);
+  check_edges(c.graph, c.dag);
+  return c;
+}
+
 void check_edges(const Graph& g, const Dag& dag) {
   const auto fail = [&](const std::string& what) {
     std::fprintf(stderr, "bench: the loom graph of the %s DAG of %d nodes: %s\n",

@@ -67,6 +67,18 @@ std::vector<Tensor> node_outputs(Runtime& rt, int n);
 /// The DAG as loom kernel tasks over `outputs` (one a node), in node order.
 Graph dag_graph(const Dag& dag, const std::vector<Tensor>& outputs);
 
+/// "chain, 1000 nodes, 999 edges": a benchmark's label starts with it.
+std::string dag_label(const Dag& dag);
+
+/// What a DAG benchmark works on: the DAG its range names (shape, nodes),
+/// its node outputs on `rt`, and the loom graph of it (its edges checked).
+struct DagCase {
+  Dag dag;
+  std::vector<Tensor> outputs;
+  Graph graph;
+};
+DagCase dag_case(DagShape shape, int n, Runtime& rt);
+
 /// Aborts, saying what differs, unless the graph's edges are exactly the
 /// DAG's (same count, every DAG edge present).
 void check_edges(const Graph& g, const Dag& dag);

@@ -61,21 +61,16 @@ loom::Graph random_op_graph(int n, const std::vector<loom::Tensor>& ts) {
   return g;
 }
 
-std::string dag_label(const Dag& dag) {
-  return std::string(loom::bench::to_string(dag.shape)) + ", " + std::to_string(dag.nodes()) +
-         " nodes, " + std::to_string(dag.edges) + " edges";
-}
-
 void BM_EagerGraph(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
   const auto shape = static_cast<DagShape>(state.range(0));
   const int n = static_cast<int>(state.range(1));
   loom::Runtime rt;
   if (loom::bench::skip_without_cuda_backend(state, rt)) return;
-  const Dag dag = loom::bench::make_dag(shape, n);
-  const auto outputs = loom::bench::node_outputs(rt, n);
-  const auto g = loom::bench::dag_graph(dag, outputs);
-  loom::bench::check_edges(g, dag);
+  const auto dag_case = loom::bench::dag_case(shape, n, rt);
+  const Dag& dag = dag_case.dag;
+  const auto& outputs = dag_case.outputs;
+  const auto& g = dag_case.graph;
   loom::detail::Stream stream(0, 0);
   const cudaStream_t s = stream.view().native();
   const auto raw = [&] {
@@ -106,7 +101,7 @@ void BM_EagerGraph(benchmark::State& state) {
   state.counters["anchor_us_per_node"] = median(anchor_us);
   state.counters["ratio"] = median(ratios);
   state.counters["edges"] = static_cast<double>(dag.edges);
-  state.SetLabel(dag_label(dag) +
+  state.SetLabel(loom::bench::dag_label(dag) +
                  ": eager submit+wait vs the same kernels launched on one raw stream + sync");
 }
 LOOM_DAG_BENCHMARK(BM_EagerGraph, 100, 100);
@@ -136,7 +131,8 @@ void BM_DagGraphBuild(benchmark::State& state) {
   }
   state.counters["loom_us_per_node"] = median(us);
   state.counters["edges"] = static_cast<double>(dag.edges);
-  state.SetLabel(dag_label(dag) + ": kernel tasks added to a graph (CPU backend, no launch)");
+  state.SetLabel(loom::bench::dag_label(dag) +
+                 ": kernel tasks added to a graph (CPU backend, no launch)");
 }
 BENCHMARK(BM_DagGraphBuild)
     ->ArgNames({"shape", "nodes"})

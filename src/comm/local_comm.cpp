@@ -432,14 +432,38 @@ Tensor token_over(unsigned char* byte) {
                             0);
 }
 
+// What every collective of the local backend shares: its group, its rank,
+// the rank's token it writes, host tensors only, no device or capture.
+class LocalOp : public Collective {
+ public:
+  LocalOp(std::shared_ptr<LocalGroup> group, int rank, Tensor token)
+      : group_(std::move(group)), rank_(rank), token_(std::move(token)) {}
+  const void* communicator() const noexcept override { return group_.get(); }
+  bool capturable() const noexcept override { return false; }
+  void run_cuda(const ExecutionContext&) const override {
+    throw InvalidArgument(std::string(name()) +
+                          ": the local backend runs its collectives on the CPU backend only");
+  }
+
+ protected:
+  void require_host(const Tensor& t) const {
+    if (!t.memory().is_host()) {
+      throw InvalidArgument(std::string(name()) + ": the local backend takes host tensors, got " +
+                            t.describe());
+    }
+  }
+
+  std::shared_ptr<LocalGroup> group_;
+  int rank_;
+  Tensor token_;
+};
+
 // send or recv: between two ranks, in the rank's collective order.
-class LocalPointToPoint final : public Collective {
+class LocalPointToPoint final : public LocalOp {
  public:
   LocalPointToPoint(std::shared_ptr<LocalGroup> group, int rank, Tensor token, bool sending,
                     Tensor data, int peer)
-      : group_(std::move(group)),
-        rank_(rank),
-        token_(std::move(token)),
+      : LocalOp(std::move(group), rank, std::move(token)),
         sending_(sending),
         data_(std::move(data)),
         peer_(peer) {}
@@ -453,14 +477,7 @@ class LocalPointToPoint final : public Collective {
     if (sending_) return {token_};
     return {data_, token_};
   }
-  void validate() const override {
-    if (!data_.memory().is_host()) {
-      throw InvalidArgument(std::string(name()) + ": the local backend takes host tensors, got " +
-                            data_.describe());
-    }
-  }
-  const void* communicator() const noexcept override { return group_.get(); }
-  bool capturable() const noexcept override { return false; }
+  void validate() const override { require_host(data_); }
   void run_cpu() const override {
     auto* bytes = static_cast<unsigned char*>(data_.data());
     if (sending_) {
@@ -469,27 +486,19 @@ class LocalPointToPoint final : public Collective {
       group_->recv(rank_, peer_, bytes, data_.nbytes(), data_.dtype());
     }
   }
-  void run_cuda(const ExecutionContext&) const override {
-    throw InvalidArgument(std::string(name()) +
-                          ": the local backend runs its collectives on the CPU backend only");
-  }
 
  private:
-  std::shared_ptr<LocalGroup> group_;
-  int rank_;
-  Tensor token_;
   bool sending_;
   Tensor data_;
   int peer_;
 };
 
-class LocalCollective final : public Collective {
+// The collectives every rank of the group takes part in.
+class LocalCollective final : public LocalOp {
  public:
   LocalCollective(std::shared_ptr<LocalGroup> group, int rank, Tensor token, Entry entry, Tensor in,
                   Tensor out)
-      : group_(std::move(group)),
-        rank_(rank),
-        token_(std::move(token)),
+      : LocalOp(std::move(group), rank, std::move(token)),
         entry_(entry),
         in_(std::move(in)),
         out_(std::move(out)) {}
@@ -498,29 +507,16 @@ class LocalCollective final : public Collective {
   std::vector<Tensor> reads() const override { return {in_}; }
   std::vector<Tensor> writes() const override { return {out_, token_}; }
   void validate() const override {
-    for (const Tensor* t : {&in_, &out_}) {
-      if (!t->memory().is_host()) {
-        throw InvalidArgument(std::string(name()) + ": the local backend takes host tensors, got " +
-                              t->describe());
-      }
-    }
+    require_host(in_);
+    require_host(out_);
   }
-  const void* communicator() const noexcept override { return group_.get(); }
-  bool capturable() const noexcept override { return false; }
   void run_cpu() const override {
     Entry mine = entry_;
     mine.in = static_cast<const unsigned char*>(in_.data());
     group_->run(rank_, mine, static_cast<unsigned char*>(out_.data()), out_.nbytes());
   }
-  void run_cuda(const ExecutionContext&) const override {
-    throw InvalidArgument(std::string(name()) +
-                          ": the local backend runs its collectives on the CPU backend only");
-  }
 
  private:
-  std::shared_ptr<LocalGroup> group_;
-  int rank_;
-  Tensor token_;
   Entry entry_;
   Tensor in_;
   Tensor out_;
