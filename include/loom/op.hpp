@@ -153,6 +153,13 @@ class LOOM_API Op {
   /// communicator are issued in the order they were submitted, overlapping
   /// compute. The default is null: an ordinary op.
   virtual const void* communicator() const noexcept { return nullptr; }
+  /// True when the op runs on a host worker even on the CUDA backend:
+  /// run_cpu() is called there once the tasks it depends on have finished,
+  /// device work included, and it may block (a collective of the mpi
+  /// backend waits there for the other processes, staging device tensors
+  /// through host memory). Such an op cannot be compiled. The default is
+  /// false.
+  virtual bool runs_on_host() const noexcept { return false; }
 };
 
 using OpPtr = std::shared_ptr<const Op>;

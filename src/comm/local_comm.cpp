@@ -5,8 +5,7 @@
 // input is still untouched, waits until every rank has done so, and only
 // then writes its output (so an output may be an input of its own or of
 // another rank: in place works). Every wait is bounded by the timeout.
-#include "core/storage.hpp"
-#include "core/tensor_access.hpp"
+#include "comm/collective_spec.hpp"
 
 #include <loom/comm.hpp>
 #include <loom/error.hpp>
@@ -27,54 +26,14 @@
 namespace loom::detail {
 namespace {
 
-enum class Kind { all_reduce, all_gather, reduce_scatter, broadcast, ring_exchange };
-
-const char* name_of(Kind kind) noexcept {
-  switch (kind) {
-    case Kind::all_reduce: return "all_reduce";
-    case Kind::all_gather: return "all_gather";
-    case Kind::reduce_scatter: return "reduce_scatter";
-    case Kind::broadcast: return "broadcast";
-    case Kind::ring_exchange: return "ring_exchange";
-  }
-  return "?";
-}
-
-const char* name_of(ReduceOp op) noexcept {
-  switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::max: return "max";
-    case ReduceOp::min: return "min";
-  }
-  return "?";
-}
-
-// What one rank brings to a collective. Two ranks agree when everything but
-// the pointer is equal.
+// What one rank brings to a collective: its spec (which the ranks compare)
+// and its input.
 struct Entry {
-  Kind kind = Kind::all_reduce;
-  DType dtype = DType::f32;
-  std::int64_t in_count = 0;
-  std::int64_t out_count = 0;
-  int root = 0;
-  ReduceOp op = ReduceOp::sum;
+  CollectiveSpec spec;
   const unsigned char* in = nullptr;
-
-  bool agrees_with(const Entry& o) const noexcept {
-    return kind == o.kind && dtype == o.dtype && in_count == o.in_count &&
-           out_count == o.out_count && root == o.root && op == o.op;
-  }
-  std::string describe() const {
-    std::string s = std::string(name_of(kind)) + " of " + std::to_string(in_count) + " " +
-                    std::string(to_string(dtype));
-    if (kind == Kind::all_reduce || kind == Kind::reduce_scatter)
-      s += " (" + std::string(name_of(op)) + ")";
-    if (kind == Kind::broadcast) s += " from rank " + std::to_string(root);
-    return s;
-  }
 };
 
-std::size_t element_bytes(DType t) noexcept { return static_cast<std::size_t>(bits_of(t) / 8); }
+using Kind = CollectiveKind;
 
 // dst[i] = the ranks' src[offset + i], combined in rank order (the same
 // order, so the same rounding, on every rank), a rank at a time over the
@@ -115,10 +74,6 @@ void reduce_bytes(DType dtype, unsigned char* dst, const std::vector<const unsig
     case DType::u8: return reduce_into<std::uint8_t>(dst, srcs, offset, count, op);
     default: throw InternalError("a reduction over an unchecked dtype");
   }
-}
-
-bool reducible(DType t) noexcept {
-  return t == DType::f32 || t == DType::i32 || t == DType::i64 || t == DType::i8 || t == DType::u8;
 }
 
 using Clock = std::chrono::steady_clock;
@@ -317,10 +272,10 @@ class LocalGroup {
   }
 
   std::string disagreement(const Round& round) const {
-    const Entry& first = *round.entries[0];
+    const CollectiveSpec& first = round.entries[0]->spec;
     for (int r = 1; r < size_; ++r) {
-      const Entry& e = *round.entries[static_cast<std::size_t>(r)];
-      if (!e.agrees_with(first)) {
+      const CollectiveSpec& e = round.entries[static_cast<std::size_t>(r)]->spec;
+      if (e != first) {
         return "the ranks disagree: rank 0 called " + first.describe() + ", rank " +
                std::to_string(r) + " " + e.describe();
       }
@@ -335,7 +290,7 @@ class LocalGroup {
     }
     const std::string what =
         "collective #" + std::to_string(seq) +
-        (mine != nullptr ? std::string(" (") + name_of(mine->kind) + ")" : "") + ": " +
+        (mine != nullptr ? std::string(" (") + name_of(mine->spec.kind) + ")" : "") + ": " +
         round.failure;
     leave(round, seq);
     lock.unlock();
@@ -348,7 +303,7 @@ class LocalGroup {
   }
 
   void compute(int rank, const Round& round, std::vector<unsigned char>& scratch) const {
-    const Entry& mine = *round.entries[static_cast<std::size_t>(rank)];
+    const CollectiveSpec& mine = round.entries[static_cast<std::size_t>(rank)]->spec;
     const std::size_t esize = element_bytes(mine.dtype);
     const auto input = [&](int r) { return round.entries[static_cast<std::size_t>(r)]->in; };
     std::vector<const unsigned char*> inputs;
@@ -418,19 +373,6 @@ class LocalGroup {
   std::vector<std::vector<unsigned char>> scratch_;  // a rank's, touched by its thread only
   std::vector<unsigned char> tokens_;
 };
-
-// A byte of host memory as a tensor: each collective writes its rank's
-// token, so that one rank's collectives of a communicator keep the order
-// they were submitted in (graph edges, and the ordering across runs).
-Tensor token_over(unsigned char* byte) {
-  auto storage = std::make_shared<Storage>();
-  storage->base = byte;
-  storage->bytes = 1;
-  storage->memory = Memory::pageable;
-  storage->owned = false;
-  return TensorAccess::make(std::move(storage), DType::u8, Shape{1}, contiguous_strides(Shape{1}),
-                            0);
-}
 
 // What every collective of the local backend shares: its group, its rank,
 // the rank's token it writes, host tensors only, no device or capture.
@@ -503,7 +445,7 @@ class LocalCollective final : public LocalOp {
         in_(std::move(in)),
         out_(std::move(out)) {}
 
-  std::string_view name() const noexcept override { return name_of(entry_.kind); }
+  std::string_view name() const noexcept override { return name_of(entry_.spec.kind); }
   std::vector<Tensor> reads() const override { return {in_}; }
   std::vector<Tensor> writes() const override { return {out_, token_}; }
   void validate() const override {
@@ -522,22 +464,6 @@ class LocalCollective final : public LocalOp {
   Tensor out_;
 };
 
-void require_contiguous(const char* call, const Tensor& t, const char* role) {
-  if (!t.defined()) throw InvalidArgument(std::string(call) + ": an undefined " + role + " tensor");
-  if (!t.is_contiguous()) {
-    throw InvalidArgument(std::string(call) + ": the " + role + " tensor must be contiguous, got " +
-                          t.describe());
-  }
-  if (bits_of(t.dtype()) % 8 != 0) {
-    throw InvalidArgument(std::string(call) + ": " + std::string(to_string(t.dtype())) +
-                          " elements are not whole bytes");
-  }
-}
-
-void require(bool ok, const std::string& what) {
-  if (!ok) throw InvalidArgument(what);
-}
-
 class LocalCommunicator final : public Communicator {
  public:
   LocalCommunicator(std::shared_ptr<LocalGroup> group, int rank)
@@ -548,40 +474,26 @@ class LocalCommunicator final : public Communicator {
   std::string_view backend() const noexcept override { return "local"; }
 
   CollectivePtr all_reduce(const Tensor& in, const Tensor& out, ReduceOp op) const override {
-    check_pair("all_reduce", in, out, in.numel(), out.numel());
-    require(reducible(in.dtype()), "all_reduce: no reduction over " +
-                                       std::string(to_string(in.dtype())) +
-                                       " (f32, i32, i64, i8 or u8)");
-    return make(Kind::all_reduce, in, out, op, 0);
+    return make(all_reduce_spec(in, out, op), in, out);
   }
   CollectivePtr all_gather(const Tensor& in, const Tensor& out) const override {
-    check_pair("all_gather", in, out, in.numel() * size(), out.numel());
-    return make(Kind::all_gather, in, out, ReduceOp::sum, 0);
+    return make(all_gather_spec(in, out, size()), in, out);
   }
   CollectivePtr reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) const override {
-    check_pair("reduce_scatter", in, out, in.numel(), out.numel() * size());
-    require(reducible(in.dtype()), "reduce_scatter: no reduction over " +
-                                       std::string(to_string(in.dtype())) +
-                                       " (f32, i32, i64, i8 or u8)");
-    return make(Kind::reduce_scatter, in, out, op, 0);
+    return make(reduce_scatter_spec(in, out, op, size()), in, out);
   }
   CollectivePtr broadcast(const Tensor& data, int root) const override {
-    require_contiguous("broadcast", data, "data");
-    require(root >= 0 && root < size(), "broadcast: root " + std::to_string(root) +
-                                            " is not a rank of this communicator of " +
-                                            std::to_string(size()));
-    return make(Kind::broadcast, data, data, ReduceOp::sum, root);
+    return make(broadcast_spec(data, root, size()), data, data);
   }
   CollectivePtr ring_exchange(const Tensor& send, const Tensor& recv) const override {
-    check_pair("ring_exchange", send, recv, send.numel(), recv.numel());
-    return make(Kind::ring_exchange, send, recv, ReduceOp::sum, 0);
+    return make(ring_exchange_spec(send, recv), send, recv);
   }
   CollectivePtr send(const Tensor& data, int peer) const override {
-    check_peer("send", data, peer);
+    check_point_to_point("send", data, peer, rank_, size());
     return std::make_shared<LocalPointToPoint>(group_, rank_, token_, true, data, peer);
   }
   CollectivePtr recv(const Tensor& data, int peer) const override {
-    check_peer("recv", data, peer);
+    check_point_to_point("recv", data, peer, rank_, size());
     return std::make_shared<LocalPointToPoint>(group_, rank_, token_, false, data, peer);
   }
   std::shared_ptr<Communicator> split(int colour, int key) const override {
@@ -590,34 +502,9 @@ class LocalCommunicator final : public Communicator {
   }
 
  private:
-  void check_peer(const char* call, const Tensor& data, int peer) const {
-    require_contiguous(call, data, "data");
-    require(peer >= 0 && peer < size() && peer != rank_,
-            std::string(call) + ": peer " + std::to_string(peer) + " is not another rank of this " +
-                "communicator of " + std::to_string(size()) + " (this is rank " +
-                std::to_string(rank_) + ")");
-  }
-
-  // Same dtype, and element counts as the collective wants them.
-  static void check_pair(const char* call, const Tensor& in, const Tensor& out,
-                         std::int64_t in_side, std::int64_t out_side) {
-    require_contiguous(call, in, "input");
-    require_contiguous(call, out, "output");
-    require(in.dtype() == out.dtype(), std::string(call) + ": input " + in.describe() +
-                                           " and output " + out.describe() +
-                                           " have different dtypes");
-    require(in_side == out_side, std::string(call) + ": input " + in.describe() + " and output " +
-                                     out.describe() + " do not match in size");
-  }
-
-  CollectivePtr make(Kind kind, const Tensor& in, const Tensor& out, ReduceOp op, int root) const {
+  CollectivePtr make(const CollectiveSpec& spec, const Tensor& in, const Tensor& out) const {
     Entry e;
-    e.kind = kind;
-    e.dtype = in.dtype();
-    e.in_count = in.numel();
-    e.out_count = out.numel();
-    e.root = root;
-    e.op = op;
+    e.spec = spec;
     return std::make_shared<LocalCollective>(group_, rank_, token_, e, in, out);
   }
 

@@ -239,12 +239,16 @@ std::vector<Tensor> rebound(std::vector<Tensor> tensors, const std::vector<Bindi
 void check_compilable(const Graph& graph) {
   for (const auto& t : graph.tasks()) {
     std::string why;
-    if (detail::is_collective(t)) {
-      why = "collective " + t.name + " cannot be compiled yet; submit the graph instead";
-    } else if (t.kind == TaskKind::op && !t.op->capturable()) {
+    const bool refused = t.kind == TaskKind::op && (!t.op->capturable() || t.op->runs_on_host());
+    if (refused && detail::is_collective(t)) {
+      why = "collective " + t.name + " ('" + std::string(t.op->name()) +
+            "') cannot be compiled: its communicator's backend does not capture collectives "
+            "into CUDA graphs (the nccl backend does); submit the graph instead";
+    } else if (refused) {
       why = "op " + t.name + " ('" + std::string(t.op->name()) +
-            "') cannot be captured into a CUDA graph (Op::capturable() is false); submit the "
-            "graph instead of compiling it";
+            "') cannot be captured into a CUDA graph (" +
+            (t.op->runs_on_host() ? "it runs on a host worker" : "Op::capturable() is false") +
+            "); submit the graph instead of compiling it";
     }
     if (why.empty()) continue;
     throw InvalidArgument(std::move(why), {"", "", 0, t.name});

@@ -21,7 +21,8 @@ std::vector<Placement> placements(const Graph& graph, bool cuda) {
   std::vector<Placement> out;
   out.reserve(graph.size());
   for (const auto& t : graph.tasks()) {
-    if (!cuda || t.kind == TaskKind::host) {
+    if (!cuda || t.kind == TaskKind::host ||
+        (t.kind == TaskKind::op && t.op && t.op->runs_on_host())) {
       out.push_back(Placement::host);
     } else if (t.kind == TaskKind::copy) {
       const Memory a = t.copy_src.memory();

@@ -1,6 +1,7 @@
 // A collective is an op of a communicator (Op::communicator): its task reads
 // and writes tensors like any other, runs on the communication stream, fails
-// by name, and is refused by compile (for now), on every backend.
+// by name, and compiles only when its backend captures collectives, on every
+// backend.
 #include "sched/plan.hpp"
 
 #include <loom/collective.hpp>
@@ -25,8 +26,8 @@ int communicator_a = 0;
 // all-gather), enough to see the task model carry it.
 class CopyCollective final : public loom::Collective {
  public:
-  CopyCollective(loom::Tensor src, loom::Tensor dst, bool fails = false)
-      : src_(std::move(src)), dst_(std::move(dst)), fails_(fails) {}
+  CopyCollective(loom::Tensor src, loom::Tensor dst, bool fails = false, bool captures = false)
+      : src_(std::move(src)), dst_(std::move(dst)), fails_(fails), captures_(captures) {}
   std::string_view name() const noexcept override { return "one_rank_gather"; }
   std::vector<loom::Tensor> reads() const override { return {src_}; }
   std::vector<loom::Tensor> writes() const override { return {dst_}; }
@@ -35,6 +36,8 @@ class CopyCollective final : public loom::Collective {
     if (src_.nbytes() != dst_.nbytes()) throw std::length_error("sizes differ");
   }
   const void* communicator() const noexcept override { return &communicator_a; }
+  // As the local and mpi backends: no capture; the nccl backend's do.
+  bool capturable() const noexcept override { return captures_; }
   void run_cpu() const override {
     if (fails_) throw std::runtime_error("the peer went away");
     std::memcpy(dst_.data(), src_.data(), src_.nbytes());
@@ -47,6 +50,7 @@ class CopyCollective final : public loom::Collective {
   loom::Tensor src_;
   loom::Tensor dst_;
   bool fails_;
+  bool captures_;
 };
 
 loom::Runtime cpu_runtime() {
@@ -136,8 +140,26 @@ TEST(CollectiveTask, ValidationAndCompileNameIt) {
     FAIL() << "compile accepted a collective";
   } catch (const loom::InvalidArgument& e) {
     EXPECT_EQ(e.task(), "step all-reduce") << e.what();
+    EXPECT_NE(std::string(e.what()).find("does not capture collectives"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(g.collective(nullptr), loom::InvalidArgument);
+}
+
+TEST(CollectiveTask, ACapturableCollectiveCompilesAndReplays) {
+  auto rt = cpu_runtime();
+  auto a = rt.tensor<float>({64});
+  auto b = rt.tensor<float>({64});
+  loom::Graph g;
+  g.collective(std::make_shared<CopyCollective>(a, b, false, true), {.name = "gather"});
+  auto exe = rt.compile(g);
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 64; ++i) a.data_as<float>()[i] = static_cast<float>(round * 100 + i);
+    std::fill_n(b.data_as<float>(), 64, -1.0F);
+    exe.run().wait();
+    for (int i = 0; i < 64; ++i)
+      ASSERT_EQ(b.data_as<float>()[i], static_cast<float>(round * 100 + i));
+  }
 }
 
 }  // namespace
