@@ -8,14 +8,32 @@
 /// runs keep them in line), overlapping the rest of the graph.
 ///
 /// Backends:
+/// - nccl: one rank a GPU, device tensors; collectives are enqueued on the
+///   communication stream and captured into compiled graphs. Across
+///   processes (world_communicator under mpirun, MPI broadcasting NCCL's id),
+///   or one process driving several GPUs (nccl_communicators).
+/// - mpi: one process a rank, over MPI: host tensors, and device tensors
+///   staged through pinned host memory. For the CPU backend and for ranks
+///   that share a GPU (NCCL takes one rank a GPU). Its collectives run on a
+///   host worker, and are not compiled.
 /// - local: P ranks inside one process, one thread (and one Runtime) a rank,
 ///   host tensors on the CPU backend: local_communicators(P). For tests and
 ///   for developing a multi-rank program on one machine.
 ///
+/// world_communicator picks one: the environment variable LOOM_COMM (nccl,
+/// mpi, local or automatic, any case) or, by default, nccl when the runtime
+/// runs on a GPU that no other rank of the job drives, mpi otherwise, and a
+/// one-rank communicator outside mpirun. MPI is initialized when the program
+/// has not (MPI_THREAD_MULTIPLE; finalized at exit); a program that
+/// initializes it itself must ask for MPI_THREAD_SERIALIZED at least.
+///
 /// A collective whose ranks disagree (another collective, size, dtype, root
 /// or reduction) fails on every rank with a CommError saying how; so does one
 /// that some rank does not reach within CommOptions::timeout, naming the
-/// ranks that were missing. Never a silent hang.
+/// ranks that were missing. Never a silent hang. On the mpi backend a
+/// collective that times out leaves the communicator unusable (its later
+/// collectives fail at once, saying why); on the nccl backend a mismatch
+/// between ranks is not seen by NCCL and shows as that timeout.
 
 #include <loom/collective.hpp>
 #include <loom/export.hpp>
@@ -27,6 +45,8 @@
 #include <vector>
 
 namespace loom {
+
+class Runtime;
 
 /// How an all-reduce or a reduce-scatter combines the ranks' elements.
 enum class ReduceOp { sum, max, min };
@@ -43,7 +63,7 @@ class LOOM_API Communicator {
   /// This rank, in [0, size()).
   virtual int rank() const noexcept = 0;
   virtual int size() const noexcept = 0;
-  /// "local".
+  /// "nccl", "mpi" or "local".
   virtual std::string_view backend() const noexcept = 0;
 
   // Collectives: each checks its tensors when built (@throws InvalidArgument:
@@ -85,5 +105,19 @@ class LOOM_API Communicator {
 /// worker for the other ranks). @throws InvalidArgument for ranks < 1.
 LOOM_API std::vector<std::shared_ptr<Communicator>> local_communicators(int ranks,
                                                                         CommOptions options = {});
+
+/// Every process of the job (MPI_COMM_WORLD under mpirun; one rank
+/// outside), for the program whose runtime is `rt`: see the backends above
+/// for which is chosen. Every process calls it. @throws CommError (a
+/// process missing past the timeout, no MPI in this build where one is
+/// needed), NcclError, MpiError, InvalidArgument (a bad LOOM_COMM).
+LOOM_API std::shared_ptr<Communicator> world_communicator(const Runtime& rt,
+                                                          CommOptions options = {});
+
+/// The nccl backend in one process: a communicator a device, element r
+/// being rank r's on devices[r]; give each a Runtime on that device.
+/// @throws InvalidArgument (a device listed twice or missing), NcclError.
+LOOM_API std::vector<std::shared_ptr<Communicator>> nccl_communicators(
+    const std::vector<int>& devices, CommOptions options = {});
 
 }  // namespace loom

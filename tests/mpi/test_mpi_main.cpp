@@ -1,10 +1,12 @@
-// main() for the MPI tests: MPI is initialized once around the whole suite,
-// and only rank 0 prints GoogleTest's report.
+// main() for the MPI tests: MPI is initialized once around the whole suite
+// (with threads: loom's collectives run on its host workers), and only rank
+// 0 prints GoogleTest's report.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
