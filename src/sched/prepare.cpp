@@ -93,6 +93,10 @@ void Preparer::check(const Graph& graph, const PrepareHints& hints) const {
                             {"", "", 0, t.name});
     }
     if (t.kind != TaskKind::op) continue;
+    // A collective's backend checks its memory (nccl: its GPU's; mpi: host,
+    // or a device staged through pinned memory), and its token is host
+    // memory that nothing touches.
+    if (is_collective(t)) continue;
     // A captured segment's copies may read or write pinned memory.
     const bool segment = t.kind == TaskKind::op &&
                          std::find(hints.device_graph_ops.begin(), hints.device_graph_ops.end(),
