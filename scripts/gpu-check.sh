@@ -113,6 +113,22 @@ for bench in "$LOOM_BUILD_DIR"/bench/bench_*; do
   bench_lines+="$name: $(status $rc)"$'\n'
 done
 
+# Communicators on this GPU: nccl with one rank, and the mpi backend with two
+# ranks sharing the GPU (device tensors staged through pinned memory).
+comm_lines=""
+allreduce="$LOOM_BUILD_DIR/samples/loom_allreduce"
+if [ -x "$allreduce" ] && command -v mpirun >/dev/null; then
+  for run in "nccl 1" "mpi 2"; do
+    set -- $run
+    for mode in "" "--ring"; do
+      log="$logs/allreduce-$1-$2${mode:+-ring}.log"
+      LOOM_COMM=$1 timeout 240 mpirun --oversubscribe -np "$2" "$allreduce" --max 256M $mode >"$log" 2>&1
+      rc=$?
+      comm_lines+="allreduce $1 np $2 ${mode:-all_reduce}: $(status $rc); largest: $(grep -vE '^#' "$log" | tail -1 | tr -s ' ')"$'\n'
+    done
+  done
+fi
+
 sanitizer_lines=""
 if [ "${LOOM_COMPUTE_SANITIZER:-0}" = "1" ] && command -v compute-sanitizer >/dev/null; then
   # Timing tests and the child-process fault test are left out (a sanitizer
@@ -147,6 +163,7 @@ echo "sample:    $(status $sample_rc): $(tail -1 "$logs/quickstart.log")"
 echo "flagship:  $(status $flagship_rc)"
 grep -vE '^\s*$' "$logs/image_pipeline.log" | tail -7
 echo "$bench_lines"
+[ -n "$comm_lines" ] && echo "$comm_lines"
 [ -n "$sanitizer_lines" ] && echo "$sanitizer_lines"
 [ -n "$baseline_lines" ] && echo "$baseline_lines"
 if command -v python3 >/dev/null; then
