@@ -165,6 +165,7 @@ Tensor token_over(unsigned char* byte) {
   storage->bytes = 1;
   storage->memory = Memory::pageable;
   storage->owned = false;
+  storage->order_only = true;
   return TensorAccess::make(std::move(storage), DType::u8, Shape{1}, contiguous_strides(Shape{1}),
                             0);
 }

@@ -145,10 +145,15 @@ class MpiGroup {
 
   // Tests `requests` until all are done; past the timeout the communicator
   // is unusable and `what` fails. @throws CommError.
-  void wait(MPI_Request* requests, int count, const std::string& what) {
+  // MPI moves a large message a fragment for each test (no progress thread
+  // in most MPIs): while `bytes` may still be moving, it tests without
+  // napping, yielding the core between tests.
+  void wait(MPI_Request* requests, int count, const std::string& what, std::size_t bytes = 0) {
     auto& session = MpiSession::get();
     const auto start = Clock::now();
     const auto deadline = start + options_.timeout;
+    // 2 ms, plus the time the bytes take at 1 GB/s.
+    const auto busy = std::chrono::microseconds(2000 + bytes / 1000);
     for (int spins = 0;; ++spins) {
       int done = 0;
       {
@@ -167,12 +172,12 @@ class MpiGroup {
         }
         throw CommError(why + "; the communicator is unusable from now on");
       }
-      // Spin briefly (a collective whose ranks are all there finishes in
-      // microseconds), then nap, so that ranks sharing cores progress.
-      if (now - start < std::chrono::microseconds(200)) {
+      // Then nap, so that a rank waiting long for another leaves the cores
+      // to the ranks that share them.
+      if (now - start < busy) {
         std::this_thread::yield();
       } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(spins < 2000 ? 20 : 200));
+        std::this_thread::sleep_for(std::chrono::microseconds(spins < 20000 ? 20 : 200));
       }
     }
   }
@@ -294,7 +299,7 @@ class MpiCollective final : public MpiOp {
     const HostView out(out_, g.staging_out(), load);
     const unsigned char* in = in_place ? nullptr : input();
     std::vector<MPI_Request> requests = issue(in, out.bytes(), in_place);
-    g.wait(requests.data(), static_cast<int>(requests.size()), what);
+    g.wait(requests.data(), static_cast<int>(requests.size()), what, in_.nbytes() + out_.nbytes());
     out.store();
   }
 
@@ -403,7 +408,7 @@ class MpiPointToPoint final : public MpiOp {
         LOOM_MPI_CHECK(
             MPI_Issend(data.bytes(), bytes_, MPI_BYTE, peer_, tag(), g.data(), &request));
       }
-      g.wait(&request, 1, what + " to rank " + std::to_string(peer_));
+      g.wait(&request, 1, what + " to rank " + std::to_string(peer_), data_.nbytes());
     } else {
       receive(g, what + " from rank " + std::to_string(peer_));
     }
@@ -451,7 +456,7 @@ class MpiPointToPoint final : public MpiOp {
       auto lock = MpiSession::get().lock();
       LOOM_MPI_CHECK(MPI_Imrecv(data.bytes(), bytes_, MPI_BYTE, &message, &request));
     }
-    g.wait(&request, 1, what);
+    g.wait(&request, 1, what, data_.nbytes());
     data.store();
   }
 

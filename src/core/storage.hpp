@@ -75,6 +75,10 @@ struct Storage {
   bool bound = false;
   /// What a bound intermediate's memory lives in (a compiled graph's arena).
   std::shared_ptr<const void> keep_alive;
+  /// A token (a communicator's): host memory that no task reads or writes,
+  /// listed among a task's writes only to order it. Checks of where a
+  /// task's tensors live pass it by, whatever runs the task.
+  bool order_only = false;
 
   Storage() = default;
   Storage(const Storage&) = delete;

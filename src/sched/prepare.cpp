@@ -1,7 +1,9 @@
 #include "sched/prepare.hpp"
 
 #include "core/prepared_slot.hpp"
+#include "core/storage.hpp"
 #include "core/task_kind.hpp"
+#include "core/tensor_access.hpp"
 #include "sched/copy_engine.hpp"
 
 #include <loom/error.hpp>
@@ -94,15 +96,15 @@ void Preparer::check(const Graph& graph, const PrepareHints& hints) const {
     }
     if (t.kind != TaskKind::op) continue;
     // A collective's backend checks its memory (nccl: its GPU's; mpi: host,
-    // or a device staged through pinned memory), and its token is host
-    // memory that nothing touches.
+    // or a device staged through pinned memory).
     if (is_collective(t)) continue;
     // A captured segment's copies may read or write pinned memory.
     const bool segment = t.kind == TaskKind::op &&
                          std::find(hints.device_graph_ops.begin(), hints.device_graph_ops.end(),
                                    t.op.get()) != hints.device_graph_ops.end();
     const auto check_space = [&](const Tensor& x, const char* role) {
-      if (!x.defined()) return;
+      // A token (a collective's, inside a compiled segment too) is never touched.
+      if (!x.defined() || TensorAccess::storage(x)->order_only) return;
       const Memory m = x.memory();
       const bool ok = options_.cuda ? m == Memory::on_device(options_.device) ||
                                           (segment && m == Memory::pinned)
