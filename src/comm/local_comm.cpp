@@ -6,6 +6,9 @@
 // then writes its output (so an output may be an input of its own or of
 // another rank: in place works). Every wait is bounded by the timeout.
 #include "comm/collective_spec.hpp"
+#include "comm/device_reduce.hpp"
+#include "cuda/check.hpp"
+#include "cuda/device_guard.hpp"
 
 #include <loom/comm.hpp>
 #include <loom/error.hpp>
@@ -31,6 +34,8 @@ namespace {
 struct Entry {
   CollectiveSpec spec;
   const unsigned char* in = nullptr;
+  unsigned char* out = nullptr;
+  int device = -1;  ///< the GPU the tensors are on, -1 for host memory
 };
 
 using Kind = CollectiveKind;
@@ -87,7 +92,13 @@ class LocalGroup {
         next_(static_cast<std::size_t>(size), 0),
         next_split_(static_cast<std::size_t>(size), 0),
         scratch_(static_cast<std::size_t>(size)),
-        tokens_(static_cast<std::size_t>(size), 0) {}
+        tokens_(static_cast<std::size_t>(size), 0),
+        lanes_(static_cast<std::size_t>(size)) {}
+  LocalGroup(const LocalGroup&) = delete;
+  LocalGroup& operator=(const LocalGroup&) = delete;
+  ~LocalGroup() {
+    for (auto& lane : lanes_) lane.release();
+  }
 
   int size() const noexcept { return size_; }
   const CommOptions& options() const noexcept { return options_; }
@@ -98,7 +109,9 @@ class LocalGroup {
 
   // Rank `rank`'s part of its next collective: returns once `out` holds the
   // result. @throws CommError.
-  void run(int rank, const Entry& mine, unsigned char* out, std::size_t out_bytes) {
+  void run(int rank, const Entry& mine, std::size_t out_bytes) {
+    if (mine.device >= 0) return run_on_device(rank, mine, out_bytes);
+    unsigned char* out = mine.out;
     std::unique_lock lock(mutex_);
     const std::uint64_t seq = next_[static_cast<std::size_t>(rank)]++;
     Round& round = round_at(seq);
@@ -135,14 +148,62 @@ class LocalGroup {
     }
   }
 
+  // run() for tensors on a GPU: each rank's part goes on a stream of its
+  // own. Where no rank's output overlaps an input that is read, each rank
+  // writes its output directly (one pass over the bytes); otherwise into
+  // device scratch, copied out once every rank has computed.
+  void run_on_device(int rank, const Entry& mine, std::size_t out_bytes) {
+    std::unique_lock lock(mutex_);
+    const std::uint64_t seq = next_[static_cast<std::size_t>(rank)]++;
+    Round& round = round_at(seq);
+    round.entries[static_cast<std::size_t>(rank)] = mine;
+    ++round.arrived;
+    cv_.notify_all();
+    wait_for_all(
+        lock, round, [&] { return round.arrived == size_; }, "reach");
+    if (round.failure.empty()) round.failure = disagreement(round);
+    if (!round.failure.empty()) fail(lock, round, seq);
+    const bool direct = writes_directly(round);
+    lock.unlock();
+    DeviceLane& lane = lane_of(rank, mine.device);
+    bool written = false;
+    try {
+      DeviceGuard device(mine.device);
+      unsigned char* dst = direct ? mine.out : lane.scratch(out_bytes);
+      written = compute_on_device(rank, round, dst, lane.stream);
+      LOOM_CUDA_CHECK(cudaStreamSynchronize(lane.stream));
+    } catch (const std::exception& e) {
+      lock.lock();
+      round.failure = "rank " + std::to_string(rank) + " failed in it: " + e.what();
+      cv_.notify_all();
+      fail(lock, round, seq);
+    }
+    lock.lock();
+    ++round.computed;
+    cv_.notify_all();
+    wait_for_all(
+        lock, round, [&] { return round.computed == round.arrived; }, "finish");
+    if (!round.failure.empty()) fail(lock, round, seq);
+    leave(round, seq);
+    lock.unlock();
+    if (!direct && written && out_bytes != 0) {
+      DeviceGuard device(mine.device);
+      LOOM_CUDA_CHECK(
+          cudaMemcpyAsync(mine.out, lane.buffer, out_bytes, cudaMemcpyDeviceToDevice, lane.stream));
+      LOOM_CUDA_CHECK(cudaStreamSynchronize(lane.stream));
+    }
+  }
+
   // Rank `from` hands `bytes` at `data` to rank `to`'s next recv from it,
   // and returns once that recv has copied them. @throws CommError.
-  void send(int from, int to, const unsigned char* data, std::size_t bytes, DType dtype) {
+  void send(int from, int to, const unsigned char* data, std::size_t bytes, DType dtype,
+            int device) {
     std::unique_lock lock(mutex_);
     Message m;
     m.data = data;
     m.bytes = bytes;
     m.dtype = dtype;
+    m.device = device;
     auto& queue = channels_[{from, to}];
     queue.push_back(&m);
     cv_.notify_all();
@@ -161,7 +222,7 @@ class LocalGroup {
 
   // Rank `to`'s next message from rank `from`, copied into `out`.
   // @throws CommError.
-  void recv(int to, int from, unsigned char* out, std::size_t bytes, DType dtype) {
+  void recv(int to, int from, unsigned char* out, std::size_t bytes, DType dtype, int device) {
     std::unique_lock lock(mutex_);
     auto& queue = channels_[{from, to}];
     const auto deadline = Clock::now() + options_.timeout;
@@ -183,7 +244,17 @@ class LocalGroup {
       throw CommError("recv from rank " + std::to_string(from) + ": " + failure);
     }
     lock.unlock();
-    if (bytes != 0) std::memcpy(out, m.data, bytes);  // the sender waits until `taken`
+    if (bytes != 0) {  // the sender waits until `taken`
+      try {
+        copy_bytes(out, device, m.data, m.device, bytes);
+      } catch (const std::exception& e) {
+        lock.lock();
+        m.failure = std::string("the copy failed: ") + e.what();
+        m.taken = true;
+        cv_.notify_all();
+        throw;
+      }
+    }
     lock.lock();
     m.taken = true;
     cv_.notify_all();
@@ -234,6 +305,7 @@ class LocalGroup {
     const unsigned char* data = nullptr;
     std::size_t bytes = 0;
     DType dtype = DType::u8;
+    int device = -1;
     bool claimed = false;  // a recv took it off the queue
     bool taken = false;    // ... and is done with `data`
     std::string failure;
@@ -279,6 +351,13 @@ class LocalGroup {
         return "the ranks disagree: rank 0 called " + first.describe() + ", rank " +
                std::to_string(r) + " " + e.describe();
       }
+      const int device = round.entries[static_cast<std::size_t>(r)]->device;
+      const int device0 = round.entries[0]->device;
+      if (device != device0) {
+        return "the ranks' tensors are in different memory: rank 0's on " + where(device0) +
+               ", rank " + std::to_string(r) + "'s on " + where(device) +
+               " (the local backend's ranks share one: host memory, or one GPU)";
+      }
     }
     return {};
   }
@@ -300,6 +379,126 @@ class LocalGroup {
   void leave(Round& round, std::uint64_t seq) {
     ++round.left;
     if (round.left == round.arrived) rounds_.erase(seq);
+  }
+
+  // Host to host with memcpy; any GPU involved with the driver (one address
+  // space: the direction is found from the pointers).
+  static void copy_bytes(unsigned char* to, int to_device, const unsigned char* from,
+                         int from_device, std::size_t bytes) {
+    if (to_device < 0 && from_device < 0) {
+      std::memcpy(to, from, bytes);
+      return;
+    }
+    DeviceGuard guard(to_device >= 0 ? to_device : from_device);
+    LOOM_CUDA_CHECK(cudaMemcpy(to, from, bytes, cudaMemcpyDefault));
+  }
+
+  static std::string where(int device) {
+    return device < 0 ? std::string("host memory") : "device " + std::to_string(device);
+  }
+
+  // True when no rank's output overlaps an input some rank reads: then each
+  // rank may write its output while the others still read.
+  bool writes_directly(const Round& round) const {
+    const CollectiveSpec& spec = round.entries[0]->spec;
+    const std::size_t esize = element_bytes(spec.dtype);
+    const auto in_bytes = static_cast<std::size_t>(spec.in_count) * esize;
+    const auto out_bytes = static_cast<std::size_t>(spec.out_count) * esize;
+    for (int w = 0; w < size_; ++w) {
+      const Entry& writer = *round.entries[static_cast<std::size_t>(w)];
+      if (spec.kind == Kind::broadcast && w == spec.root) continue;  // writes nothing
+      for (int r = 0; r < size_; ++r) {
+        if (spec.kind == Kind::broadcast && r != spec.root) continue;  // read by nobody
+        const Entry& reader = *round.entries[static_cast<std::size_t>(r)];
+        const bool apart =
+            writer.out + out_bytes <= reader.in || reader.in + in_bytes <= writer.out;
+        if (!apart && out_bytes != 0 && in_bytes != 0) return false;
+      }
+    }
+    return true;
+  }
+
+  // Enqueues rank `rank`'s result into `dst` on `stream`; false when the
+  // rank writes nothing (a broadcast's root).
+  bool compute_on_device(int rank, const Round& round, unsigned char* dst,
+                         cudaStream_t stream) const {
+    const CollectiveSpec& mine = round.entries[static_cast<std::size_t>(rank)]->spec;
+    const std::size_t esize = element_bytes(mine.dtype);
+    const auto input = [&](int r) { return round.entries[static_cast<std::size_t>(r)]->in; };
+    const auto copy = [&](unsigned char* to, const unsigned char* from, std::size_t bytes) {
+      if (bytes != 0) {
+        LOOM_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream));
+      }
+    };
+    std::vector<const void*> inputs;
+    for (int r = 0; r < size_; ++r) inputs.push_back(input(r));
+    switch (mine.kind) {
+      case Kind::all_reduce:
+        device_reduce(mine.dtype, mine.op, dst, inputs, 0, mine.out_count, stream);
+        return true;
+      case Kind::reduce_scatter:
+        device_reduce(mine.dtype, mine.op, dst, inputs, rank * mine.out_count, mine.out_count,
+                      stream);
+        return true;
+      case Kind::all_gather: {
+        const std::size_t block = static_cast<std::size_t>(mine.in_count) * esize;
+        for (int r = 0; r < size_; ++r) {
+          copy(dst + static_cast<std::size_t>(r) * block, input(r), block);
+        }
+        return true;
+      }
+      case Kind::broadcast:
+        if (rank == mine.root) return false;
+        copy(dst, input(mine.root), static_cast<std::size_t>(mine.in_count) * esize);
+        return true;
+      case Kind::ring_exchange:
+        copy(dst, input((rank + size_ - 1) % size_),
+             static_cast<std::size_t>(mine.in_count) * esize);
+        return true;
+    }
+    return false;
+  }
+
+  // A rank's stream and scratch on its GPU, made on first use and kept.
+  struct DeviceLane {
+    int device = -1;
+    cudaStream_t stream = nullptr;
+    unsigned char* buffer = nullptr;
+    std::size_t bytes = 0;
+
+    unsigned char* scratch(std::size_t want) {
+      if (want > bytes) {
+        if (buffer != nullptr) LOOM_CUDA_CHECK(cudaFree(buffer));
+        buffer = nullptr;
+        bytes = 0;
+        void* p = nullptr;
+        LOOM_CUDA_CHECK(cudaMalloc(&p, want));
+        buffer = static_cast<unsigned char*>(p);
+        bytes = want;
+      }
+      return buffer;
+    }
+    void release() noexcept {
+      if (device < 0) return;
+      int previous = device;
+      LOOM_CUDA_ASSERT(cudaGetDevice(&previous));
+      LOOM_CUDA_ASSERT(cudaSetDevice(device));
+      if (buffer != nullptr) LOOM_CUDA_ASSERT(cudaFree(buffer));
+      if (stream != nullptr) LOOM_CUDA_ASSERT(cudaStreamDestroy(stream));
+      LOOM_CUDA_ASSERT(cudaSetDevice(previous));
+    }
+  };
+
+  DeviceLane& lane_of(int rank, int device) {
+    DeviceLane& lane = lanes_[static_cast<std::size_t>(rank)];  // this rank's thread only
+    if (lane.device != device) {
+      lane.release();
+      lane = DeviceLane{};
+      DeviceGuard guard(device);
+      LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking));
+      lane.device = device;
+    }
+    return lane;
   }
 
   void compute(int rank, const Round& round, std::vector<unsigned char>& scratch) const {
@@ -372,6 +571,7 @@ class LocalGroup {
   std::map<std::pair<int, int>, std::vector<Message*>> channels_;  // (from, to): sends in order
   std::vector<std::vector<unsigned char>> scratch_;  // a rank's, touched by its thread only
   std::vector<unsigned char> tokens_;
+  std::vector<DeviceLane> lanes_;  // a rank's, touched by its thread only
 };
 
 // What every collective of the local backend shares: its group, its rank,
@@ -382,17 +582,15 @@ class LocalOp : public Collective {
       : group_(std::move(group)), rank_(rank), token_(std::move(token)) {}
   const void* communicator() const noexcept override { return group_.get(); }
   bool capturable() const noexcept override { return false; }
+  bool runs_on_host() const noexcept override { return true; }
   void run_cuda(const ExecutionContext&) const override {
-    throw InvalidArgument(std::string(name()) +
-                          ": the local backend runs its collectives on the CPU backend only");
+    throw InternalError(std::string(name()) + ": a local collective was given a stream");
   }
 
  protected:
-  void require_host(const Tensor& t) const {
-    if (!t.memory().is_host()) {
-      throw InvalidArgument(std::string(name()) + ": the local backend takes host tensors, got " +
-                            t.describe());
-    }
+  // Host memory, or a GPU: not pinned and a device mixed.
+  static int device_of(const Tensor& t) noexcept {
+    return t.memory().is_device() ? t.memory().device() : -1;
   }
 
   std::shared_ptr<LocalGroup> group_;
@@ -419,13 +617,12 @@ class LocalPointToPoint final : public LocalOp {
     if (sending_) return {token_};
     return {data_, token_};
   }
-  void validate() const override { require_host(data_); }
   void run_cpu() const override {
     auto* bytes = static_cast<unsigned char*>(data_.data());
     if (sending_) {
-      group_->send(rank_, peer_, bytes, data_.nbytes(), data_.dtype());
+      group_->send(rank_, peer_, bytes, data_.nbytes(), data_.dtype(), device_of(data_));
     } else {
-      group_->recv(rank_, peer_, bytes, data_.nbytes(), data_.dtype());
+      group_->recv(rank_, peer_, bytes, data_.nbytes(), data_.dtype(), device_of(data_));
     }
   }
 
@@ -448,14 +645,12 @@ class LocalCollective final : public LocalOp {
   std::string_view name() const noexcept override { return name_of(entry_.spec.kind); }
   std::vector<Tensor> reads() const override { return {in_}; }
   std::vector<Tensor> writes() const override { return {out_, token_}; }
-  void validate() const override {
-    require_host(in_);
-    require_host(out_);
-  }
   void run_cpu() const override {
     Entry mine = entry_;
     mine.in = static_cast<const unsigned char*>(in_.data());
-    group_->run(rank_, mine, static_cast<unsigned char*>(out_.data()), out_.nbytes());
+    mine.out = static_cast<unsigned char*>(out_.data());
+    mine.device = device_of(in_);
+    group_->run(rank_, mine, out_.nbytes());
   }
 
  private:
