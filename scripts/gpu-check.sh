@@ -126,6 +126,12 @@ if [ -x "$allreduce" ] && command -v mpirun >/dev/null; then
       rc=$?
       comm_lines+="allreduce $1 np $2 ${mode:-all_reduce}: $(status $rc); largest: $(grep -vE '^#' "$log" | tail -1 | tr -s ' ')"$'\n'
     done
+    # Against bare MPI / NCCL loops in the same run.
+    if [ -x "$LOOM_BUILD_DIR/bench/bench_comm_mpi" ]; then
+      log="$logs/bench_comm_mpi-$1-$2.txt"
+      LOOM_COMM=$1 timeout 240 mpirun --oversubscribe -np "$2" "$LOOM_BUILD_DIR/bench/bench_comm_mpi" >"$log" 2>&1
+      comm_lines+="bench_comm_mpi $1 np $2: $(status $?)"$'\n'"$(cat "$log")"$'\n'
+    fi
   done
 fi
 
