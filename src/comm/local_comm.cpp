@@ -170,7 +170,9 @@ class LocalGroup {
     try {
       DeviceGuard device(mine.device);
       unsigned char* dst = direct ? mine.out : lane.scratch(out_bytes);
-      written = compute_on_device(rank, round, dst, lane.stream);
+      written = direct && mine.spec.kind == Kind::all_reduce
+                    ? share_all_reduce(rank, round, lane.stream)
+                    : compute_on_device(rank, round, dst, lane.stream);
       LOOM_CUDA_CHECK(cudaStreamSynchronize(lane.stream));
     } catch (const std::exception& e) {
       lock.lock();
@@ -414,6 +416,34 @@ class LocalGroup {
             writer.out + out_bytes <= reader.in || reader.in + in_bytes <= writer.out;
         if (!apart && out_bytes != 0 && in_bytes != 0) return false;
       }
+    }
+    return true;
+  }
+
+  // An all-reduce whose outputs no input overlaps, shared out: rank r
+  // reduces block r of the inputs into its own output, then copies the
+  // block into every other rank's output. The ranks read the inputs once
+  // between them, instead of each rank reading all of them.
+  bool share_all_reduce(int rank, const Round& round, cudaStream_t stream) const {
+    const CollectiveSpec& spec = round.entries[0]->spec;
+    const std::size_t esize = element_bytes(spec.dtype);
+    // Blocks of whole 256 elements, so that every copy starts aligned.
+    const std::int64_t per_rank = (spec.out_count + size_ - 1) / size_;
+    const std::int64_t block = (per_rank + 255) / 256 * 256;
+    const std::int64_t lo = std::min(spec.out_count, block * rank);
+    const std::int64_t hi = std::min(spec.out_count, lo + block);
+    if (hi == lo) return true;
+    std::vector<const void*> inputs;
+    for (int r = 0; r < size_; ++r)
+      inputs.push_back(round.entries[static_cast<std::size_t>(r)]->in);
+    const std::size_t offset = static_cast<std::size_t>(lo) * esize;
+    const std::size_t bytes = static_cast<std::size_t>(hi - lo) * esize;
+    unsigned char* mine = round.entries[static_cast<std::size_t>(rank)]->out + offset;
+    device_reduce(spec.dtype, spec.op, mine, inputs, lo, hi - lo, stream);
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank) continue;
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(round.entries[static_cast<std::size_t>(r)]->out + offset,
+                                      mine, bytes, cudaMemcpyDeviceToDevice, stream));
     }
     return true;
   }
