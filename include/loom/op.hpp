@@ -22,8 +22,10 @@
 #include <loom/export.hpp>
 #include <loom/tensor.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -160,6 +162,13 @@ class LOOM_API Op {
   /// through host memory). Such an op cannot be compiled. The default is
   /// false.
   virtual bool runs_on_host() const noexcept { return false; }
+  /// For device work that waits on other processes (a collective): asked by
+  /// the scheduling thread, without blocking for long, while the task's
+  /// device work has not finished, `waited` since it was issued. An op that
+  /// gives up returns why, having made its device work end (a collective
+  /// aborts its communicator); the task then fails with a CommError saying
+  /// so. The default never gives up.
+  virtual std::string overdue(std::chrono::nanoseconds /*waited*/) const { return {}; }
 };
 
 using OpPtr = std::shared_ptr<const Op>;

@@ -25,7 +25,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -97,6 +99,7 @@ class NcclGroup {
   NcclGroup(const NcclGroup&) = delete;
   NcclGroup& operator=(const NcclGroup&) = delete;
   ~NcclGroup() {
+    if (aborted_) return;
     // Finalizing waits for the communicator's work (bounded by the
     // timeout); a communicator that cannot finish is aborted instead.
     int previous = 0;
@@ -123,15 +126,50 @@ class NcclGroup {
   const CommOptions& options() const noexcept { return options_; }
   unsigned char* token_byte() noexcept { return &token_; }
 
+  // Why the communicator cannot be used, or empty.
+  std::string unusable() {
+    std::lock_guard lock(mutex_);
+    return why_;
+  }
+
+  // Op::overdue for one of this communicator's collectives: past the
+  // timeout, or once NCCL reports an error, the communicator is aborted (its
+  // kernels end) and the reason returned.
+  std::string overdue(std::string_view name, std::chrono::nanoseconds waited) {
+    if (std::string why = unusable(); !why.empty()) return why;
+    ncclResult_t state = ncclSuccess;
+    if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) state = ncclInternalError;
+    if (state != ncclSuccess && state != ncclInProgress) {
+      return abort(std::string(name) + ": NCCL reported " + ncclGetErrorString(state));
+    }
+    if (waited < options_.timeout) return {};
+    return abort(std::string(name) + " did not complete within " +
+                 std::to_string(options_.timeout.count()) +
+                 " ms of being issued: some rank did not take part (it failed, exited, or "
+                 "called another collective)");
+  }
+
   // After an enqueue: NCCL may still be enqueueing (non-blocking).
   void settle(const std::string& what) {
     wait_ready(comm_, Clock::now() + options_.timeout, what, options_.timeout);
   }
 
  private:
+  std::string abort(std::string why) {
+    std::lock_guard lock(mutex_);
+    if (!why_.empty()) return why_;
+    why_ = std::move(why) + "; the communicator is aborted";
+    aborted_ = true;
+    ncclCommAbort(comm_);
+    return why_;
+  }
+
   ncclComm_t comm_;
   int device_;
   CommOptions options_;
+  std::mutex mutex_;
+  std::string why_;
+  std::atomic<bool> aborted_{false};
   int rank_ = 0;
   int size_ = 1;
   unsigned char token_ = 0;
@@ -143,11 +181,19 @@ class NcclOp : public Collective {
       : group_(std::move(group)), token_(std::move(token)) {}
   const void* communicator() const noexcept override { return group_.get(); }
   bool has_cpu() const noexcept override { return false; }
+  std::string overdue(std::chrono::nanoseconds waited) const override {
+    return group_->overdue(name(), waited);
+  }
   void run_cpu() const override {
     throw InvalidArgument(std::string(name()) + ": the nccl backend runs on a GPU only");
   }
 
  protected:
+  void require_usable() const {
+    if (std::string why = group_->unusable(); !why.empty()) {
+      throw CommError(std::string(name()) + ": the communicator is unusable since " + why);
+    }
+  }
   void require_device(const Tensor& t) const {
     if (!t.memory().is_device() || t.memory().device() != group_->device()) {
       throw InvalidArgument(std::string(name()) + ": the nccl backend takes tensors on device " +
@@ -180,6 +226,7 @@ class NcclCollective final : public NcclOp {
   }
 
   void run_cuda(const ExecutionContext& ctx) const override {
+    require_usable();
     NcclGroup& g = *group_;
     const cudaStream_t stream = stream_of(ctx);
     const void* in = input(ctx);
@@ -273,6 +320,7 @@ class NcclPointToPoint final : public NcclOp {
   }
   void validate() const override { require_device(data_); }
   void run_cuda(const ExecutionContext& ctx) const override {
+    require_usable();
     NcclGroup& g = *group_;
     const auto count = static_cast<std::size_t>(data_.numel());
     const ncclDataType_t type = nccl_type(data_.dtype());

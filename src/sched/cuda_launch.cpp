@@ -176,6 +176,8 @@ void CudaLauncher::launch(RunMachine& machine, Run& run, std::uint32_t t) {
     return;
   }
   dt.launch_seq = ++launches_[executor_stream];
+  if (planned.stream == run.plan().collective_stream())
+    dt.issued = std::chrono::steady_clock::now();
   cursor.in_flight.push_back(t);
   if (planned.watched) {
     dt.watching = true;

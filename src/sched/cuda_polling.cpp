@@ -9,7 +9,13 @@
 #include "sched/run_machine.hpp"
 #include "sched/scheduler_loop.hpp"
 
+#include <loom/error.hpp>
+
 #include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <exception>
+#include <string>
 
 namespace loom::detail {
 
@@ -56,6 +62,32 @@ bool CudaLauncher::arm_wakeups(const RunList& runs) {
   return ok;
 }
 
+// The collectives in flight on w's stream up to w: one that waits on other
+// processes past its patience fails (Op::overdue), its device work made to end.
+void CudaLauncher::give_up_overdue(RunMachine& machine, Run& run, std::uint32_t w) {
+  RunStreams& mine = streams_of(run);
+  const StreamCursor& cursor = mine.streams[static_cast<std::size_t>(run.plan().tasks[w].stream)];
+  const auto now = std::chrono::steady_clock::now();
+  for (std::size_t k = cursor.head; k < cursor.in_flight.size(); ++k) {
+    const auto t = cursor.in_flight[k];
+    DeviceTask& dt = mine.tasks[t];
+    const Task& task = run.tasks()[t];
+    if (!dt.gave_up && task.kind == TaskKind::op && task.op) {
+      std::string why;
+      try {
+        why = task.op->overdue(now - dt.issued);
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+      if (!why.empty()) {
+        dt.gave_up = true;
+        machine.fail(run, t, std::make_exception_ptr(CommError(why)));
+      }
+    }
+    if (t == w) break;
+  }
+}
+
 bool CudaLauncher::poll(RunMachine& machine, Run& run) {
   RunStreams& mine = streams_of(run);
   bool progress = false;
@@ -92,6 +124,9 @@ bool CudaLauncher::poll(RunMachine& machine, Run& run) {
       error = std::current_exception();
     }
     if (!done) {
+      if (run.plan().tasks[w].stream == run.plan().collective_stream()) {
+        give_up_overdue(machine, run, w);
+      }
       ++i;
       continue;
     }

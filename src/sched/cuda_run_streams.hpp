@@ -19,6 +19,7 @@
 
 #include <loom/completion.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -33,6 +34,8 @@ struct CudaLauncher::DeviceTask {
   bool watching = false;         // its event is polled
   bool confirmed = false;        // seen complete through its stream's watched tail
   std::uint64_t launch_seq = 0;  // its place among its executor stream's launches
+  bool gave_up = false;          // a collective's op declared it overdue
+  std::chrono::steady_clock::time_point issued{};  // a collective's, for Op::overdue
   EventPool::Lease event;
   EventPool::Lease trace_start;
   EventPool::Lease trace_end;

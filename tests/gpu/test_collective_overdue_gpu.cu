@@ -1,0 +1,95 @@
+// A collective whose device work waits on other processes (NCCL's kernels
+// do) must not hang a run: the scheduling thread asks its op (Op::overdue)
+// while the work is in flight, and an op that gives up, having made its
+// work end, fails its task with a CommError by name, in bounded time. Here
+// a kernel stands for the collective, spinning on a host flag that only the
+// op's overdue() raises.
+#include "support/gpu.hpp"
+
+#include <loom/collective.hpp>
+#include <loom/cuda_interop.hpp>
+#include <loom/error.hpp>
+#include <loom/graph.hpp>
+#include <loom/ops.hpp>
+#include <loom/runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+namespace {
+
+__global__ void wait_for_flag(const volatile int* flag) {
+  while (*flag == 0) __nanosleep(1000);
+}
+
+int fake_communicator = 0;
+
+class StuckCollective final : public loom::Collective {
+ public:
+  StuckCollective(loom::Tensor data, int* host_flag, int* device_flag)
+      : data_(std::move(data)), host_flag_(host_flag), device_flag_(device_flag) {}
+  std::string_view name() const noexcept override { return "stuck_all_reduce"; }
+  std::vector<loom::Tensor> reads() const override { return {data_}; }
+  std::vector<loom::Tensor> writes() const override { return {data_}; }
+  const void* communicator() const noexcept override { return &fake_communicator; }
+  bool has_cpu() const noexcept override { return false; }
+  void run_cuda(const loom::ExecutionContext& ctx) const override {
+    wait_for_flag<<<1, 1, 0, loom::cuda_stream(ctx)>>>(device_flag_);
+  }
+  std::string overdue(std::chrono::nanoseconds waited) const override {
+    ++asked;
+    if (waited < std::chrono::milliseconds(300)) return {};
+    *reinterpret_cast<volatile int*>(host_flag_) = 1;  // the "abort": the kernel ends
+    return "rank 1 never came (test)";
+  }
+  mutable std::atomic<int> asked{0};
+
+ private:
+  loom::Tensor data_;
+  int* host_flag_;
+  int* device_flag_;
+};
+
+TEST(CollectiveOverdue, AStuckCollectiveFailsByNameInBoundedTime) {
+  LOOM_REQUIRE_GPU();
+  int* host_flag = nullptr;
+  LOOM_CUDA_CHECK(
+      cudaHostAlloc(reinterpret_cast<void**>(&host_flag), sizeof(int), cudaHostAllocMapped));
+  *host_flag = 0;
+  int* device_flag = nullptr;
+  LOOM_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_flag), host_flag, 0));
+  {
+    loom::Runtime rt;
+    auto x = rt.tensor<float>({1024});
+    auto y = rt.tensor<float>({1024});
+    auto stuck = std::make_shared<StuckCollective>(x, host_flag, device_flag);
+    loom::Graph g;
+    g.add(loom::ops::fill(x, 1.0F), {.name = "grads"});
+    g.collective(stuck, {.name = "grad all-reduce"});
+    g.add(loom::ops::scale_copy(x, y, 0.5F), {.name = "sgd"});
+    const auto start = std::chrono::steady_clock::now();
+    auto run = rt.submit(g);
+    try {
+      run.wait();
+      FAIL() << "a stuck collective's run succeeded";
+    } catch (const loom::CommError& e) {
+      EXPECT_EQ(e.task(), "grad all-reduce");
+      EXPECT_NE(std::string(e.what()).find("never came"), std::string::npos) << e.what();
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_GE(seconds, 0.3);
+    EXPECT_LT(seconds, 10.0) << "bounded: the op gave up after 300 ms";
+    EXPECT_GT(stuck->asked.load(), 0);
+    // The runtime stays usable.
+    loom::Graph next;
+    next.add(loom::ops::fill(y, 2.0F));
+    EXPECT_NO_THROW(rt.submit(next).wait());
+  }
+  LOOM_CUDA_CHECK(cudaFreeHost(host_flag));
+}
+
+}  // namespace
