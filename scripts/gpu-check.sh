@@ -126,11 +126,23 @@ if [ -x "$allreduce" ] && command -v mpirun >/dev/null; then
       rc=$?
       comm_lines+="allreduce $1 np $2 ${mode:-all_reduce}: $(status $rc); largest: $(grep -vE '^#' "$log" | tail -1 | tr -s ' ')"$'\n'
     done
+    # The data-parallel training step: the loss falls and is equal on every rank.
+    if [ -x "$LOOM_BUILD_DIR/samples/loom_data_parallel" ]; then
+      log="$logs/data_parallel-$1-$2.log"
+      LOOM_COMM=$1 timeout 240 mpirun --oversubscribe -np "$2" "$LOOM_BUILD_DIR/samples/loom_data_parallel" 200 >"$log" 2>&1
+      comm_lines+="data_parallel $1 np $2: $(status $?); $(tail -1 "$log")"$'\n'
+    fi
     # Against bare MPI / NCCL loops in the same run.
     if [ -x "$LOOM_BUILD_DIR/bench/bench_comm_mpi" ]; then
       log="$logs/bench_comm_mpi-$1-$2.txt"
       LOOM_COMM=$1 timeout 240 mpirun --oversubscribe -np "$2" "$LOOM_BUILD_DIR/bench/bench_comm_mpi" >"$log" 2>&1
       comm_lines+="bench_comm_mpi $1 np $2: $(status $?)"$'\n'"$(cat "$log")"$'\n'
+      if [ "$1" = mpi ]; then
+        # Open MPI's shared-memory transport alone (no TCP loopback).
+        log="$logs/bench_comm_mpi-$1-$2-shm.txt"
+        OMPI_MCA_btl=self,vader LOOM_COMM=$1 timeout 240 mpirun --oversubscribe -np "$2" "$LOOM_BUILD_DIR/bench/bench_comm_mpi" >"$log" 2>&1
+        comm_lines+="bench_comm_mpi $1 np $2 btl self,vader: $(status $?)"$'\n'"$(cat "$log")"$'\n'
+      fi
     fi
   done
 fi
