@@ -24,8 +24,10 @@
 /// mpi, local or automatic, any case) or, by default, nccl when the runtime
 /// runs on a GPU that no other rank of the job drives, mpi otherwise, and a
 /// one-rank communicator outside mpirun. MPI is initialized when the program
-/// has not (MPI_THREAD_MULTIPLE; finalized at exit); a program that
-/// initializes it itself must ask for MPI_THREAD_SERIALIZED at least.
+/// has not (MPI_THREAD_MULTIPLE; finalized at exit). A program that
+/// initializes it itself asks for MPI_THREAD_MULTIPLE; with
+/// MPI_THREAD_SERIALIZED loom serializes its own MPI calls, and the program
+/// makes none of its own while runs holding mpi collectives are in flight.
 ///
 /// A collective whose ranks disagree (another collective, size, dtype, root
 /// or reduction) fails on every rank with a CommError saying how; so does one

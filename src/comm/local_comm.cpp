@@ -206,6 +206,7 @@ class LocalGroup {
     m.bytes = bytes;
     m.dtype = dtype;
     m.device = device;
+    require_pair(from, to, "send to rank " + std::to_string(to));
     auto& queue = channels_[{from, to}];
     queue.push_back(&m);
     cv_.notify_all();
@@ -226,11 +227,17 @@ class LocalGroup {
   // @throws CommError.
   void recv(int to, int from, unsigned char* out, std::size_t bytes, DType dtype, int device) {
     std::unique_lock lock(mutex_);
+    require_pair(from, to, "recv from rank " + std::to_string(from));
     auto& queue = channels_[{from, to}];
     const auto deadline = Clock::now() + options_.timeout;
     if (!cv_.wait_until(lock, deadline, [&] { return !queue.empty(); })) {
-      throw CommError("recv from rank " + std::to_string(from) + ": nothing came within " +
-                      std::to_string(options_.timeout.count()) + " ms");
+      // A send that comes later would meet this pair's next recv: the pair's
+      // order is lost, so its later sends and recvs fail at once.
+      const std::string why = "recv from rank " + std::to_string(from) + ": nothing came within " +
+                              std::to_string(options_.timeout.count()) + " ms";
+      broken_pairs_[{from, to}] = why;
+      cv_.notify_all();
+      throw CommError(why);
     }
     Message& m = *queue.front();
     queue.erase(queue.begin());
@@ -260,6 +267,14 @@ class LocalGroup {
     lock.lock();
     m.taken = true;
     cv_.notify_all();
+  }
+
+  // @throws CommError when an earlier recv of the pair timed out.
+  void require_pair(int from, int to, const std::string& what) const {
+    const auto broken = broken_pairs_.find({from, to});
+    if (broken != broken_pairs_.end()) {
+      throw CommError(what + ": the pair's messages are out of order since " + broken->second);
+    }
   }
 
   // The groups a split makes: rank `rank`'s new group and its rank there.
@@ -599,6 +614,7 @@ class LocalGroup {
   std::map<std::uint64_t, Round> rounds_;  // nodes stay put while others are added
   std::map<std::uint64_t, SplitRound> splits_;
   std::map<std::pair<int, int>, std::vector<Message*>> channels_;  // (from, to): sends in order
+  std::map<std::pair<int, int>, std::string> broken_pairs_;        // (from, to): why
   std::vector<std::vector<unsigned char>> scratch_;  // a rank's, touched by its thread only
   std::vector<unsigned char> tokens_;
   std::vector<DeviceLane> lanes_;  // a rank's, touched by its thread only

@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -91,12 +92,15 @@ class PinnedBuffer {
       data_ = nullptr;
       bytes_ = 0;
       void* p = nullptr;
-      LOOM_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+      // Portable: pinned for every device this process uses, whichever is current.
+      LOOM_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
       data_ = static_cast<unsigned char*>(p);
       bytes_ = bytes;
     }
     return data_;
   }
+  // Never freed: an MPI request that timed out may still write into it.
+  void leak() noexcept { data_ = nullptr; }
 
  private:
   unsigned char* data_ = nullptr;
@@ -110,12 +114,24 @@ class MpiGroup {
  public:
   MpiGroup(MPI_Comm data, MPI_Comm control, CommOptions options)
       : data_(data), control_(control), options_(options) {
+    auto lock = MpiSession::get().lock();
     LOOM_MPI_CHECK(MPI_Comm_rank(data_, &rank_));
     LOOM_MPI_CHECK(MPI_Comm_size(data_, &size_));
   }
   MpiGroup(const MpiGroup&) = delete;
   MpiGroup& operator=(const MpiGroup&) = delete;
   ~MpiGroup() {
+    if (!broken_.empty()) {
+      // A request that timed out may still complete into these buffers (and
+      // the abandoned tensors): they stay allocated for the process's life.
+      staging_in_.leak();
+      staging_out_.leak();
+      new std::vector<unsigned char>(std::move(scratch_));
+      new std::vector<std::int64_t>(std::move(all_words_));
+      new std::vector<std::int64_t>(std::move(split_words_));
+      new std::vector<Tensor>(std::move(abandoned_));
+      new std::array<std::int64_t, CollectiveSpec::kWords>(my_words_);
+    }
     // Freeing waits for nothing; after MPI_Finalize it is not allowed.
     if (!MpiSession::finalized()) {
       auto lock = MpiSession::get().lock();
@@ -182,16 +198,33 @@ class MpiGroup {
     }
   }
 
+  // True once a timeout left a request behind.
+  bool broken() {
+    std::lock_guard lock(state_);
+    return !broken_.empty();
+  }
+  // Makes the communicator unusable (a timeout MPI cannot take back).
+  void break_with(const std::string& why) {
+    std::lock_guard lock(state_);
+    if (broken_.empty()) broken_ = why;
+  }
+  // Tensors a timed-out request may still write or read: kept alive.
+  void abandon(std::vector<Tensor> tensors) {
+    std::lock_guard lock(state_);
+    for (auto& t : tensors) abandoned_.push_back(std::move(t));
+  }
+
   // Every rank's spec, compared: @throws CommError on every rank when they differ.
   void agree(const CollectiveSpec& mine, const std::string& what) {
-    const auto words = mine.words();
+    my_words_ = mine.words();
     all_words_.resize(CollectiveSpec::kWords * static_cast<std::size_t>(size_));
     MPI_Request request = MPI_REQUEST_NULL;
     {
       auto lock = MpiSession::get().lock();
-      LOOM_MPI_CHECK(MPI_Iallgather(
-          words.data(), static_cast<int>(CollectiveSpec::kWords), MPI_INT64_T, all_words_.data(),
-          static_cast<int>(CollectiveSpec::kWords), MPI_INT64_T, data_, &request));
+      LOOM_MPI_CHECK(MPI_Iallgather(my_words_.data(), static_cast<int>(CollectiveSpec::kWords),
+                                    MPI_INT64_T, all_words_.data(),
+                                    static_cast<int>(CollectiveSpec::kWords), MPI_INT64_T, data_,
+                                    &request));
     }
     wait(&request, 1, what);
     const CollectiveSpec first = CollectiveSpec::from_words(all_words_.data());
@@ -210,6 +243,10 @@ class MpiGroup {
   PinnedBuffer& staging_in() noexcept { return staging_in_; }
   PinnedBuffer& staging_out() noexcept { return staging_out_; }
   std::vector<unsigned char>& scratch() noexcept { return scratch_; }
+  // A split's wishes: this rank's, and every rank's (kept here, not on a
+  // stack: a request that times out may still write them).
+  std::array<std::int64_t, 2>& split_wish() noexcept { return split_wish_; }
+  std::vector<std::int64_t>& split_words() noexcept { return split_words_; }
 
  private:
   MPI_Comm data_;
@@ -221,7 +258,11 @@ class MpiGroup {
   std::atomic<std::uint64_t> sequence_{0};
   std::mutex state_;
   std::string broken_;
+  std::array<std::int64_t, CollectiveSpec::kWords> my_words_{};
   std::vector<std::int64_t> all_words_;
+  std::array<std::int64_t, 2> split_wish_{};
+  std::vector<std::int64_t> split_words_;
+  std::vector<Tensor> abandoned_;
   PinnedBuffer staging_in_;
   PinnedBuffer staging_out_;
   std::vector<unsigned char> scratch_;
@@ -299,7 +340,13 @@ class MpiCollective final : public MpiOp {
     const HostView out(out_, g.staging_out(), load);
     const unsigned char* in = in_place ? nullptr : input();
     std::vector<MPI_Request> requests = issue(in, out.bytes(), in_place);
-    g.wait(requests.data(), static_cast<int>(requests.size()), what, in_.nbytes() + out_.nbytes());
+    try {
+      g.wait(requests.data(), static_cast<int>(requests.size()), what,
+             in_.nbytes() + out_.nbytes());
+    } catch (const CommError&) {
+      g.abandon({in_, out_});
+      throw;
+    }
     out.store();
   }
 
@@ -408,7 +455,12 @@ class MpiPointToPoint final : public MpiOp {
         LOOM_MPI_CHECK(
             MPI_Issend(data.bytes(), bytes_, MPI_BYTE, peer_, tag(), g.data(), &request));
       }
-      g.wait(&request, 1, what + " to rank " + std::to_string(peer_), data_.nbytes());
+      try {
+        g.wait(&request, 1, what + " to rank " + std::to_string(peer_), data_.nbytes());
+      } catch (const CommError&) {
+        g.abandon({data_});
+        throw;
+      }
     } else {
       receive(g, what + " from rank " + std::to_string(peer_));
     }
@@ -432,13 +484,20 @@ class MpiPointToPoint final : public MpiOp {
       }
       if (found != 0) break;
       if (Clock::now() > deadline) {
-        throw CommError(what + ": nothing came within " +
-                        std::to_string(g.options().timeout.count()) + " ms");
+        // A message that comes later would be taken by the next recv: the
+        // order of this pair's messages is lost, and the communicator with it.
+        const std::string why =
+            what + ": nothing came within " + std::to_string(g.options().timeout.count()) + " ms";
+        g.break_with(why);
+        throw CommError(why + "; the communicator is unusable from now on");
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
     int count = 0;
-    LOOM_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &count));
+    {
+      auto lock = MpiSession::get().lock();
+      LOOM_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &count));
+    }
     if (count != bytes_ || status.MPI_TAG != tag()) {
       std::vector<unsigned char> discard(static_cast<std::size_t>(count));
       {
@@ -456,7 +515,12 @@ class MpiPointToPoint final : public MpiOp {
       auto lock = MpiSession::get().lock();
       LOOM_MPI_CHECK(MPI_Imrecv(data.bytes(), bytes_, MPI_BYTE, &message, &request));
     }
-    g.wait(&request, 1, what, data_.nbytes());
+    try {
+      g.wait(&request, 1, what, data_.nbytes());
+    } catch (const CommError&) {
+      g.abandon({data_});
+      throw;
+    }
     data.store();
   }
 
@@ -469,11 +533,13 @@ class MpiPointToPoint final : public MpiOp {
 // A duplicate of `parent` whose errors come back as codes, made without
 // blocking past the timeout. @throws CommError.
 MPI_Comm duplicate(MPI_Comm parent, const CommOptions& options, const char* what) {
-  MPI_Comm copy = MPI_COMM_NULL;
+  // On the heap: left behind (never freed) if the duplicate times out, since
+  // MPI may still write the handle.
+  auto copy = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
   MPI_Request request = MPI_REQUEST_NULL;
   {
     auto lock = MpiSession::get().lock();
-    LOOM_MPI_CHECK(MPI_Comm_idup(parent, &copy, &request));
+    LOOM_MPI_CHECK(MPI_Comm_idup(parent, copy.get(), &request));
   }
   const auto deadline = Clock::now() + options.timeout;
   for (;;) {
@@ -484,14 +550,15 @@ MPI_Comm duplicate(MPI_Comm parent, const CommOptions& options, const char* what
     }
     if (done != 0) break;
     if (Clock::now() > deadline) {
+      (void)copy.release();
       throw CommError(std::string(what) + ": not every rank took part within " +
                       std::to_string(options.timeout.count()) + " ms");
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   auto lock = MpiSession::get().lock();
-  LOOM_MPI_CHECK(MPI_Comm_set_errhandler(copy, MPI_ERRORS_RETURN));
-  return copy;
+  LOOM_MPI_CHECK(MPI_Comm_set_errhandler(*copy, MPI_ERRORS_RETURN));
+  return *copy;
 }
 
 class MpiCommunicator final : public Communicator {
@@ -529,25 +596,28 @@ class MpiCommunicator final : public Communicator {
 
   std::shared_ptr<Communicator> split(int colour, int key) const override {
     MpiGroup& g = *group_;
+    (void)g.begin("split");  // @throws when the communicator is unusable
     // Everyone's wish first, so that a missing rank fails in bounded time;
-    // then the split itself, which no longer waits for anyone.
-    const std::int64_t wish[2] = {colour, key};
-    std::vector<std::int64_t> all(2 * static_cast<std::size_t>(size()));
+    // then the split itself, which no longer waits for anyone. Only the
+    // control communicator is used here: the data one belongs to the
+    // collectives running on host workers meanwhile.
+    g.split_wish() = {colour, key};
+    g.split_words().assign(2 * static_cast<std::size_t>(size()), 0);
     MPI_Request request = MPI_REQUEST_NULL;
     {
       auto lock = MpiSession::get().lock();
-      LOOM_MPI_CHECK(
-          MPI_Iallgather(wish, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, g.control(), &request));
+      LOOM_MPI_CHECK(MPI_Iallgather(g.split_wish().data(), 2, MPI_INT64_T, g.split_words().data(),
+                                    2, MPI_INT64_T, g.control(), &request));
     }
     g.wait(&request, 1, "split");
     MPI_Comm data = MPI_COMM_NULL;
     MPI_Comm control = MPI_COMM_NULL;
     {
       auto lock = MpiSession::get().lock();
-      LOOM_MPI_CHECK(MPI_Comm_split(g.data(), colour, key, &data));
       LOOM_MPI_CHECK(MPI_Comm_split(g.control(), colour, key, &control));
-      LOOM_MPI_CHECK(MPI_Comm_set_errhandler(data, MPI_ERRORS_RETURN));
       LOOM_MPI_CHECK(MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN));
+      LOOM_MPI_CHECK(MPI_Comm_dup(control, &data));
+      LOOM_MPI_CHECK(MPI_Comm_set_errhandler(data, MPI_ERRORS_RETURN));
     }
     return std::make_shared<MpiCommunicator>(
         std::make_shared<MpiGroup>(data, control, g.options()));
@@ -567,7 +637,14 @@ class MpiCommunicator final : public Communicator {
 std::shared_ptr<Communicator> mpi_world(const CommOptions& options) {
   MpiSession::get();
   MPI_Comm data = duplicate(MPI_COMM_WORLD, options, "mpi communicator");
-  MPI_Comm control = duplicate(MPI_COMM_WORLD, options, "mpi communicator");
+  MPI_Comm control = MPI_COMM_NULL;
+  try {
+    control = duplicate(MPI_COMM_WORLD, options, "mpi communicator");
+  } catch (...) {
+    auto lock = MpiSession::get().lock();
+    MPI_Comm_free(&data);
+    throw;
+  }
   return std::make_shared<MpiCommunicator>(std::make_shared<MpiGroup>(data, control, options));
 }
 
@@ -592,32 +669,51 @@ std::vector<std::int64_t> mpi_world_all_gather(std::int64_t value, const CommOpt
   MpiSession::get();
   ScratchWorld world(options);
   MpiGroup& g = world.group();
-  std::vector<std::int64_t> all(static_cast<std::size_t>(g.size()));
+  // On the heap, left behind on a timeout (MPI may still write them).
+  auto mine = std::make_unique<std::int64_t>(value);
+  auto all = std::make_unique<std::vector<std::int64_t>>(static_cast<std::size_t>(g.size()));
   MPI_Request request = MPI_REQUEST_NULL;
   {
     auto lock = MpiSession::get().lock();
-    LOOM_MPI_CHECK(
-        MPI_Iallgather(&value, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, g.data(), &request));
+    LOOM_MPI_CHECK(MPI_Iallgather(mine.get(), 1, MPI_INT64_T, all->data(), 1, MPI_INT64_T, g.data(),
+                                  &request));
   }
-  g.wait(&request, 1, "mpi bootstrap (all-gather)");
-  return all;
+  try {
+    g.wait(&request, 1, "mpi bootstrap (all-gather)");
+  } catch (const CommError&) {
+    (void)mine.release();
+    (void)all.release();
+    throw;
+  }
+  return *all;
 }
 
 void mpi_world_broadcast(void* data, std::size_t bytes, int root, const CommOptions& options) {
   MpiSession::get();
   ScratchWorld world(options);
   MpiGroup& g = world.group();
+  // Through a heap copy, left behind on a timeout (MPI may still write it).
+  const auto* bytes_in = static_cast<const unsigned char*>(data);
+  auto copy = std::make_unique<std::vector<unsigned char>>(bytes_in, bytes_in + bytes);
   MPI_Request request = MPI_REQUEST_NULL;
   {
     auto lock = MpiSession::get().lock();
-    LOOM_MPI_CHECK(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, g.data(), &request));
+    LOOM_MPI_CHECK(
+        MPI_Ibcast(copy->data(), static_cast<int>(bytes), MPI_BYTE, root, g.data(), &request));
   }
-  g.wait(&request, 1, "mpi bootstrap (broadcast)");
+  try {
+    g.wait(&request, 1, "mpi bootstrap (broadcast)");
+  } catch (const CommError&) {
+    (void)copy.release();
+    throw;
+  }
+  std::copy(copy->begin(), copy->end(), static_cast<unsigned char*>(data));
 }
 
 int mpi_world_rank() {
   MpiSession::get();
   int rank = 0;
+  auto lock = MpiSession::get().lock();
   LOOM_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   return rank;
 }
@@ -625,6 +721,7 @@ int mpi_world_rank() {
 int mpi_world_size() {
   MpiSession::get();
   int size = 1;
+  auto lock = MpiSession::get().lock();
   LOOM_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
   return size;
 }

@@ -31,6 +31,7 @@ MpiSession::MpiSession() {
     LOOM_MPI_CHECK(MPI_Query_thread(&provided));
   }
   if (provided < MPI_THREAD_SERIALIZED) {
+    if (initialized_here_) MPI_Finalize();
     throw CommError("MPI was initialized with thread level " + std::to_string(provided) +
                     "; loom's collectives run on host workers and need MPI_THREAD_SERIALIZED at "
                     "least (MPI_THREAD_MULTIPLE is best): initialize MPI with MPI_Init_thread, "

@@ -61,25 +61,27 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 }
 
 // Waits until `comm` has finished what it was last asked (a non-blocking
-// communicator answers ncclInProgress meanwhile); past `deadline` it is
-// aborted. @throws CommError, NcclError.
-void wait_ready(ncclComm_t comm, Clock::time_point deadline, const std::string& what,
-                std::chrono::milliseconds timeout) {
+// communicator answers ncclInProgress meanwhile), at most `timeout`: empty
+// when it has, else why not (the caller aborts the communicator).
+std::string wait_ready(ncclComm_t comm, const std::string& what,
+                       std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
   for (;;) {
     ncclResult_t state = ncclSuccess;
-    LOOM_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
-    if (state == ncclSuccess) return;
-    if (state != ncclInProgress) {
-      ncclCommAbort(comm);
-      throw_nccl_error(state, what.c_str(), __FILE__, __LINE__);
-    }
+    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
+    if (state == ncclSuccess) return {};
+    if (state != ncclInProgress) return what + ": NCCL reported " + ncclGetErrorString(state);
     if (Clock::now() > deadline) {
-      ncclCommAbort(comm);
-      throw CommError(what + ": not every rank took part within " +
-                      std::to_string(timeout.count()) + " ms");
+      return what + ": not every rank took part within " + std::to_string(timeout.count()) + " ms";
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+}
+
+// A communicator being made that did not become ready: aborted, and why thrown.
+void give_up_on(ncclComm_t comm, const std::string& why) {
+  ncclCommAbort(comm);
+  throw CommError(why);
 }
 
 ncclConfig_t non_blocking() {
@@ -137,6 +139,10 @@ class NcclGroup {
   // kernels end) and the reason returned.
   std::string overdue(std::string_view name, std::chrono::nanoseconds waited) {
     if (std::string why = unusable(); !why.empty()) return why;
+    // Never wait here (the scheduling thread): a split in progress is asked
+    // about on the next poll.
+    std::unique_lock calls(calls_, std::try_to_lock);
+    if (!calls.owns_lock()) return {};
     ncclResult_t state = ncclSuccess;
     if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) state = ncclInternalError;
     if (state != ncclSuccess && state != ncclInProgress) {
@@ -149,13 +155,22 @@ class NcclGroup {
                  "called another collective)");
   }
 
-  // After an enqueue: NCCL may still be enqueueing (non-blocking).
+  // After an enqueue: NCCL may still be enqueueing (non-blocking). Past the
+  // timeout, or on an NCCL error, the communicator is aborted.
+  // @throws CommError.
   void settle(const std::string& what) {
-    wait_ready(comm_, Clock::now() + options_.timeout, what, options_.timeout);
+    if (std::string why = wait_ready(comm_, what, options_.timeout); !why.empty()) {
+      throw CommError(abort(std::move(why)));
+    }
   }
 
- private:
+  // Held around every call on the communicator: NCCL's are not thread-safe,
+  // and a split (the caller's thread) meets collectives and aborts (the
+  // scheduling thread). Recursive: an abort happens inside a held call.
+  std::unique_lock<std::recursive_mutex> lock_calls() { return std::unique_lock(calls_); }
+
   std::string abort(std::string why) {
+    auto calls = lock_calls();
     std::lock_guard lock(mutex_);
     if (!why_.empty()) return why_;
     why_ = std::move(why) + "; the communicator is aborted";
@@ -164,9 +179,11 @@ class NcclGroup {
     return why_;
   }
 
+ private:
   ncclComm_t comm_;
   int device_;
   CommOptions options_;
+  std::recursive_mutex calls_;
   std::mutex mutex_;
   std::string why_;
   std::atomic<bool> aborted_{false};
@@ -226,8 +243,9 @@ class NcclCollective final : public NcclOp {
   }
 
   void run_cuda(const ExecutionContext& ctx) const override {
-    require_usable();
     NcclGroup& g = *group_;
+    auto calls = g.lock_calls();
+    require_usable();
     const cudaStream_t stream = stream_of(ctx);
     const void* in = input(ctx);
     void* out = out_.data();
@@ -320,8 +338,9 @@ class NcclPointToPoint final : public NcclOp {
   }
   void validate() const override { require_device(data_); }
   void run_cuda(const ExecutionContext& ctx) const override {
-    require_usable();
     NcclGroup& g = *group_;
+    auto calls = g.lock_calls();
+    require_usable();
     const auto count = static_cast<std::size_t>(data_.numel());
     const ncclDataType_t type = nccl_type(data_.dtype());
     if (sending_) {
@@ -373,12 +392,18 @@ class NcclCommunicator final : public Communicator {
   std::shared_ptr<Communicator> split(int colour, int key) const override {
     NcclGroup& g = *group_;
     DeviceGuard device(g.device());
+    auto calls = g.lock_calls();
+    if (std::string why = g.unusable(); !why.empty()) {
+      throw CommError("split: the communicator is unusable since " + why);
+    }
     ncclConfig_t config = non_blocking();
     ncclComm_t part = nullptr;
     LOOM_NCCL_CHECK(ncclCommSplit(g.comm(), colour, key, &part, &config));
     g.settle("split");
     if (part == nullptr) throw InternalError("ncclCommSplit gave no communicator");
-    wait_ready(part, Clock::now() + g.options().timeout, "split", g.options().timeout);
+    if (std::string why = wait_ready(part, "split", g.options().timeout); !why.empty()) {
+      give_up_on(part, why);
+    }
     return std::make_shared<NcclCommunicator>(
         std::make_shared<NcclGroup>(part, g.device(), g.options()));
   }
@@ -394,7 +419,9 @@ class NcclCommunicator final : public Communicator {
 
 std::shared_ptr<Communicator> make_communicator(ncclComm_t comm, int device,
                                                 const CommOptions& options, const char* what) {
-  wait_ready(comm, Clock::now() + options.timeout, what, options.timeout);
+  if (std::string why = wait_ready(comm, what, options.timeout); !why.empty()) {
+    give_up_on(comm, why);
+  }
   return std::make_shared<NcclCommunicator>(std::make_shared<NcclGroup>(comm, device, options));
 }
 
@@ -482,7 +509,12 @@ std::vector<std::shared_ptr<Communicator>> nccl_communicators(const std::vector<
   std::vector<std::shared_ptr<Communicator>> out;
   for (int r = 0; r < ranks; ++r) {
     const auto i = static_cast<std::size_t>(r);
-    out.push_back(detail::make_communicator(comms[i], devices[i], options, "nccl_communicators"));
+    try {
+      out.push_back(detail::make_communicator(comms[i], devices[i], options, "nccl_communicators"));
+    } catch (...) {
+      for (std::size_t j = i + 1; j < comms.size(); ++j) ncclCommAbort(comms[j]);
+      throw;
+    }
   }
   return out;
 }

@@ -145,6 +145,11 @@ void CudaLauncher::launch(RunMachine& machine, Run& run, std::uint32_t t) {
       dt.trace_start = timing_events_->acquire();
       dt.trace_start->record(stream);
     }
+    const bool collective = planned.stream == run.plan().collective_stream();
+    if (collective) {
+      dt.collective_start = events_->acquire();
+      dt.collective_start->record(stream);
+    }
     Resources resources(*this, dt, stream);
     const ExecutionContext ctx(options_.device, stream.native(), &resources);
     enqueued_some = true;
@@ -155,6 +160,10 @@ void CudaLauncher::launch(RunMachine& machine, Run& run, std::uint32_t t) {
         break;
       case TaskKind::copy: copies_.enqueue(task.copy_src, task.copy_dst, stream); break;
       case TaskKind::host: throw InternalError("a host task was planned on a stream");
+    }
+    if (collective) {
+      dt.collective_end = events_->acquire();
+      dt.collective_end->record(stream);
     }
     if (run.tracing) {
       dt.trace_end = timing_events_->acquire();
@@ -176,8 +185,6 @@ void CudaLauncher::launch(RunMachine& machine, Run& run, std::uint32_t t) {
     return;
   }
   dt.launch_seq = ++launches_[executor_stream];
-  if (planned.stream == run.plan().collective_stream())
-    dt.issued = std::chrono::steady_clock::now();
   cursor.in_flight.push_back(t);
   if (planned.watched) {
     dt.watching = true;

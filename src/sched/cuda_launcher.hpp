@@ -99,7 +99,7 @@ class CudaLauncher final : public Launcher {
   void launch(RunMachine& machine, Run& run, std::uint32_t t);
   void start_async(RunMachine& machine, Run& run, std::uint32_t t);
   bool poll(RunMachine& machine, Run& run);
-  void give_up_overdue(RunMachine& machine, Run& run, std::uint32_t w);
+  void give_up_overdue(RunMachine& machine, Run& run);
   bool poll_staged(RunMachine& machine, Run& run);
 
   CudaLauncherOptions options_;

@@ -62,29 +62,43 @@ bool CudaLauncher::arm_wakeups(const RunList& runs) {
   return ok;
 }
 
-// The collectives in flight on w's stream up to w: one that waits on other
-// processes past its patience fails (Op::overdue), its device work made to end.
-void CudaLauncher::give_up_overdue(RunMachine& machine, Run& run, std::uint32_t w) {
+// The collective running on the run's collective stream, if any (the first
+// in flight whose start event has completed and whose end event has not):
+// its op is asked whether it gives up (Op::overdue), counting from when its
+// start was first seen; one that does fails by name, its device work made
+// to end by the op. Collectives queued behind it are not judged yet.
+void CudaLauncher::give_up_overdue(RunMachine& machine, Run& run) {
   RunStreams& mine = streams_of(run);
-  const StreamCursor& cursor = mine.streams[static_cast<std::size_t>(run.plan().tasks[w].stream)];
-  const auto now = std::chrono::steady_clock::now();
+  const auto s = static_cast<std::size_t>(run.plan().collective_stream());
+  if (s >= mine.streams.size()) return;
+  const StreamCursor& cursor = mine.streams[s];
   for (std::size_t k = cursor.head; k < cursor.in_flight.size(); ++k) {
     const auto t = cursor.in_flight[k];
     DeviceTask& dt = mine.tasks[t];
-    const Task& task = run.tasks()[t];
-    if (!dt.gave_up && task.kind == TaskKind::op && task.op) {
-      std::string why;
-      try {
-        why = task.op->overdue(now - dt.issued);
-      } catch (const std::exception& e) {
-        why = e.what();
+    if (!dt.collective_start || !dt.collective_end) return;
+    try {
+      if (dt.collective_end->completed()) continue;
+      if (!dt.started_seen) {
+        if (!dt.collective_start->completed()) return;
+        dt.started_seen = true;
+        dt.started = std::chrono::steady_clock::now();
       }
-      if (!why.empty()) {
-        dt.gave_up = true;
-        machine.fail(run, t, std::make_exception_ptr(CommError(why)));
-      }
+    } catch (const std::exception&) {
+      return;  // a device fault: the watched events report it
     }
-    if (t == w) break;
+    const Task& task = run.tasks()[t];
+    if (dt.gave_up || task.kind != TaskKind::op || !task.op) return;
+    std::string why;
+    try {
+      why = task.op->overdue(std::chrono::steady_clock::now() - dt.started);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (!why.empty()) {
+      dt.gave_up = true;
+      machine.fail(run, t, std::make_exception_ptr(CommError(why)));
+    }
+    return;
   }
 }
 
@@ -124,9 +138,6 @@ bool CudaLauncher::poll(RunMachine& machine, Run& run) {
       error = std::current_exception();
     }
     if (!done) {
-      if (run.plan().tasks[w].stream == run.plan().collective_stream()) {
-        give_up_overdue(machine, run, w);
-      }
       ++i;
       continue;
     }
@@ -158,6 +169,7 @@ bool CudaLauncher::poll(RunMachine& machine, Run& run) {
     }
   }
   if (poll_staged(machine, run)) progress = true;
+  give_up_overdue(machine, run);
   return progress;
 }
 

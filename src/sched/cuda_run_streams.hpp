@@ -34,8 +34,14 @@ struct CudaLauncher::DeviceTask {
   bool watching = false;         // its event is polled
   bool confirmed = false;        // seen complete through its stream's watched tail
   std::uint64_t launch_seq = 0;  // its place among its executor stream's launches
-  bool gave_up = false;          // a collective's op declared it overdue
-  std::chrono::steady_clock::time_point issued{};  // a collective's, for Op::overdue
+  // A collective's (the collective stream's tasks): events around its work,
+  // so that the scheduling thread sees when it started and whether it ended,
+  // and asks its op whether it gives up (Op::overdue).
+  EventPool::Lease collective_start;
+  EventPool::Lease collective_end;
+  bool started_seen = false;
+  bool gave_up = false;
+  std::chrono::steady_clock::time_point started{};  // when its start was first seen
   EventPool::Lease event;
   EventPool::Lease trace_start;
   EventPool::Lease trace_end;
