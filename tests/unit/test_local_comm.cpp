@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -302,6 +303,45 @@ TEST(LocalCommErrors, ASendNobodyReceivesFailsInBoundedTime) {
                EXPECT_EQ(e.task(), "orphan");
                EXPECT_NE(std::string(e.what()).find("rank 1 did not receive it"), std::string::npos)
                    << e.what();
+             }
+           });
+}
+
+// A recv that timed out would take the pair's next send: instead the pair's
+// later sends and recvs fail at once, saying why, and other pairs go on.
+TEST(LocalCommErrors, ARecvThatTimesOutBreaksItsPairOnly) {
+  std::barrier timed_out(3);
+  on_ranks(loom::local_communicators(3, {.timeout = std::chrono::milliseconds(200)}),
+           [&](int rank, Communicator& comm, loom::Runtime& rt) {
+             auto x = rt.tensor<float>({4});
+             std::fill_n(x.data_as<float>(), 4, static_cast<float>(rank));
+             if (rank == 1) {
+               loom::Graph g;
+               g.collective(comm.recv(x, 0), {.name = "early recv"});
+               EXPECT_THROW(rt.submit(g).wait(), loom::CommError);
+             }
+             timed_out.arrive_and_wait();
+             loom::Graph late;
+             if (rank == 0) late.collective(comm.send(x, 1), {.name = "late send"});
+             if (rank == 1) late.collective(comm.recv(x, 0), {.name = "next recv"});
+             if (rank != 2) {
+               try {
+                 rt.submit(late).wait();
+                 ADD_FAILURE() << "rank " << rank << ": the broken pair moved a message";
+               } catch (const loom::CommError& e) {
+                 EXPECT_NE(std::string(e.what()).find("out of order"), std::string::npos)
+                     << e.what();
+               }
+             }
+             // Ranks 2 -> 1 still work.
+             loom::Graph other;
+             if (rank == 2) other.collective(comm.send(x, 1));
+             if (rank == 1) other.collective(comm.recv(x, 2));
+             if (rank != 0) {
+               rt.submit(other).wait();
+               if (rank == 1) {
+                 EXPECT_EQ(x.data_as<float>()[0], 2.0F);
+               }
              }
            });
 }
