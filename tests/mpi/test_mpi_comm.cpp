@@ -354,6 +354,31 @@ TEST_F(MpiCommShortTimeout, ARankThatFailsBeforeACollectiveFailsTheOthersInBound
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+TEST_F(MpiCommShortTimeout, ARecvThatTimesOutLeavesTheCommunicatorUnusable) {
+  if (size_ < 2 || comm_->backend() != "mpi") GTEST_SKIP() << "needs two ranks on the mpi backend";
+  if (rank_ == 1) {
+    auto x = upload(input_of<float>(rank_, 16, 900));
+    loom::Graph g;
+    g.collective(comm_->recv(x, 0), {.name = "early recv"});
+    try {
+      runtime().submit(g).wait();
+      FAIL() << "a recv with no send finished";
+    } catch (const loom::CommError& e) {
+      EXPECT_NE(std::string(e.what()).find("nothing came"), std::string::npos) << e.what();
+    }
+    // A send that came now would meet the next recv: nothing more runs.
+    loom::Graph next;
+    next.collective(comm_->all_reduce(x, x), {.name = "next"});
+    try {
+      runtime().submit(next).wait();
+      FAIL() << "the communicator ran a collective after losing its order";
+    } catch (const loom::CommError& e) {
+      EXPECT_NE(std::string(e.what()).find("unusable"), std::string::npos) << e.what();
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST_F(MpiComm, ACompiledStepReplaysItsAllReduceWhereTheBackendCapturesIt) {
   const std::int64_t n = 2048;
   auto x = upload(input_of<float>(rank_, n, 800));
