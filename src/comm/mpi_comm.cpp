@@ -76,6 +76,20 @@ int mpi_count(const char* call, DType t, std::int64_t count) {
   return static_cast<int>(n);
 }
 
+// What a timed-out MPI request may still write into: kept for the process's
+// life, reachable from here (so that leak checkers see it kept, not lost).
+void keep_forever(std::shared_ptr<void> kept) {
+  static std::mutex mutex;
+  static auto* graveyard = new std::vector<std::shared_ptr<void>>();
+  std::lock_guard lock(mutex);
+  graveyard->push_back(std::move(kept));
+}
+
+template <class T>
+void keep_forever(std::unique_ptr<T> kept) {
+  keep_forever(std::shared_ptr<void>(std::move(kept)));
+}
+
 // Pinned host memory that device tensors stage through: grown when a larger
 // tensor comes, kept until the communicator goes.
 class PinnedBuffer {
@@ -126,11 +140,11 @@ class MpiGroup {
       // the abandoned tensors): they stay allocated for the process's life.
       staging_in_.leak();
       staging_out_.leak();
-      new std::vector<unsigned char>(std::move(scratch_));
-      new std::vector<std::int64_t>(std::move(all_words_));
-      new std::vector<std::int64_t>(std::move(split_words_));
-      new std::vector<Tensor>(std::move(abandoned_));
-      new std::array<std::int64_t, CollectiveSpec::kWords>(my_words_);
+      keep_forever(std::make_unique<std::vector<unsigned char>>(std::move(scratch_)));
+      keep_forever(std::make_unique<std::vector<std::int64_t>>(std::move(all_words_)));
+      keep_forever(std::make_unique<std::vector<std::int64_t>>(std::move(my_words_)));
+      keep_forever(std::make_unique<std::vector<std::int64_t>>(std::move(split_words_)));
+      keep_forever(std::make_unique<std::vector<Tensor>>(std::move(abandoned_)));
     }
     // Freeing waits for nothing; after MPI_Finalize it is not allowed.
     if (!MpiSession::finalized()) {
@@ -216,7 +230,8 @@ class MpiGroup {
 
   // Every rank's spec, compared: @throws CommError on every rank when they differ.
   void agree(const CollectiveSpec& mine, const std::string& what) {
-    my_words_ = mine.words();
+    const auto words = mine.words();
+    my_words_.assign(words.begin(), words.end());
     all_words_.resize(CollectiveSpec::kWords * static_cast<std::size_t>(size_));
     MPI_Request request = MPI_REQUEST_NULL;
     {
@@ -258,7 +273,7 @@ class MpiGroup {
   std::atomic<std::uint64_t> sequence_{0};
   std::mutex state_;
   std::string broken_;
-  std::array<std::int64_t, CollectiveSpec::kWords> my_words_{};
+  std::vector<std::int64_t> my_words_;
   std::vector<std::int64_t> all_words_;
   std::array<std::int64_t, 2> split_wish_{};
   std::vector<std::int64_t> split_words_;
@@ -550,7 +565,7 @@ MPI_Comm duplicate(MPI_Comm parent, const CommOptions& options, const char* what
     }
     if (done != 0) break;
     if (Clock::now() > deadline) {
-      (void)copy.release();
+      keep_forever(std::move(copy));
       throw CommError(std::string(what) + ": not every rank took part within " +
                       std::to_string(options.timeout.count()) + " ms");
     }
@@ -681,8 +696,8 @@ std::vector<std::int64_t> mpi_world_all_gather(std::int64_t value, const CommOpt
   try {
     g.wait(&request, 1, "mpi bootstrap (all-gather)");
   } catch (const CommError&) {
-    (void)mine.release();
-    (void)all.release();
+    keep_forever(std::move(mine));
+    keep_forever(std::move(all));
     throw;
   }
   return *all;
@@ -704,7 +719,7 @@ void mpi_world_broadcast(void* data, std::size_t bytes, int root, const CommOpti
   try {
     g.wait(&request, 1, "mpi bootstrap (broadcast)");
   } catch (const CommError&) {
-    (void)copy.release();
+    keep_forever(std::move(copy));
     throw;
   }
   std::copy(copy->begin(), copy->end(), static_cast<unsigned char*>(data));
