@@ -65,4 +65,40 @@ Tensor token_over(unsigned char* byte);
 /// Whether two tensors' bytes overlap.
 bool overlaps(const Tensor& a, const Tensor& b) noexcept;
 
+/// What every backend's communicator shares: each collective is checked
+/// (the *_spec functions) and then built by the backend from its spec.
+class SpecCommunicator : public Communicator {
+ public:
+  CollectivePtr all_reduce(const Tensor& in, const Tensor& out, ReduceOp op) const final {
+    return collective(all_reduce_spec(in, out, op), in, out);
+  }
+  CollectivePtr all_gather(const Tensor& in, const Tensor& out) const final {
+    return collective(all_gather_spec(in, out, size()), in, out);
+  }
+  CollectivePtr reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) const final {
+    return collective(reduce_scatter_spec(in, out, op, size()), in, out);
+  }
+  CollectivePtr broadcast(const Tensor& data, int root) const final {
+    return collective(broadcast_spec(data, root, size()), data, data);
+  }
+  CollectivePtr ring_exchange(const Tensor& send, const Tensor& recv) const final {
+    return collective(ring_exchange_spec(send, recv), send, recv);
+  }
+  CollectivePtr send(const Tensor& data, int peer) const final {
+    check_point_to_point("send", data, peer, rank(), size());
+    return point_to_point(true, data, peer);
+  }
+  CollectivePtr recv(const Tensor& data, int peer) const final {
+    check_point_to_point("recv", data, peer, rank(), size());
+    return point_to_point(false, data, peer);
+  }
+
+ protected:
+  /// The backend's collective for a checked spec.
+  virtual CollectivePtr collective(const CollectiveSpec& spec, const Tensor& in,
+                                   const Tensor& out) const = 0;
+  /// The backend's send (`sending`) or recv of checked data.
+  virtual CollectivePtr point_to_point(bool sending, const Tensor& data, int peer) const = 0;
+};
+
 }  // namespace loom::detail

@@ -705,7 +705,7 @@ class LocalCollective final : public LocalOp {
   Tensor out_;
 };
 
-class LocalCommunicator final : public Communicator {
+class LocalCommunicator final : public SpecCommunicator {
  public:
   LocalCommunicator(std::shared_ptr<LocalGroup> group, int rank)
       : group_(std::move(group)), rank_(rank), token_(token_over(group_->token_byte(rank_))) {}
@@ -714,39 +714,20 @@ class LocalCommunicator final : public Communicator {
   int size() const noexcept override { return group_->size(); }
   std::string_view backend() const noexcept override { return "local"; }
 
-  CollectivePtr all_reduce(const Tensor& in, const Tensor& out, ReduceOp op) const override {
-    return make(all_reduce_spec(in, out, op), in, out);
-  }
-  CollectivePtr all_gather(const Tensor& in, const Tensor& out) const override {
-    return make(all_gather_spec(in, out, size()), in, out);
-  }
-  CollectivePtr reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) const override {
-    return make(reduce_scatter_spec(in, out, op, size()), in, out);
-  }
-  CollectivePtr broadcast(const Tensor& data, int root) const override {
-    return make(broadcast_spec(data, root, size()), data, data);
-  }
-  CollectivePtr ring_exchange(const Tensor& send, const Tensor& recv) const override {
-    return make(ring_exchange_spec(send, recv), send, recv);
-  }
-  CollectivePtr send(const Tensor& data, int peer) const override {
-    check_point_to_point("send", data, peer, rank_, size());
-    return std::make_shared<LocalPointToPoint>(group_, rank_, token_, true, data, peer);
-  }
-  CollectivePtr recv(const Tensor& data, int peer) const override {
-    check_point_to_point("recv", data, peer, rank_, size());
-    return std::make_shared<LocalPointToPoint>(group_, rank_, token_, false, data, peer);
-  }
   std::shared_ptr<Communicator> split(int colour, int key) const override {
     auto [group, rank] = group_->split(rank_, colour, key);
     return std::make_shared<LocalCommunicator>(std::move(group), rank);
   }
 
  private:
-  CollectivePtr make(const CollectiveSpec& spec, const Tensor& in, const Tensor& out) const {
+  CollectivePtr collective(const CollectiveSpec& spec, const Tensor& in,
+                           const Tensor& out) const override {
     Entry e;
     e.spec = spec;
     return std::make_shared<LocalCollective>(group_, rank_, token_, e, in, out);
+  }
+  CollectivePtr point_to_point(bool sending, const Tensor& data, int peer) const override {
+    return std::make_shared<LocalPointToPoint>(group_, rank_, token_, sending, data, peer);
   }
 
   std::shared_ptr<LocalGroup> group_;

@@ -576,7 +576,7 @@ MPI_Comm duplicate(MPI_Comm parent, const CommOptions& options, const char* what
   return *copy;
 }
 
-class MpiCommunicator final : public Communicator {
+class MpiCommunicator final : public SpecCommunicator {
  public:
   explicit MpiCommunicator(std::shared_ptr<MpiGroup> group)
       : group_(std::move(group)), token_(token_over(group_->token_byte())) {}
@@ -584,30 +584,6 @@ class MpiCommunicator final : public Communicator {
   int rank() const noexcept override { return group_->rank(); }
   int size() const noexcept override { return group_->size(); }
   std::string_view backend() const noexcept override { return "mpi"; }
-
-  CollectivePtr all_reduce(const Tensor& in, const Tensor& out, ReduceOp op) const override {
-    return make(all_reduce_spec(in, out, op), in, out);
-  }
-  CollectivePtr all_gather(const Tensor& in, const Tensor& out) const override {
-    return make(all_gather_spec(in, out, size()), in, out);
-  }
-  CollectivePtr reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) const override {
-    return make(reduce_scatter_spec(in, out, op, size()), in, out);
-  }
-  CollectivePtr broadcast(const Tensor& data, int root) const override {
-    return make(broadcast_spec(data, root, size()), data, data);
-  }
-  CollectivePtr ring_exchange(const Tensor& send, const Tensor& recv) const override {
-    return make(ring_exchange_spec(send, recv), send, recv);
-  }
-  CollectivePtr send(const Tensor& data, int peer) const override {
-    check_point_to_point("send", data, peer, rank(), size());
-    return std::make_shared<MpiPointToPoint>(group_, token_, true, data, peer);
-  }
-  CollectivePtr recv(const Tensor& data, int peer) const override {
-    check_point_to_point("recv", data, peer, rank(), size());
-    return std::make_shared<MpiPointToPoint>(group_, token_, false, data, peer);
-  }
 
   std::shared_ptr<Communicator> split(int colour, int key) const override {
     MpiGroup& g = *group_;
@@ -639,8 +615,12 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
-  CollectivePtr make(const CollectiveSpec& spec, const Tensor& in, const Tensor& out) const {
+  CollectivePtr collective(const CollectiveSpec& spec, const Tensor& in,
+                           const Tensor& out) const override {
     return std::make_shared<MpiCollective>(group_, token_, spec, in, out);
+  }
+  CollectivePtr point_to_point(bool sending, const Tensor& data, int peer) const override {
+    return std::make_shared<MpiPointToPoint>(group_, token_, sending, data, peer);
   }
 
   std::shared_ptr<MpiGroup> group_;

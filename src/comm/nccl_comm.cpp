@@ -357,7 +357,7 @@ class NcclPointToPoint final : public NcclOp {
   int peer_;
 };
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public SpecCommunicator {
  public:
   explicit NcclCommunicator(std::shared_ptr<NcclGroup> group)
       : group_(std::move(group)), token_(token_over(group_->token_byte())) {}
@@ -366,29 +366,6 @@ class NcclCommunicator final : public Communicator {
   int size() const noexcept override { return group_->size(); }
   std::string_view backend() const noexcept override { return "nccl"; }
 
-  CollectivePtr all_reduce(const Tensor& in, const Tensor& out, ReduceOp op) const override {
-    return make(all_reduce_spec(in, out, op), in, out);
-  }
-  CollectivePtr all_gather(const Tensor& in, const Tensor& out) const override {
-    return make(all_gather_spec(in, out, size()), in, out);
-  }
-  CollectivePtr reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op) const override {
-    return make(reduce_scatter_spec(in, out, op, size()), in, out);
-  }
-  CollectivePtr broadcast(const Tensor& data, int root) const override {
-    return make(broadcast_spec(data, root, size()), data, data);
-  }
-  CollectivePtr ring_exchange(const Tensor& send, const Tensor& recv) const override {
-    return make(ring_exchange_spec(send, recv), send, recv);
-  }
-  CollectivePtr send(const Tensor& data, int peer) const override {
-    check_point_to_point("send", data, peer, rank(), size());
-    return std::make_shared<NcclPointToPoint>(group_, token_, true, data, peer);
-  }
-  CollectivePtr recv(const Tensor& data, int peer) const override {
-    check_point_to_point("recv", data, peer, rank(), size());
-    return std::make_shared<NcclPointToPoint>(group_, token_, false, data, peer);
-  }
   std::shared_ptr<Communicator> split(int colour, int key) const override {
     NcclGroup& g = *group_;
     DeviceGuard device(g.device());
@@ -409,8 +386,12 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  CollectivePtr make(const CollectiveSpec& spec, const Tensor& in, const Tensor& out) const {
+  CollectivePtr collective(const CollectiveSpec& spec, const Tensor& in,
+                           const Tensor& out) const override {
     return std::make_shared<NcclCollective>(group_, token_, spec, in, out);
+  }
+  CollectivePtr point_to_point(bool sending, const Tensor& data, int peer) const override {
+    return std::make_shared<NcclPointToPoint>(group_, token_, sending, data, peer);
   }
 
   std::shared_ptr<NcclGroup> group_;

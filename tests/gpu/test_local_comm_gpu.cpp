@@ -3,6 +3,7 @@
 // reduction kernel on the GPU, the rendezvous on the host), against
 // references computed here from fresh random inputs, outputs poisoned first.
 #include "support/gpu.hpp"
+#include "support/ranks.hpp"
 #include "support/seed.hpp"
 
 #include <loom/comm.hpp>
@@ -33,22 +34,7 @@ using loom::ReduceOp;
 // Runs body(rank, comm, runtime) on one thread a rank, a CUDA runtime each.
 void on_ranks(const std::vector<std::shared_ptr<Communicator>>& comms,
               const std::function<void(int, Communicator&, loom::Runtime&)>& body) {
-  std::mutex m;
-  std::vector<std::string> failures;
-  std::vector<std::thread> threads;
-  for (std::size_t r = 0; r < comms.size(); ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        loom::Runtime rt;
-        body(static_cast<int>(r), *comms[r], rt);
-      } catch (const std::exception& e) {
-        const std::lock_guard lock(m);
-        failures.push_back("rank " + std::to_string(r) + ": " + e.what());
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const auto& f : failures) ADD_FAILURE() << f;
+  loom::test::on_ranks(comms, loom::RuntimeOptions{}, body);
 }
 
 class LocalCommGpu : public ::testing::TestWithParam<int> {

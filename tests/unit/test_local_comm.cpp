@@ -2,6 +2,7 @@
 // with a CPU Runtime of its own; collectives as graph tasks, checked against
 // references computed here, in submission order, failing by name and in
 // bounded time when ranks disagree or one does not come.
+#include "support/ranks.hpp"
 #include "support/seed.hpp"
 
 #include <loom/comm.hpp>
@@ -39,26 +40,13 @@ loom::Runtime cpu_runtime() {
   return loom::Runtime(o);
 }
 
-// Runs body(rank, comm, runtime) on one thread a rank; the first failure of
-// any rank (an exception or a gtest assertion) is reported.
+// Runs body(rank, comm, runtime) on one thread a rank, a CPU runtime each.
 void on_ranks(const std::vector<std::shared_ptr<Communicator>>& comms,
               const std::function<void(int, Communicator&, loom::Runtime&)>& body) {
-  std::mutex m;
-  std::vector<std::string> failures;
-  std::vector<std::thread> threads;
-  for (std::size_t r = 0; r < comms.size(); ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto rt = cpu_runtime();
-        body(static_cast<int>(r), *comms[r], rt);
-      } catch (const std::exception& e) {
-        const std::lock_guard lock(m);
-        failures.push_back("rank " + std::to_string(r) + ": " + e.what());
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const auto& f : failures) ADD_FAILURE() << f;
+  loom::RuntimeOptions o;
+  o.backend = loom::Backend::cpu;
+  o.workers = 2;
+  loom::test::on_ranks(comms, o, body);
 }
 
 // Rank r's values: distinct across ranks, fresh each test.
