@@ -111,40 +111,13 @@ class LocalGroup {
   // result. @throws CommError.
   void run(int rank, const Entry& mine, std::size_t out_bytes) {
     if (mine.device >= 0) return run_on_device(rank, mine, out_bytes);
-    unsigned char* out = mine.out;
-    std::unique_lock lock(mutex_);
-    const std::uint64_t seq = next_[static_cast<std::size_t>(rank)]++;
-    Round& round = round_at(seq);
-    round.entries[static_cast<std::size_t>(rank)] = mine;
-    ++round.arrived;
-    cv_.notify_all();
-    wait_for_all(
-        lock, round, [&] { return round.arrived == size_; }, "reach");
-    if (round.failure.empty()) round.failure = disagreement(round);
-    if (!round.failure.empty()) fail(lock, round, seq);
-    lock.unlock();
     // Every input stays untouched until every rank has computed.
     auto& scratch = scratch_[static_cast<std::size_t>(rank)];
-    try {
-      compute(rank, round, scratch);
-    } catch (const std::exception& e) {
-      lock.lock();
-      round.failure = "rank " + std::to_string(rank) + " failed in it: " + e.what();
-      cv_.notify_all();
-      fail(lock, round, seq);
-    }
-    lock.lock();
-    ++round.computed;
-    cv_.notify_all();
-    wait_for_all(
-        lock, round, [&] { return round.computed == round.arrived; }, "finish");
-    if (!round.failure.empty()) fail(lock, round, seq);
-    leave(round, seq);
-    lock.unlock();
+    meet(rank, mine, [&](const Round& round) { compute(rank, round, scratch); });
     if (!scratch.empty()) {
       if (scratch.size() != out_bytes)
         throw InternalError("a collective's result has another size");
-      std::memcpy(out, scratch.data(), out_bytes);
+      std::memcpy(mine.out, scratch.data(), out_bytes);
     }
   }
 
@@ -153,6 +126,34 @@ class LocalGroup {
   // writes its output directly (one pass over the bytes); otherwise into
   // device scratch, copied out once every rank has computed.
   void run_on_device(int rank, const Entry& mine, std::size_t out_bytes) {
+    DeviceLane* lane = nullptr;
+    bool direct = false;
+    bool written = false;
+    // A failure to set up the rank's stream is the round's failure too.
+    meet(rank, mine, [&](const Round& round) {
+      lane = &lane_of(rank, mine.device);
+      direct = writes_directly(round);
+      DeviceGuard device(mine.device);
+      unsigned char* dst = direct ? mine.out : lane->scratch(out_bytes);
+      written = direct && mine.spec.kind == Kind::all_reduce
+                    ? share_all_reduce(rank, round, lane->stream)
+                    : compute_on_device(rank, round, dst, lane->stream);
+      LOOM_CUDA_CHECK(cudaStreamSynchronize(lane->stream));
+    });
+    if (!direct && written && out_bytes != 0) {
+      DeviceGuard device(mine.device);
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(mine.out, lane->buffer, out_bytes, cudaMemcpyDeviceToDevice,
+                                      lane->stream));
+      LOOM_CUDA_CHECK(cudaStreamSynchronize(lane->stream));
+    }
+  }
+
+  // One round for rank `rank`: arrive with `mine`, wait for every rank and
+  // check that they agree, compute(round) outside the lock (every input
+  // untouched meanwhile), then wait until every rank has computed. Returns
+  // when the rank may write its output. @throws CommError.
+  template <class Compute>
+  void meet(int rank, const Entry& mine, Compute compute_part) {
     std::unique_lock lock(mutex_);
     const std::uint64_t seq = next_[static_cast<std::size_t>(rank)]++;
     Round& round = round_at(seq);
@@ -163,17 +164,9 @@ class LocalGroup {
         lock, round, [&] { return round.arrived == size_; }, "reach");
     if (round.failure.empty()) round.failure = disagreement(round);
     if (!round.failure.empty()) fail(lock, round, seq);
-    const bool direct = writes_directly(round);
     lock.unlock();
-    DeviceLane& lane = lane_of(rank, mine.device);
-    bool written = false;
     try {
-      DeviceGuard device(mine.device);
-      unsigned char* dst = direct ? mine.out : lane.scratch(out_bytes);
-      written = direct && mine.spec.kind == Kind::all_reduce
-                    ? share_all_reduce(rank, round, lane.stream)
-                    : compute_on_device(rank, round, dst, lane.stream);
-      LOOM_CUDA_CHECK(cudaStreamSynchronize(lane.stream));
+      compute_part(static_cast<const Round&>(round));
     } catch (const std::exception& e) {
       lock.lock();
       round.failure = "rank " + std::to_string(rank) + " failed in it: " + e.what();
@@ -187,13 +180,6 @@ class LocalGroup {
         lock, round, [&] { return round.computed == round.arrived; }, "finish");
     if (!round.failure.empty()) fail(lock, round, seq);
     leave(round, seq);
-    lock.unlock();
-    if (!direct && written && out_bytes != 0) {
-      DeviceGuard device(mine.device);
-      LOOM_CUDA_CHECK(
-          cudaMemcpyAsync(mine.out, lane.buffer, out_bytes, cudaMemcpyDeviceToDevice, lane.stream));
-      LOOM_CUDA_CHECK(cudaStreamSynchronize(lane.stream));
-    }
   }
 
   // Rank `from` hands `bytes` at `data` to rank `to`'s next recv from it,
