@@ -126,6 +126,7 @@ int main(int argc, char** argv) {
       std::printf("%12s %10s %10s %10s %10s %7s\n", "bytes", "loom_us", "loom_busbw", "anchor_us",
                   "anch_busbw", "ratio");
     }
+    double last_algbw = 0;  // GB/s at the largest size
     for (std::int64_t bytes = 1 << 20; bytes <= max_bytes; bytes *= 4) {
       const std::int64_t n = bytes / 4;
       auto in = rt.tensor<float>({n});
@@ -156,6 +157,7 @@ int main(int argc, char** argv) {
                                   MPI_COMM_WORLD));
         });
       }
+      last_algbw = static_cast<double>(bytes) / loom_s / 1e9;
       if (rank == 0) {
         const double loom_bus = static_cast<double>(bytes) / loom_s / 1e9 * bus;
         const double anchor_bus = static_cast<double>(bytes) / anchor_s / 1e9 * bus;
@@ -169,6 +171,9 @@ int main(int argc, char** argv) {
           "# pinned host-to-device: %.2f GB/s at %lld bytes (the mpi backend's yardstick: "
           "its algbw at that size / this)\n",
           pinned, static_cast<long long>(max_bytes));
+      std::printf(
+          "# mpi all_reduce algbw at %lld bytes: %.2f GB/s = %.3f x pinned (target >= 0.5)\n",
+          static_cast<long long>(max_bytes), last_algbw, last_algbw / pinned);
     }
     if (raw != nullptr) CHECK_NCCL(ncclCommDestroy(raw));
     if (stream != nullptr) CHECK_CUDA(cudaStreamDestroy(stream));

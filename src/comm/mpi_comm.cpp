@@ -11,6 +11,7 @@
 #include "comm/collective_spec.hpp"
 #include "comm/mpi_check.hpp"
 #include "comm/mpi_session.hpp"
+#include "comm/shared_device.hpp"
 #include "cuda/check.hpp"
 #include "cuda/device_guard.hpp"
 
@@ -124,7 +125,7 @@ class PinnedBuffer {
 // One rank's view of an MPI communicator: a communicator for the data, and
 // a second one for splits (made on the caller's thread while collectives run
 // on workers: MPI orders collectives by communicator, not by thread).
-class MpiGroup {
+class MpiGroup final : public RankExchange {
  public:
   MpiGroup(MPI_Comm data, MPI_Comm control, CommOptions options)
       : data_(data), control_(control), options_(options) {
@@ -134,8 +135,11 @@ class MpiGroup {
   }
   MpiGroup(const MpiGroup&) = delete;
   MpiGroup& operator=(const MpiGroup&) = delete;
-  ~MpiGroup() {
+  ~MpiGroup() override {
     if (!broken_.empty()) {
+      windows_.keep_forever();
+      keep_forever(std::make_unique<std::vector<unsigned char>>(std::move(exchange_mine_)));
+      keep_forever(std::make_unique<std::vector<unsigned char>>(std::move(exchange_all_)));
       // A request that timed out may still complete into these buffers (and
       // the abandoned tensors): they stay allocated for the process's life.
       staging_in_.leak();
@@ -154,8 +158,8 @@ class MpiGroup {
     }
   }
 
-  int rank() const noexcept { return rank_; }
-  int size() const noexcept { return size_; }
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
   MPI_Comm data() const noexcept { return data_; }
   MPI_Comm control() const noexcept { return control_; }
   const CommOptions& options() const noexcept { return options_; }
@@ -228,30 +232,66 @@ class MpiGroup {
     for (auto& t : tensors) abandoned_.push_back(std::move(t));
   }
 
-  // Every rank's spec, compared: @throws CommError on every rank when they differ.
-  void agree(const CollectiveSpec& mine, const std::string& what) {
+  // Every rank's spec, compared: @throws CommError on every rank when they
+  // differ. Returns whether every rank's tensors are on the same GPU (the
+  // same `where`, not host memory).
+  bool agree(const CollectiveSpec& mine, const std::array<std::int64_t, 2>& where,
+             const std::string& what) {
+    constexpr std::size_t kWords = CollectiveSpec::kWords + 2;
     const auto words = mine.words();
     my_words_.assign(words.begin(), words.end());
-    all_words_.resize(CollectiveSpec::kWords * static_cast<std::size_t>(size_));
+    my_words_.insert(my_words_.end(), where.begin(), where.end());
+    all_words_.resize(kWords * static_cast<std::size_t>(size_));
     MPI_Request request = MPI_REQUEST_NULL;
     {
       auto lock = MpiSession::get().lock();
-      LOOM_MPI_CHECK(MPI_Iallgather(my_words_.data(), static_cast<int>(CollectiveSpec::kWords),
-                                    MPI_INT64_T, all_words_.data(),
-                                    static_cast<int>(CollectiveSpec::kWords), MPI_INT64_T, data_,
+      LOOM_MPI_CHECK(MPI_Iallgather(my_words_.data(), static_cast<int>(kWords), MPI_INT64_T,
+                                    all_words_.data(), static_cast<int>(kWords), MPI_INT64_T, data_,
                                     &request));
     }
     wait(&request, 1, what);
     const CollectiveSpec first = CollectiveSpec::from_words(all_words_.data());
-    for (int r = 1; r < size_; ++r) {
-      const CollectiveSpec other =
-          CollectiveSpec::from_words(all_words_.data() + CollectiveSpec::kWords * r);
+    bool one_device = where[0] != 0 || where[1] != 0;
+    for (int r = 0; r < size_; ++r) {
+      const std::int64_t* theirs = all_words_.data() + kWords * static_cast<std::size_t>(r);
+      const CollectiveSpec other = CollectiveSpec::from_words(theirs);
       if (other != first) {
         throw CommError(what + ": the ranks disagree: rank 0 called " + first.describe() +
                         ", rank " + std::to_string(r) + " " + other.describe());
       }
+      one_device = one_device && theirs[CollectiveSpec::kWords] == where[0] &&
+                   theirs[CollectiveSpec::kWords + 1] == where[1];
     }
+    return one_device;
   }
+
+  void all_gather_bytes(const void* mine, void* all, std::size_t bytes,
+                        const std::string& what) override {
+    const auto* in = static_cast<const unsigned char*>(mine);
+    exchange_mine_.assign(in, in + bytes);
+    exchange_all_.resize(bytes * static_cast<std::size_t>(size_));
+    MPI_Request request = MPI_REQUEST_NULL;
+    {
+      auto lock = MpiSession::get().lock();
+      LOOM_MPI_CHECK(MPI_Iallgather(exchange_mine_.data(), static_cast<int>(bytes), MPI_BYTE,
+                                    exchange_all_.data(), static_cast<int>(bytes), MPI_BYTE, data_,
+                                    &request));
+    }
+    wait(&request, 1, what);
+    std::memcpy(all, exchange_all_.data(), exchange_all_.size());
+  }
+
+  void barrier(const std::string& what) override {
+    MPI_Request request = MPI_REQUEST_NULL;
+    {
+      auto lock = MpiSession::get().lock();
+      LOOM_MPI_CHECK(MPI_Ibarrier(data_, &request));
+    }
+    wait(&request, 1, what);
+  }
+
+  // Device windows for ranks that share a GPU (one collective at a time).
+  SharedDeviceWindows& windows() noexcept { return windows_; }
 
   // Staging for device tensors and scratch for overlapping host ones, used
   // by one collective at a time (a communicator's collectives are ordered).
@@ -281,6 +321,9 @@ class MpiGroup {
   PinnedBuffer staging_in_;
   PinnedBuffer staging_out_;
   std::vector<unsigned char> scratch_;
+  std::vector<unsigned char> exchange_mine_;
+  std::vector<unsigned char> exchange_all_;
+  SharedDeviceWindows windows_;
 };
 
 // A tensor's bytes on the host while a collective runs: the tensor itself,
@@ -348,7 +391,8 @@ class MpiCollective final : public MpiOp {
   void run_cpu() const override {
     MpiGroup& g = *group_;
     const std::string what = g.begin(name_of(spec_.kind));
-    g.agree(spec_, what);
+    const bool one_device = g.agree(spec_, where(), what);
+    if (one_device && through_windows(g, what)) return;
     const bool in_place = in_place_here();
     const bool load =
         in_place && (spec_.kind != CollectiveKind::broadcast || g.rank() == spec_.root);
@@ -366,6 +410,27 @@ class MpiCollective final : public MpiOp {
   }
 
  private:
+  // Moves the data through the ranks' device windows; false when they
+  // cannot be used (then on every rank). A failure on this rank alone
+  // leaves the others waiting at a barrier: they time out, and this
+  // communicator is unusable here too.
+  bool through_windows(MpiGroup& g, const std::string& what) const {
+    try {
+      return g.windows().run(g, where(), spec_, in_, out_, what);
+    } catch (const CommError&) {
+      throw;
+    } catch (const std::exception& e) {
+      g.break_with(what + " failed on rank " + std::to_string(g.rank()) + ": " + e.what());
+      throw;
+    }
+  }
+
+  // The GPU that both tensors are on; zeros when they are not on one GPU.
+  std::array<std::int64_t, 2> where() const {
+    const auto in = device_identity(in_);
+    return in == device_identity(out_) ? in : std::array<std::int64_t, 2>{};
+  }
+
   // Whether MPI takes the input from the output (MPI_IN_PLACE): it is where
   // MPI's in-place form expects it. A broadcast always is.
   bool in_place_here() const noexcept {

@@ -248,6 +248,97 @@ TEST_F(MpiComm, RingExchangeOutOfPlaceAndInPlace) {
   EXPECT_EQ(download<float>(both), input_of<float>(previous, n, 401));
 }
 
+// Rank r's n elements for test `salt`, cheap enough for tens of millions.
+template <class T>
+std::vector<T> pattern_of(int rank, std::int64_t n, int salt) {
+  std::vector<T> v(static_cast<std::size_t>(n));
+  std::uint64_t x = job_seed() ^ (static_cast<std::uint64_t>(rank) << 40) ^
+                    (static_cast<std::uint64_t>(salt) << 20);
+  for (auto& e : v) {
+    x += 0x9E3779B97F4A7C15ULL;  // splitmix64
+    std::uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    if constexpr (std::is_floating_point_v<T>) {
+      e = static_cast<T>(static_cast<double>(z >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    } else {
+      e = static_cast<T>(z % 41) - static_cast<T>(std::is_signed_v<T> ? 20 : 0);
+    }
+  }
+  return v;
+}
+
+// Larger than what ranks sharing a GPU move at once (their device windows
+// hold 64 MiB), with lengths that leave a partial last chunk.
+TEST_F(MpiComm, CollectivesLargerThanOneWindowArriveWhole) {
+  if (!runtime().default_memory().is_device()) {
+    GTEST_SKIP() << "the windows are for device tensors; host ones go to MPI whole";
+  }
+  constexpr std::int64_t kWindow = std::int64_t{64} << 20;
+  const int previous = (rank_ + size_ - 1) % size_;
+
+  const std::int64_t n = kWindow / 4 + 1001;  // f32: two windows
+  auto in = upload(pattern_of<float>(rank_, n, 600));
+  auto sum = poisoned<float>(n);
+  const std::int64_t m = kWindow / (4 * size_) + 77;  // i32 slices: P * m past a window
+  auto slices = upload(pattern_of<std::int32_t>(rank_, m * size_, 601));
+  auto mine = poisoned<std::int32_t>(m);
+  const std::int64_t b = kWindow + 13;  // bytes
+  auto block = upload(pattern_of<std::uint8_t>(rank_, b, 602));
+  auto gathered = poisoned<std::uint8_t>(b * size_);
+  auto ring_in = upload(pattern_of<std::int8_t>(rank_, b, 603));
+  auto ring_out = poisoned<std::int8_t>(b);
+  auto shared = upload(rank_ == size_ - 1 ? pattern_of<float>(size_ - 1, n, 604)
+                                          : std::vector<float>(static_cast<std::size_t>(n), 3.0F));
+  loom::Graph g;
+  g.collective(comm_->all_reduce(in, sum, loom::ReduceOp::sum));
+  g.collective(comm_->reduce_scatter(slices, mine, loom::ReduceOp::max));
+  g.collective(comm_->all_gather(block, gathered));
+  g.collective(comm_->ring_exchange(ring_in, ring_out));
+  g.collective(comm_->broadcast(shared, size_ - 1));
+  runtime().submit(g).wait();
+
+  std::vector<float> want_sum = pattern_of<float>(0, n, 600);
+  std::vector<std::int32_t> want_max = pattern_of<std::int32_t>(0, m * size_, 601);
+  std::vector<std::uint8_t> want_gathered;
+  for (int r = 0; r < size_; ++r) {
+    if (r > 0) {
+      const auto a = pattern_of<float>(r, n, 600);
+      for (std::size_t i = 0; i < a.size(); ++i) want_sum[i] += a[i];
+      const auto s = pattern_of<std::int32_t>(r, m * size_, 601);
+      for (std::size_t i = 0; i < s.size(); ++i) want_max[i] = std::max(want_max[i], s[i]);
+    }
+    const auto part = pattern_of<std::uint8_t>(r, b, 602);
+    want_gathered.insert(want_gathered.end(), part.begin(), part.end());
+  }
+  expect_near_all(download<float>(sum), want_sum, size_, "all_reduce past a window");
+  EXPECT_EQ(
+      download<std::int32_t>(mine),
+      std::vector<std::int32_t>(want_max.begin() + rank_ * m, want_max.begin() + (rank_ + 1) * m));
+  EXPECT_EQ(download<std::uint8_t>(gathered), want_gathered);
+  EXPECT_EQ(download<std::int8_t>(ring_out), pattern_of<std::int8_t>(previous, b, 603));
+  EXPECT_EQ(download<float>(shared), pattern_of<float>(size_ - 1, n, 604));
+}
+
+// Ranks whose tensors are in different memories (here rank 0's on the host)
+// all take the same way, host memory through MPI, and agree.
+TEST_F(MpiComm, RanksWithTensorsInDifferentMemoriesStillAgree) {
+  if (!runtime().default_memory().is_device()) GTEST_SKIP() << "every tensor is on the host here";
+  if (comm_->backend() != "mpi") GTEST_SKIP() << "only the mpi backend takes host tensors on a GPU";
+  const std::int64_t n = 5000;
+  auto values = input_of<float>(rank_, n, 610);
+  loom::Tensor in =
+      rank_ == 0 ? runtime().tensor<float>({n}, loom::Memory::pinned) : upload(values);
+  if (rank_ == 0) std::copy(values.begin(), values.end(), in.data_as<float>());
+  auto out = poisoned<float>(n);
+  loom::Graph g;
+  g.collective(comm_->all_reduce(in, out));
+  runtime().submit(g).wait();
+  expect_near_all(download<float>(out), reduced<float>(size_, n, 610, loom::ReduceOp::sum), size_,
+                  "all_reduce from mixed memories");
+}
+
 TEST_F(MpiComm, SendRecvAroundTheRing) {
   if (size_ < 2) GTEST_SKIP() << "a send needs another rank";
   const std::int64_t n = 1500;
