@@ -90,6 +90,15 @@ inline cudaStream_t cuda_stream(const KernelContext& k) noexcept {
 
 namespace detail {
 
+/// A class parameter that declares `static constexpr bool loom_pointer_free
+/// = true` holds no pointer: a launch that takes it can still be re-pointed
+/// completely (LaunchRecord::plain).
+template <class T>
+inline constexpr bool pointer_free_class = std::is_empty_v<T>;
+template <class T>
+  requires requires { T::loom_pointer_free; }
+inline constexpr bool pointer_free_class<T> = T::loom_pointer_free;
+
 // A launch's kernel, configuration and parameters (bytes and kinds), for a
 // compiled graph (LaunchRecord).
 template <class... Params>
@@ -104,8 +113,8 @@ LaunchRecord record_launch(const void* function, dim3 grid, dim3 block, std::siz
   record.block[1] = block.y;
   record.block[2] = block.z;
   record.shared_bytes = shared_bytes;
-  record.plain =
-      ((std::is_pointer_v<Params> || std::is_arithmetic_v<Params> || std::is_enum_v<Params>)&&...);
+  record.plain = ((std::is_pointer_v<Params> || std::is_arithmetic_v<Params> ||
+                   std::is_enum_v<Params> || pointer_free_class<Params>)&&...);
   std::apply(
       [&](const auto&... v) {
         const auto append = [&](const auto& value) {
@@ -123,6 +132,62 @@ LaunchRecord record_launch(const void* function, dim3 grid, dim3 block, std::siz
   return record;
 }
 
+/// Where the launches made on this thread go while a compiled graph
+/// describes a task (null otherwise): loom's built-in ops launch their
+/// kernels through launch_on_stream(), which describes them here.
+LOOM_API TaskResources* thread_launch_describer() noexcept;
+
+/// Makes `resources` the describer of this thread's launches for its scope.
+class LOOM_API ThreadLaunchDescriber {
+ public:
+  explicit ThreadLaunchDescriber(TaskResources* resources) noexcept;
+  ~ThreadLaunchDescriber();
+  ThreadLaunchDescriber(const ThreadLaunchDescriber&) = delete;
+  ThreadLaunchDescriber& operator=(const ThreadLaunchDescriber&) = delete;
+
+ private:
+  TaskResources* previous_;
+};
+
+template <class... Params>
+cudaError_t launch_values(const void* function, dim3 grid, dim3 block, std::size_t shared_bytes,
+                          cudaStream_t stream, std::tuple<Params...>& values) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  if constexpr (sizeof...(Params) == 0) {
+    return cudaLaunchKernelExC(&config, function, nullptr);
+  } else {
+    return std::apply(
+        [&](auto&... v) {
+          void* pointers[] = {static_cast<void*>(&v)...};
+          return cudaLaunchKernelExC(&config, function, pointers);
+        },
+        values);
+  }
+}
+
+/// loom's own kernels (the built-in ops): `kernel<<<grid, block,
+/// shared_bytes, stream>>>(args...)`, or its description while a compiled
+/// graph describes the task on this thread. A launch error throws a
+/// loom::CudaError naming the task.
+template <class... Params, class... Args>
+void launch_on_stream(cudaStream_t stream, void (*kernel)(Params...), dim3 grid, dim3 block,
+                      std::size_t shared_bytes, Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args),
+                "launch_on_stream: the kernel takes a different number of arguments");
+  const void* function = reinterpret_cast<const void*>(kernel);
+  std::tuple<std::decay_t<Params>...> values(std::forward<Args>(args)...);
+  if (TaskResources* describer = thread_launch_describer(); describer != nullptr) {
+    describer->describe_launch(record_launch(function, grid, block, shared_bytes, values));
+    return;
+  }
+  const cudaError_t rc = launch_values(function, grid, block, shared_bytes, stream, values);
+  if (rc != cudaSuccess) throw_launch_error(rc, "cudaLaunchKernelEx");
+}
+
 }  // namespace detail
 
 /// Launches `kernel<<<grid, block, shared_bytes, task stream>>>(args...)`
@@ -134,29 +199,15 @@ void launch(const KernelContext& k, void (*kernel)(Params...), dim3 grid, dim3 b
             std::size_t shared_bytes, Args&&... args) {
   static_assert(sizeof...(Params) == sizeof...(Args),
                 "loom::launch: the kernel takes a different number of arguments");
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = shared_bytes;
-  config.stream = cuda_stream(k);
   const void* function = reinterpret_cast<const void*>(kernel);
-  cudaError_t rc = cudaSuccess;
   std::tuple<std::decay_t<Params>...> values(std::forward<Args>(args)...);
   if (k.describes_launches()) {
     // A compiled graph being built: it adds the kernel node itself.
     k.describe_launch(detail::record_launch(function, grid, block, shared_bytes, values));
     return;
   }
-  if constexpr (sizeof...(Params) == 0) {
-    rc = cudaLaunchKernelExC(&config, function, nullptr);
-  } else {
-    rc = std::apply(
-        [&](auto&... v) {
-          void* pointers[] = {static_cast<void*>(&v)...};
-          return cudaLaunchKernelExC(&config, function, pointers);
-        },
-        values);
-  }
+  const cudaError_t rc =
+      detail::launch_values(function, grid, block, shared_bytes, cuda_stream(k), values);
   if (rc != cudaSuccess) throw_launch_error(rc, "cudaLaunchKernelEx");
 }
 

@@ -55,8 +55,9 @@ struct LaunchRecord {
   std::size_t shared_bytes = 0;
   std::vector<Param> params;
   std::vector<unsigned char> bytes;
-  /// Every parameter is a pointer, an arithmetic type or an enum: no
-  /// parameter hides a pointer inside a class, so re-pointing is complete.
+  /// Every parameter is a pointer, an arithmetic type, an enum or a class
+  /// that holds no pointer (empty, or declaring loom_pointer_free): no
+  /// parameter hides a pointer, so re-pointing is complete.
   bool plain = true;
 };
 
@@ -146,7 +147,8 @@ class LOOM_API Op {
   /// nodes itself (cheaper than a capture), and a rebinding run can re-point
   /// them at the bound tensors without a copy. An op that claims it and
   /// enqueues other work is found out at compile and captured instead. Kernel
-  /// tasks return true; the default is false.
+  /// tasks and most built-in ops (their kernels go through
+  /// detail::launch_on_stream) return true; the default is false.
   virtual bool launches_through_loom() const noexcept { return false; }
   /// Non-null for a collective (loom/collective.hpp): the communicator it
   /// belongs to. A collective is an op like any other (it reads and writes

@@ -34,8 +34,9 @@ template <class Word>
 void launch_words(const unsigned char* src, unsigned char* dst, std::size_t words,
                   StreamView stream) {
   if (words == 0) return;
-  copy_words<Word><<<grid_for(words), kBlock, 0, stream>>>(reinterpret_cast<const Word*>(src),
-                                                           reinterpret_cast<Word*>(dst), words);
+  loom::detail::launch_on_stream(stream, copy_words<Word>, grid_for(words), kBlock, 0,
+                                 reinterpret_cast<const Word*>(src), reinterpret_cast<Word*>(dst),
+                                 words);
   LOOM_KERNEL_CHECK_LAUNCH("contiguous_copy kernel launch");
 }
 

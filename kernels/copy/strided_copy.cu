@@ -37,8 +37,9 @@ void launch(const void* src, const StridedLayout& layout, void* dst, std::int64_
             StreamView stream) {
   const std::int64_t wanted = (numel + kBlock - 1) / kBlock;
   const unsigned blocks = static_cast<unsigned>(wanted < 65535 * 4 ? wanted : 65535 * 4);
-  strided_copy_kernel<Word><<<blocks, kBlock, 0, stream>>>(static_cast<const Word*>(src), layout,
-                                                           static_cast<Word*>(dst), numel);
+  loom::detail::launch_on_stream(stream, strided_copy_kernel<Word>, blocks, kBlock, 0,
+                                 static_cast<const Word*>(src), layout, static_cast<Word*>(dst),
+                                 numel);
   LOOM_KERNEL_CHECK_LAUNCH("strided_copy kernel launch");
 }
 

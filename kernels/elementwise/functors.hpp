@@ -52,16 +52,19 @@ inline constexpr float kGeluExp2Scale =
 
 struct Add {
   static constexpr int kArity = 2;
+  static constexpr bool loom_pointer_free = true;  // a compiled graph may describe it
   LOOM_MAP_FN float operator()(float a, float b) const { return add_rn(a, b); }
 };
 
 struct Mul {
   static constexpr int kArity = 2;
+  static constexpr bool loom_pointer_free = true;  // a compiled graph may describe it
   LOOM_MAP_FN float operator()(float a, float b) const { return mul_rn(a, b); }
 };
 
 struct Axpby {
   static constexpr int kArity = 2;
+  static constexpr bool loom_pointer_free = true;  // a compiled graph may describe it
   float alpha;
   float beta;
   LOOM_MAP_FN float operator()(float x, float y) const {
@@ -72,6 +75,7 @@ struct Axpby {
 // NaN propagates (as torch.relu): a comparison with NaN is false, so x stays.
 struct Relu {
   static constexpr int kArity = 1;
+  static constexpr bool loom_pointer_free = true;  // a compiled graph may describe it
   LOOM_MAP_FN float operator()(float x) const { return x < 0.0F ? 0.0F : x; }
 };
 
@@ -84,6 +88,7 @@ struct Relu {
 // x = -inf gives NaN, as 0.5 x (1 + tanh(u)) does.
 struct GeluTanh {
   static constexpr int kArity = 1;
+  static constexpr bool loom_pointer_free = true;  // a compiled graph may describe it
   LOOM_MAP_FN float operator()(float x) const {
     const float poly = x + kGeluCubic * x * x * x;
     return div_fast(x, 1.0F + exp2f(kGeluExp2Scale * poly));
@@ -93,6 +98,7 @@ struct GeluTanh {
 // The conversion is the load and the store; the arithmetic is the identity.
 struct Cast {
   static constexpr int kArity = 1;
+  static constexpr bool loom_pointer_free = true;  // a compiled graph may describe it
   LOOM_MAP_FN float operator()(float x) const { return x; }
 };
 

@@ -35,7 +35,7 @@ unsigned blocks_for(std::size_t n) {
 
 void fill(float* t, std::size_t n, float value, StreamView stream) {
   if (n == 0) return;
-  fill_kernel<<<blocks_for(n), kBlock, 0, stream>>>(t, n, value);
+  loom::detail::launch_on_stream(stream, fill_kernel, blocks_for(n), kBlock, 0, t, n, value);
   LOOM_KERNEL_CHECK_LAUNCH("fill kernel launch");
 }
 
@@ -43,7 +43,8 @@ void fill_reference(float* t, std::size_t n, float value) noexcept { std::fill(t
 
 void scale_copy(const float* src, float* dst, std::size_t n, float alpha, StreamView stream) {
   if (n == 0) return;
-  scale_copy_kernel<<<blocks_for(n), kBlock, 0, stream>>>(src, dst, n, alpha);
+  loom::detail::launch_on_stream(stream, scale_copy_kernel, blocks_for(n), kBlock, 0, src, dst, n,
+                                 alpha);
   LOOM_KERNEL_CHECK_LAUNCH("scale_copy kernel launch");
 }
 

@@ -201,6 +201,7 @@ __global__ void __launch_bounds__(kBlock)
 
 // Plain arrays: the kernel parameter must not need std::array's members on the device.
 struct DeviceGeometry {
+  static constexpr bool loom_pointer_free = true;  // a compiled graph may describe it
   int rank;
   std::int64_t shape[kMapMaxRank];
   std::int64_t out_strides[kMapMaxRank];
@@ -275,11 +276,13 @@ void launch_contiguous(F f, const In* x, const In* y, Out* out, std::size_t n, S
   }
   switch (variant) {
     case MapVariant::naive:
-      map_naive<<<blocks_for(n, kBlock), kBlock, 0, stream>>>(f, x, y, out, n);
+      loom::detail::launch_on_stream(stream, map_naive<F, In, Out>, blocks_for(n, kBlock), kBlock,
+                                     0, f, x, y, out, n);
       break;
     case MapVariant::grid_stride:
-      map_grid_stride<<<std::min(blocks_for(n, kBlock), machine_blocks()), kBlock, 0, stream>>>(
-          f, x, y, out, n);
+      loom::detail::launch_on_stream(stream, map_grid_stride<F, In, Out>,
+                                     std::min(blocks_for(n, kBlock), machine_blocks()), kBlock, 0,
+                                     f, x, y, out, n);
       break;
     case MapVariant::automatic:
     case MapVariant::vectorized: {
@@ -287,8 +290,9 @@ void launch_contiguous(F f, const In* x, const In* y, Out* out, std::size_t n, S
       const std::size_t h = std::min(*head, n);
       const std::size_t vectors = (n - h) / kV;
       constexpr std::size_t kPerBlock = std::size_t{kBlock} * kVectorsPerThread<In, Out>;
-      map_vectorized<<<blocks_for(vectors, kPerBlock), kBlock, 0, stream>>>(f, x, y, out, n, h,
-                                                                            vectors);
+      loom::detail::launch_on_stream(stream, map_vectorized<F, In, Out>,
+                                     blocks_for(vectors, kPerBlock), kBlock, 0, f, x, y, out, n, h,
+                                     vectors);
       break;
     }
   }
@@ -334,9 +338,11 @@ void map_strided(MapKind kind, DType in, DType out, const MapOperands& operands,
       g.y_strides[d] = merged.y_strides[static_cast<std::size_t>(d)];
     }
     const auto n = static_cast<std::size_t>(count);
-    map_strided_kernel<<<std::min(blocks_for(n, kBlock), machine_blocks()), kBlock, 0, stream>>>(
-        f, static_cast<const In*>(operands.x), static_cast<const In*>(operands.y),
-        static_cast<Out*>(operands.out), g, n);
+    loom::detail::launch_on_stream(stream, map_strided_kernel<decltype(f), In, Out>,
+                                   std::min(blocks_for(n, kBlock), machine_blocks()), kBlock, 0, f,
+                                   static_cast<const In*>(operands.x),
+                                   static_cast<const In*>(operands.y),
+                                   static_cast<Out*>(operands.out), g, n);
     LOOM_KERNEL_CHECK_LAUNCH("elementwise strided map kernel launch");
   });
 }

@@ -63,6 +63,8 @@ class VectorAdd final : public Op {
     kernels::vector_add_reference(a_.data_as<float>(), b_.data_as<float>(), c_.data_as<float>(),
                                   count(a_));
   }
+  // Its kernels go through launch_on_stream, nothing else: a compiled graph describes them.
+  bool launches_through_loom() const noexcept override { return true; }
   void run_cuda(const ExecutionContext& ctx) const override {
     kernels::vector_add(a_.data_as<float>(), b_.data_as<float>(), c_.data_as<float>(), count(a_),
                         StreamView(cuda_stream(ctx)));
@@ -80,6 +82,8 @@ class Fill final : public Op {
   std::vector<Tensor> writes() const override { return {t_}; }
   void validate() const override { require_f32_contiguous(t_, "fill", "t"); }
   void run_cpu() const override { kernels::fill_reference(t_.data_as<float>(), count(t_), value_); }
+  // Its kernels go through launch_on_stream, nothing else: a compiled graph describes them.
+  bool launches_through_loom() const noexcept override { return true; }
   void run_cuda(const ExecutionContext& ctx) const override {
     kernels::fill(t_.data_as<float>(), count(t_), value_, StreamView(cuda_stream(ctx)));
   }
@@ -106,6 +110,8 @@ class ScaleCopy final : public Op {
     kernels::scale_copy_reference(src_.data_as<float>(), dst_.data_as<float>(), count(src_),
                                   alpha_);
   }
+  // Its kernels go through launch_on_stream, nothing else: a compiled graph describes them.
+  bool launches_through_loom() const noexcept override { return true; }
   void run_cuda(const ExecutionContext& ctx) const override {
     kernels::scale_copy(src_.data_as<float>(), dst_.data_as<float>(), count(src_), alpha_,
                         StreamView(cuda_stream(ctx)));
@@ -216,6 +222,8 @@ class MapOp final : public Op {
     }
   }
 
+  // Its kernels go through launch_on_stream, nothing else: a compiled graph describes them.
+  bool launches_through_loom() const noexcept override { return true; }
   void run_cuda(const ExecutionContext& ctx) const override {
     const StreamView stream(cuda_stream(ctx));
     if (contiguous()) {

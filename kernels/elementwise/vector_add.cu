@@ -69,7 +69,8 @@ void vector_add(const float* a, const float* b, float* c, std::size_t n, StreamV
   }
   switch (variant) {
     case VectorAddVariant::naive:
-      vector_add_naive<<<blocks_for(n), kBlock, 0, stream>>>(a, b, c, n);
+      loom::detail::launch_on_stream(stream, vector_add_naive, blocks_for(n), kBlock, 0, a, b, c,
+                                     n);
       break;
     case VectorAddVariant::grid_stride: {
       int device = 0;
@@ -79,15 +80,16 @@ void vector_add(const float* a, const float* b, float* c, std::size_t n, StreamV
       const unsigned wanted = blocks_for(n);
       const unsigned cap = static_cast<unsigned>(sms) * 8U;
       const unsigned blocks = std::min(wanted, cap);
-      vector_add_grid_stride<<<blocks, kBlock, 0, stream>>>(a, b, c, n);
+      loom::detail::launch_on_stream(stream, vector_add_grid_stride, blocks, kBlock, 0, a, b, c, n);
       break;
     }
     case VectorAddVariant::vectorized: {
       // At least one thread per tail element (the tail is < 4 elements).
       const std::size_t threads = n / kVector > n % kVector ? n / kVector : n % kVector;
-      vector_add_vectorized<<<blocks_for(threads), kBlock, 0, stream>>>(
-          reinterpret_cast<const float4*>(a), reinterpret_cast<const float4*>(b),
-          reinterpret_cast<float4*>(c), n);
+      loom::detail::launch_on_stream(stream, vector_add_vectorized, blocks_for(threads), kBlock, 0,
+                                     reinterpret_cast<const float4*>(a),
+                                     reinterpret_cast<const float4*>(b),
+                                     reinterpret_cast<float4*>(c), n);
       break;
     }
   }

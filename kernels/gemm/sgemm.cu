@@ -92,20 +92,24 @@ void sgemm(const SgemmArgs& args, StreamView stream, SgemmVariant variant, Sgemm
   }
   switch (variant) {
     case SgemmVariant::naive:
-      sgemm_naive<<<dim3(tiles(args.n, kNaiveX), tiles(args.m, kNaiveY)), dim3(kNaiveX, kNaiveY), 0,
-                    stream>>>(args);
+      loom::detail::launch_on_stream(stream, sgemm_naive,
+                                     dim3(tiles(args.n, kNaiveX), tiles(args.m, kNaiveY)),
+                                     dim3(kNaiveX, kNaiveY), 0, args);
       break;
     case SgemmVariant::tiled_manual:
-      sgemm_tiled_manual<<<dim3(tiles(args.n, kTile), tiles(args.m, kTile)), dim3(kTile, kTile), 0,
-                           stream>>>(args);
+      loom::detail::launch_on_stream(stream, sgemm_tiled_manual,
+                                     dim3(tiles(args.n, kTile), tiles(args.m, kTile)),
+                                     dim3(kTile, kTile), 0, args);
       break;
     case SgemmVariant::tiled_cute:
-      sgemm_tiled_cute<<<dim3(tiles(args.n, kTile), tiles(args.m, kTile)), kTile * kTile, 0,
-                         stream>>>(args);
+      loom::detail::launch_on_stream(stream, sgemm_tiled_cute,
+                                     dim3(tiles(args.n, kTile), tiles(args.m, kTile)),
+                                     kTile * kTile, 0, args);
       break;
     case SgemmVariant::register_tiled:
-      sgemm_register_tiled<<<dim3(tiles(args.n, kRegBlock), tiles(args.m, kRegBlock)), kRegThreads,
-                             0, stream>>>(args);
+      loom::detail::launch_on_stream(stream, sgemm_register_tiled,
+                                     dim3(tiles(args.n, kRegBlock), tiles(args.m, kRegBlock)),
+                                     kRegThreads, 0, args);
       break;
     case SgemmVariant::warp_tiled: sgemm_detail::sgemm_warp_tiled(args, stream, tile); return;
   }

@@ -17,7 +17,8 @@ unsigned tiles(std::int64_t extent, int tile) {
 template <class Cfg, bool AKMajor, bool BKMajor>
 void launch_layout(const SgemmArgs& p, StreamView stream) {
   const dim3 grid(tiles(p.n, Cfg::kBN), tiles(p.m, Cfg::kBM));
-  sgemm_warp_tiled_kernel<Cfg, AKMajor, BKMajor><<<grid, Cfg::kThreads, 0, stream>>>(p);
+  loom::detail::launch_on_stream(stream, sgemm_warp_tiled_kernel<Cfg, AKMajor, BKMajor>, grid,
+                                 Cfg::kThreads, 0, p);
 }
 
 // The layout switch: four instantiations a tile, chosen once per call.

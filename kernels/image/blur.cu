@@ -256,8 +256,8 @@ void launch_tiled(const std::uint8_t* src, std::uint8_t* dst, int planes, int he
       static_cast<unsigned>((width + kTileW - 1) / kTileW),
       std::min<unsigned>(static_cast<unsigned>((height + kTileH - 1) / kTileH), kMaxGridYZ),
       std::min<unsigned>(static_cast<unsigned>(planes), kMaxGridYZ));
-  blur_tiled<R>
-      <<<grid, dim3(kThreadsX, kThreadsY), 0, stream>>>(src, dst, planes, height, width, access);
+  loom::detail::launch_on_stream(stream, blur_tiled<R>, grid, dim3(kThreadsX, kThreadsY), 0, src,
+                                 dst, planes, height, width, access);
 }
 
 template <int R>
@@ -272,8 +272,8 @@ void launch_stream(const std::uint8_t* src, std::uint8_t* dst, int planes, int h
       std::min<unsigned>(static_cast<unsigned>((height + kSegmentRows - 1) / kSegmentRows),
                          kMaxGridYZ),
       std::min<unsigned>(static_cast<unsigned>(planes), kMaxGridYZ));
-  blur_detail::blur_stream<R>
-      <<<grid, dim3(blur_detail::kWarpLanes), 0, stream>>>(src, dst, planes, height, width);
+  loom::detail::launch_on_stream(stream, blur_detail::blur_stream<R>, grid,
+                                 dim3(blur_detail::kWarpLanes), 0, src, dst, planes, height, width);
 }
 
 void launch_naive(const std::uint8_t* src, std::uint8_t* dst, int planes, int height, int width,
@@ -283,8 +283,8 @@ void launch_naive(const std::uint8_t* src, std::uint8_t* dst, int planes, int he
       std::min<unsigned>(static_cast<unsigned>((height + kNaiveBlockY - 1) / kNaiveBlockY),
                          kMaxGridYZ),
       std::min<unsigned>(static_cast<unsigned>(planes), kMaxGridYZ));
-  blur_naive<<<grid, dim3(kNaiveBlockX, kNaiveBlockY), 0, stream>>>(src, dst, planes, height, width,
-                                                                    radius);
+  loom::detail::launch_on_stream(stream, blur_naive, grid, dim3(kNaiveBlockX, kNaiveBlockY), 0, src,
+                                 dst, planes, height, width, radius);
 }
 
 bool aligned(const void* p, std::uintptr_t bytes) {

@@ -125,9 +125,11 @@ void rgb_to_gray(const std::uint8_t* rgb, std::uint8_t* gray, std::size_t pixels
   }
   if (variant == GrayVariant::naive) {
     if (layout == RgbLayout::interleaved) {
-      gray_interleaved_naive<<<blocks_for(pixels), kBlock, 0, stream>>>(rgb, gray, pixels);
+      loom::detail::launch_on_stream(stream, gray_interleaved_naive, blocks_for(pixels), kBlock, 0,
+                                     rgb, gray, pixels);
     } else {
-      gray_planar_naive<<<blocks_for(pixels), kBlock, 0, stream>>>(rgb, gray, pixels);
+      loom::detail::launch_on_stream(stream, gray_planar_naive, blocks_for(pixels), kBlock, 0, rgb,
+                                     gray, pixels);
     }
   } else {
     const std::size_t vectors = pixels / kPixelsPerVector;
@@ -136,10 +138,12 @@ void rgb_to_gray(const std::uint8_t* rgb, std::uint8_t* gray, std::size_t pixels
     auto* gray4 = reinterpret_cast<uint4*>(gray);
     if (layout == RgbLayout::interleaved) {
       // At least one thread per tail pixel (the tail is < 16 pixels).
-      gray_interleaved_vectorized<<<blocks_for(vectors > tail ? vectors : tail), kBlock, 0,
-                                    stream>>>(rgb4, gray4, pixels);
+      loom::detail::launch_on_stream(stream, gray_interleaved_vectorized,
+                                     blocks_for(vectors > tail ? vectors : tail), kBlock, 0, rgb4,
+                                     gray4, pixels);
     } else {
-      gray_planar_vectorized<<<blocks_for(vectors), kBlock, 0, stream>>>(rgb4, gray4, pixels);
+      loom::detail::launch_on_stream(stream, gray_planar_vectorized, blocks_for(vectors), kBlock, 0,
+                                     rgb4, gray4, pixels);
     }
   }
   LOOM_KERNEL_CHECK_LAUNCH("rgb_to_gray kernel launch");

@@ -101,10 +101,12 @@ void histogram(const std::uint8_t* image, std::size_t pixels, std::int32_t* coun
   if (pixels == 0) return;
   if (variant == HistogramVariant::global_atomics) {
     const auto blocks = static_cast<unsigned>((pixels + kGlobalBlock - 1) / kGlobalBlock);
-    histogram_global_atomics<<<blocks, kGlobalBlock, 0, stream>>>(image, pixels, counts);
+    loom::detail::launch_on_stream(stream, histogram_global_atomics, blocks, kGlobalBlock, 0, image,
+                                   pixels, counts);
   } else {
     const hd::Split split = hd::split_at_alignment(reinterpret_cast<std::uintptr_t>(image), pixels);
-    histogram_shared<<<shared_blocks(split), hd::kBlock, 0, stream>>>(image, split, counts);
+    loom::detail::launch_on_stream(stream, histogram_shared, shared_blocks(split), hd::kBlock, 0,
+                                   image, split, counts);
   }
   LOOM_KERNEL_CHECK_LAUNCH("histogram kernel launch");
 }

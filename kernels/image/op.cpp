@@ -69,6 +69,8 @@ class RgbToGray final : public Op {
     kernels::rgb_to_gray_reference(rgb_.data_as<std::uint8_t>(), gray_.data_as<std::uint8_t>(),
                                    pixels(), kernel_layout());
   }
+  // Its kernels go through launch_on_stream, nothing else: a compiled graph describes them.
+  bool launches_through_loom() const noexcept override { return true; }
   void run_cuda(const ExecutionContext& ctx) const override {
     kernels::rgb_to_gray(rgb_.data_as<std::uint8_t>(), gray_.data_as<std::uint8_t>(), pixels(),
                          kernel_layout(), StreamView(cuda_stream(ctx)), variant());
@@ -143,6 +145,8 @@ class BoxBlur final : public Op {
     kernels::box_blur_reference(src_.data_as<std::uint8_t>(), dst_.data_as<std::uint8_t>(),
                                 planes(), height(), width(), radius_);
   }
+  // Its kernels go through launch_on_stream, nothing else: a compiled graph describes them.
+  bool launches_through_loom() const noexcept override { return true; }
   void run_cuda(const ExecutionContext& ctx) const override {
     kernels::box_blur(src_.data_as<std::uint8_t>(), dst_.data_as<std::uint8_t>(), planes(),
                       height(), width(), radius_, StreamView(cuda_stream(ctx)), variant());

@@ -225,7 +225,8 @@ template <class T, ReduceOp kOp, int kUnroll>
 unsigned launch_warp_shuffle(const T* x, std::size_t n, float* partials, ReduceConfig config,
                              StreamView stream) {
   const unsigned blocks = warp_shuffle_blocks<T, kOp, kUnroll>(n, config);
-  reduce_warp_shuffle_kernel<T, kOp, kUnroll><<<blocks, kFastBlock, 0, stream>>>(x, n, partials);
+  loom::detail::launch_on_stream(stream, reduce_warp_shuffle_kernel<T, kOp, kUnroll>, blocks,
+                                 kFastBlock, 0, x, n, partials);
   return blocks;
 }
 
@@ -242,18 +243,20 @@ unsigned launch_first_pass(const T* x, std::size_t n, const WorkspaceLayout& w, 
   const auto blocks = static_cast<unsigned>(ceil_div(n, teaching_span(config.variant)));
   switch (config.variant) {
     case ReduceVariant::interleaved:
-      reduce_interleaved_kernel<T, kOp>
-          <<<blocks, kTeachBlock, 0, stream>>>(x, n, w.scratch, w.partials);
+      loom::detail::launch_on_stream(stream, reduce_interleaved_kernel<T, kOp>, blocks, kTeachBlock,
+                                     0, x, n, w.scratch, w.partials);
       break;
     case ReduceVariant::divergence_free:
-      reduce_divergence_free_kernel<T, kOp>
-          <<<blocks, kTeachBlock, 0, stream>>>(x, n, w.scratch, w.partials);
+      loom::detail::launch_on_stream(stream, reduce_divergence_free_kernel<T, kOp>, blocks,
+                                     kTeachBlock, 0, x, n, w.scratch, w.partials);
       break;
     case ReduceVariant::shared:
-      reduce_shared_kernel<T, kOp><<<blocks, kTeachBlock, 0, stream>>>(x, n, w.partials);
+      loom::detail::launch_on_stream(stream, reduce_shared_kernel<T, kOp>, blocks, kTeachBlock, 0,
+                                     x, n, w.partials);
       break;
     default:
-      reduce_coarsened_kernel<T, kOp><<<blocks, kTeachBlock, 0, stream>>>(x, n, w.partials);
+      loom::detail::launch_on_stream(stream, reduce_coarsened_kernel<T, kOp>, blocks, kTeachBlock,
+                                     0, x, n, w.partials);
       break;
   }
   return blocks;
@@ -306,7 +309,8 @@ void reduce(ReduceOp op, const void* x, DType dtype, std::size_t n, void* out, D
     constexpr ReduceOp kOp = decltype(op_tag)::value;
     const auto* gX = static_cast<const T*>(x);
     if (n <= kSingleBlockMax) {
-      reduce_final_kernel<T, kOp><<<1, kFinalBlock, 0, stream>>>(gX, n, out, out_dtype);
+      loom::detail::launch_on_stream(stream, reduce_final_kernel<T, kOp>, 1, kFinalBlock, 0, gX, n,
+                                     out, out_dtype);
       LOOM_KERNEL_CHECK_LAUNCH("reduce: single-block kernel launch");
       return;
     }
@@ -322,7 +326,8 @@ void reduce(ReduceOp op, const void* x, DType dtype, std::size_t n, void* out, D
       LOOM_KERNEL_CHECK_LAUNCH("reduce: second-pass kernel launch");
       last = w.level2;
     }
-    reduce_final_kernel<float, kOp><<<1, kFinalBlock, 0, stream>>>(last, partials, out, out_dtype);
+    loom::detail::launch_on_stream(stream, reduce_final_kernel<float, kOp>, 1, kFinalBlock, 0, last,
+                                   partials, out, out_dtype);
     LOOM_KERNEL_CHECK_LAUNCH("reduce: final-pass kernel launch");
   });
 }

@@ -109,6 +109,7 @@ double reduce_reference(ReduceOp op, const void* x, DType dtype, std::size_t n);
 /// matrix: {R, C, C, 1}; its columns: {C, R, 1, C}; the middle dimension of a
 /// contiguous [B, S, H]: {H, S, 1, H, B, S * H, H}.
 struct Segments {
+  static constexpr bool loom_pointer_free = true;  // a compiled graph may describe it
   std::int64_t count = 0;
   std::int64_t length = 0;
   std::int64_t segment_stride = 0;

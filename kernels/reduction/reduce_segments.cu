@@ -248,8 +248,9 @@ void launch_columns_vector(const T* x, const Segments& s, Cut c, void* out, DTyp
   constexpr int kPer = reduce_detail::kPerVector<T>;
   const dim3 grid(static_cast<unsigned>(ceil_div(s.count / kPer, kColumnsX) * s.batch),
                   static_cast<unsigned>(c.splits));
-  reduce_columns_vector_kernel<T, kOp><<<grid, dim3(kColumnsX, kColumnsY), 0, stream>>>(
-      x, s, c.chunk, out, out_dtype, out_stride, partials);
+  loom::detail::launch_on_stream(stream, reduce_columns_vector_kernel<T, kOp>, grid,
+                                 dim3(kColumnsX, kColumnsY), 0, x, s, c.chunk, out, out_dtype,
+                                 out_stride, partials);
   LOOM_KERNEL_CHECK_LAUNCH("reduce_segments: vector columns kernel launch");
 }
 
@@ -257,8 +258,8 @@ template <class T, ReduceOp kOp>
 void launch_rows(const T* x, const Segments& s, Cut c, void* out, DType out_dtype,
                  std::int64_t out_stride, float* partials, StreamView stream) {
   const auto blocks = static_cast<unsigned>(ceil_div(s.batch * s.count * c.splits, kRowWarps));
-  reduce_rows_kernel<T, kOp><<<blocks, kRowBlock, 0, stream>>>(x, s, c.splits, c.chunk, out,
-                                                               out_dtype, out_stride, partials);
+  loom::detail::launch_on_stream(stream, reduce_rows_kernel<T, kOp>, blocks, kRowBlock, 0, x, s,
+                                 c.splits, c.chunk, out, out_dtype, out_stride, partials);
   LOOM_KERNEL_CHECK_LAUNCH("reduce_segments: rows kernel launch");
 }
 
@@ -267,8 +268,9 @@ void launch_columns(const T* x, const Segments& s, Cut c, void* out, DType out_d
                     std::int64_t out_stride, float* partials, StreamView stream) {
   const dim3 grid(static_cast<unsigned>(ceil_div(s.count, kColumnsX) * s.batch),
                   static_cast<unsigned>(c.splits));
-  reduce_columns_kernel<T, kOp><<<grid, dim3(kColumnsX, kColumnsY), 0, stream>>>(
-      x, s, c.chunk, out, out_dtype, out_stride, partials);
+  loom::detail::launch_on_stream(stream, reduce_columns_kernel<T, kOp>, grid,
+                                 dim3(kColumnsX, kColumnsY), 0, x, s, c.chunk, out, out_dtype,
+                                 out_stride, partials);
   LOOM_KERNEL_CHECK_LAUNCH("reduce_segments: columns kernel launch");
 }
 

@@ -150,6 +150,8 @@ class WholeReduction final : public Op {
     kernels::store_host(out_.data(), out_.dtype(), 0, acc);
   }
 
+  // Its kernels go through launch_on_stream, nothing else: a compiled graph describes them.
+  bool launches_through_loom() const noexcept override { return true; }
   void run_cuda(const ExecutionContext& ctx) const override {
     const Segments s = *whole_segments(x_);
     const ReduceOp op = reduce_op_of(name_);
@@ -229,6 +231,8 @@ class AlongReduction final : public Op {
     }
   }
 
+  // Its kernels go through launch_on_stream, nothing else: a compiled graph describes them.
+  bool launches_through_loom() const noexcept override { return true; }
   void run_cuda(const ExecutionContext& ctx) const override {
     const AlongPlan p = plan();
     const std::size_t bytes = kernels::reduce_segments_workspace_bytes(p.segments);

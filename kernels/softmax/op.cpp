@@ -60,6 +60,8 @@ class Softmax final : public Op {
   void run_cpu() const override {
     kernels::softmax_reference(x_.data(), y_.data(), x_.dtype(), shape());
   }
+  // Its kernels go through launch_on_stream, nothing else: a compiled graph describes them.
+  bool launches_through_loom() const noexcept override { return true; }
   void run_cuda(const ExecutionContext& ctx) const override {
     const kernels::SoftmaxShape s = shape();
     const kernels::SoftmaxVariant v = variant();

@@ -445,13 +445,15 @@ void launch_warp_row(const T* x, T* y, const SoftmaxShape& s, bool wide, cudaStr
   // A pack wider than a thread's share is no use: such rows run scalar.
   if constexpr (N >= kWide<T>) {
     if (wide) {
-      softmax_warp_row<T, N, kWide<T>><<<blocks, kWarp * kWarpRowsPerBlock, 0, stream>>>(
-          x, y, s.rows, s.cols, s.x_row_stride, s.y_row_stride);
+      loom::detail::launch_on_stream(stream, softmax_warp_row<T, N, kWide<T>>, blocks,
+                                     kWarp * kWarpRowsPerBlock, 0, x, y, s.rows, s.cols,
+                                     s.x_row_stride, s.y_row_stride);
       return;
     }
   }
-  softmax_warp_row<T, N, 1><<<blocks, kWarp * kWarpRowsPerBlock, 0, stream>>>(
-      x, y, s.rows, s.cols, s.x_row_stride, s.y_row_stride);
+  loom::detail::launch_on_stream(stream, softmax_warp_row<T, N, 1>, blocks,
+                                 kWarp * kWarpRowsPerBlock, 0, x, y, s.rows, s.cols, s.x_row_stride,
+                                 s.y_row_stride);
 }
 
 template <class T, int N>
@@ -459,8 +461,8 @@ void launch_block_row(const T* x, T* y, const SoftmaxShape& s, bool wide, cudaSt
   const unsigned threads = threads_for((s.cols + N - 1) / N, kMaxThreads);
   const auto blocks = static_cast<unsigned>(s.rows);
   with_vec<T>(wide, [&](auto vec) {
-    softmax_block_row<T, N, decltype(vec)::value>
-        <<<blocks, threads, 0, stream>>>(x, y, s.cols, s.x_row_stride, s.y_row_stride);
+    loom::detail::launch_on_stream(stream, softmax_block_row<T, N, decltype(vec)::value>, blocks,
+                                   threads, 0, x, y, s.cols, s.x_row_stride, s.y_row_stride);
   });
 }
 
@@ -508,8 +510,9 @@ void launch_fused(const T* x, T* y, const SoftmaxShape& s, void* workspace, bool
       const int reserve = one_block_per_sm_bytes();
       LOOM_KERNEL_CHECK(
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, reserve));
-      kernel<<<static_cast<unsigned>(s.rows), kMaxThreads, static_cast<std::size_t>(reserve),
-               stream>>>(x, y, cols, s.x_row_stride, s.y_row_stride);
+      loom::detail::launch_on_stream(stream, kernel, static_cast<unsigned>(s.rows), kMaxThreads,
+                                     static_cast<std::size_t>(reserve), x, y, cols, s.x_row_stride,
+                                     s.y_row_stride);
     });
     return;
   }
@@ -517,11 +520,11 @@ void launch_fused(const T* x, T* y, const SoftmaxShape& s, void* workspace, bool
   auto* partial = static_cast<MaxSum*>(workspace);
   with_vec<T>(wide, [&](auto vec) {
     constexpr int kVec = decltype(vec)::value;
-    softmax_split_partial<T, kVec>
-        <<<grid, kChunkThreads, 0, stream>>>(x, partial, cols, s.x_row_stride);
+    loom::detail::launch_on_stream(stream, softmax_split_partial<T, kVec>, grid, kChunkThreads, 0,
+                                   x, partial, cols, s.x_row_stride);
     LOOM_KERNEL_CHECK_LAUNCH("softmax split-row partial kernel launch");
-    softmax_split_normalize<T, kVec>
-        <<<grid, kChunkThreads, 0, stream>>>(x, y, partial, cols, s.x_row_stride, s.y_row_stride);
+    loom::detail::launch_on_stream(stream, softmax_split_normalize<T, kVec>, grid, kChunkThreads, 0,
+                                   x, y, partial, cols, s.x_row_stride, s.y_row_stride);
   });
 }
 
@@ -536,14 +539,14 @@ void launch(const void* xv, void* yv, const SoftmaxShape& s, void* workspace,
   switch (variant) {
     case SoftmaxVariant::naive:
       with_vec<T>(wide, [&](auto vec) {
-        softmax_naive<T, decltype(vec)::value>
-            <<<blocks, threads, 0, stream>>>(x, y, s.cols, s.x_row_stride, s.y_row_stride);
+        loom::detail::launch_on_stream(stream, softmax_naive<T, decltype(vec)::value>, blocks,
+                                       threads, 0, x, y, s.cols, s.x_row_stride, s.y_row_stride);
       });
       break;
     case SoftmaxVariant::online:
       with_vec<T>(wide, [&](auto vec) {
-        softmax_online<T, decltype(vec)::value>
-            <<<blocks, threads, 0, stream>>>(x, y, s.cols, s.x_row_stride, s.y_row_stride);
+        loom::detail::launch_on_stream(stream, softmax_online<T, decltype(vec)::value>, blocks,
+                                       threads, 0, x, y, s.cols, s.x_row_stride, s.y_row_stride);
       });
       break;
     case SoftmaxVariant::fused: launch_fused<T>(x, y, s, workspace, wide, stream); break;

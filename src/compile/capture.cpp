@@ -258,6 +258,7 @@ std::optional<std::vector<LaunchRecord>> describe_task(const Task& task, cudaStr
   const std::size_t nodes_before = node_count(probe_graph);
   resources.describe(true);
   try {
+    const ThreadLaunchDescriber built_in_launches(&resources);
     capture_task(task, StreamView(stream), options, resources);
   } catch (...) {
     resources.describe(false);
@@ -284,6 +285,7 @@ std::optional<std::vector<LaunchRecord>> describe_task_quickly(const Task& task,
                                                                CaptureResources& resources) {
   resources.describe(true);
   try {
+    const ThreadLaunchDescriber built_in_launches(&resources);
     capture_task(task, StreamView(stream), options, resources, false);
   } catch (...) {
     resources.describe(false);

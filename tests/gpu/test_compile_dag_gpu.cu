@@ -256,8 +256,108 @@ TEST(CompileDagGpu, RebindingRepointsDescribedLaunchesWithoutTouchingThePlacehol
   }
 }
 
-// A placeholder an opaque (built-in) op uses is bound by copies, as before:
-// the placeholder holds the output as well.
+// A tensor's bytes, and back.
+std::vector<unsigned char> bytes_of(loom::Runtime& rt, const Tensor& t) {
+  auto host = rt.tensor(t.dtype(), t.shape(), Memory::pinned);
+  rt.copy(t, host).wait();
+  const auto* p = static_cast<const unsigned char*>(host.data());
+  return std::vector<unsigned char>(p, p + t.nbytes());
+}
+
+void put_bytes(loom::Runtime& rt, const Tensor& t, const std::vector<unsigned char>& bytes) {
+  auto host = rt.tensor(t.dtype(), t.shape(), Memory::pinned);
+  std::memcpy(host.data(), bytes.data(), bytes.size());
+  rt.copy(host, t).wait();
+}
+
+std::vector<unsigned char> random_bytes(std::size_t n) {
+  auto rng = loom::test::random_engine();
+  std::vector<unsigned char> v(n);
+  for (auto& b : v) b = static_cast<unsigned char>(rng() & 0xFF);
+  return v;
+}
+
+// loom's built-in ops (maps, softmax, reductions, image ops) describe their
+// launches like kernel tasks: every task of the graph is added as kernel
+// nodes, and a bound run re-points them: it computes what the plain run
+// computes on the same values, and never touches the placeholders.
+TEST(CompileDagGpu, BuiltInOpsAreDescribedAndABindingRepointsThem) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  constexpr std::int64_t rows = 64, cols = 300, h = 48, w = 80;
+  auto x = rt.tensor<float>({rows, cols});
+  auto y = rt.tensor<float>({rows, cols});
+  auto rgb = rt.tensor<std::uint8_t>({h, w, 3});
+  auto soft = rt.tensor<float>({rows, cols});
+  auto row_sums = rt.tensor<float>({rows});
+  auto scaled = rt.tensor<float>({rows, cols});
+  auto total = rt.tensor<float>({1});
+  auto blurred = rt.tensor<std::uint8_t>({h, w});
+  const std::vector<Tensor> inputs = {x, y, rgb};
+  const std::vector<Tensor> outputs = {soft, row_sums, scaled, total, blurred};
+  loom::Graph g;
+  auto sum_xy = g.intermediate(loom::DType::f32, {rows, cols});
+  auto positive = g.intermediate(loom::DType::f32, {rows, cols});
+  auto gray = g.intermediate(loom::DType::u8, {h, w});
+  g.add(loom::ops::vector_add(x, y, sum_xy));
+  g.add(loom::ops::relu(sum_xy, positive));
+  g.add(loom::ops::softmax(positive, soft));
+  g.add(loom::ops::sum(soft, 1, row_sums));
+  g.add(loom::ops::scale_copy(x, scaled, 2.0F));
+  g.add(loom::ops::sum(x, total));
+  g.add(loom::ops::rgb_to_gray(rgb, gray));
+  g.add(loom::ops::box_blur(gray, blurred, 2));
+  auto exe = rt.compile(g);
+  const auto* graphs = loom::detail::captured_graphs(exe);
+  ASSERT_NE(graphs, nullptr);
+  EXPECT_EQ(std::count(graphs->described.begin(), graphs->described.end(), char{1}), 8)
+      << "every built-in op here launches through loom";
+  EXPECT_EQ(shape_of(exe).others, 0U) << "no event or empty node";
+
+  std::vector<std::vector<unsigned char>> values;
+  for (const auto& t : inputs) {
+    values.push_back(t.dtype() == loom::DType::u8 ? random_bytes(t.nbytes()) : [&] {
+      const auto f = random_values(static_cast<std::size_t>(t.numel()));
+      std::vector<unsigned char> b(t.nbytes());
+      std::memcpy(b.data(), f.data(), b.size());
+      return b;
+    }());
+    put_bytes(rt, t, values.back());
+  }
+  exe.run().wait();
+  std::vector<std::vector<unsigned char>> plain;
+  for (const auto& t : outputs) plain.push_back(bytes_of(rt, t));
+  // Softmax rows sum to one: the plain run computed something.
+  for (float v : read_back(rt, row_sums)) ASSERT_NEAR(v, 1.0F, 1e-4F);
+
+  std::vector<std::pair<Tensor, Tensor>> bindings;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    auto other = rt.tensor(inputs[i].dtype(), inputs[i].shape());
+    put_bytes(rt, other, values[i]);
+    bindings.emplace_back(inputs[i], other);
+  }
+  constexpr unsigned char kPoison = 0xA5;
+  for (const auto& t : outputs) {
+    auto other = rt.tensor(t.dtype(), t.shape());
+    put_bytes(rt, other, std::vector<unsigned char>(t.nbytes(), 0x5A));
+    put_bytes(rt, t, std::vector<unsigned char>(t.nbytes(), kPoison));
+    bindings.emplace_back(t, other);
+  }
+  std::vector<loom::Binding> binds;
+  for (const auto& [placeholder, tensor] : bindings) binds.push_back({placeholder, tensor});
+  exe.run(binds).wait();
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    EXPECT_EQ(bytes_of(rt, bindings[inputs.size() + i].second), plain[i]) << "output " << i;
+    const auto untouched = bytes_of(rt, outputs[i]);
+    EXPECT_TRUE(std::all_of(untouched.begin(), untouched.end(),
+                            [&](unsigned char b) { return b == kPoison; }))
+        << "the placeholder of output " << i << " was written: bound by a copy, not re-pointed";
+  }
+}
+
+// A placeholder an opaque op uses (one that does more than launch kernels:
+// a memset first) is bound by copies, as before: the placeholder holds the
+// output as well.
 TEST(CompileDagGpu, APlaceholderAnOpaqueOpUsesIsBoundByCopies) {
   LOOM_REQUIRE_GPU();
   loom::Runtime rt;
@@ -266,8 +366,13 @@ TEST(CompileDagGpu, APlaceholderAnOpaqueOpUsesIsBoundByCopies) {
   auto mid = rt.tensor<float>({n});
   auto out = rt.tensor<float>({n});
   loom::Graph g;
-  g.add(plus_one(in, mid));                      // described
-  g.add(loom::ops::scale_copy(mid, out, 2.0F));  // built-in: opaque
+  g.add(plus_one(in, mid));  // described
+  g.add(loom::kernel_task("memset, then 2x", {mid}, {out}, [mid, out](loom::KernelContext& k) {
+    LOOM_CUDA_CHECK(cudaMemsetAsync(out.data(), 0, out.nbytes(), loom::cuda_stream(k)));
+    const int m = static_cast<int>(out.numel());
+    loom::launch(k, affine, dim3((m + 255) / 256), dim3(256), 0, mid.data_as<float>(),
+                 out.data_as<float>(), 2.0F, 0.0F, m);
+  }));  // opaque: captured
   auto exe = rt.compile(g);
   const auto in2_values = random_values(n);
   auto in2 = rt.tensor<float>({n});
