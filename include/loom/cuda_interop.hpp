@@ -96,7 +96,7 @@ namespace detail {
 template <class T>
 inline constexpr bool pointer_free_class = std::is_empty_v<T>;
 template <class T>
-  requires requires { T::loom_pointer_free; }
+requires requires { T::loom_pointer_free; }
 inline constexpr bool pointer_free_class<T> = T::loom_pointer_free;
 
 // A launch's kernel, configuration and parameters (bytes and kinds), for a
@@ -132,23 +132,7 @@ LaunchRecord record_launch(const void* function, dim3 grid, dim3 block, std::siz
   return record;
 }
 
-/// Where the launches made on this thread go while a compiled graph
-/// describes a task (null otherwise): loom's built-in ops launch their
-/// kernels through launch_on_stream(), which describes them here.
-LOOM_API TaskResources* thread_launch_describer() noexcept;
-
-/// Makes `resources` the describer of this thread's launches for its scope.
-class LOOM_API ThreadLaunchDescriber {
- public:
-  explicit ThreadLaunchDescriber(TaskResources* resources) noexcept;
-  ~ThreadLaunchDescriber();
-  ThreadLaunchDescriber(const ThreadLaunchDescriber&) = delete;
-  ThreadLaunchDescriber& operator=(const ThreadLaunchDescriber&) = delete;
-
- private:
-  TaskResources* previous_;
-};
-
+/// Makes a launch of `function` with `values` as its arguments.
 template <class... Params>
 cudaError_t launch_values(const void* function, dim3 grid, dim3 block, std::size_t shared_bytes,
                           cudaStream_t stream, std::tuple<Params...>& values) {
@@ -167,25 +151,6 @@ cudaError_t launch_values(const void* function, dim3 grid, dim3 block, std::size
         },
         values);
   }
-}
-
-/// loom's own kernels (the built-in ops): `kernel<<<grid, block,
-/// shared_bytes, stream>>>(args...)`, or its description while a compiled
-/// graph describes the task on this thread. A launch error throws a
-/// loom::CudaError naming the task.
-template <class... Params, class... Args>
-void launch_on_stream(cudaStream_t stream, void (*kernel)(Params...), dim3 grid, dim3 block,
-                      std::size_t shared_bytes, Args&&... args) {
-  static_assert(sizeof...(Params) == sizeof...(Args),
-                "launch_on_stream: the kernel takes a different number of arguments");
-  const void* function = reinterpret_cast<const void*>(kernel);
-  std::tuple<std::decay_t<Params>...> values(std::forward<Args>(args)...);
-  if (TaskResources* describer = thread_launch_describer(); describer != nullptr) {
-    describer->describe_launch(record_launch(function, grid, block, shared_bytes, values));
-    return;
-  }
-  const cudaError_t rc = launch_values(function, grid, block, shared_bytes, stream, values);
-  if (rc != cudaSuccess) throw_launch_error(rc, "cudaLaunchKernelEx");
 }
 
 }  // namespace detail

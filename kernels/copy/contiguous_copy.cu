@@ -1,6 +1,7 @@
 #include "copy/contiguous_copy.hpp"
 
 #include "common/check.hpp"
+#include "common/launch.hpp"
 
 #include <cstdint>
 

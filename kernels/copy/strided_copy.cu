@@ -1,6 +1,7 @@
 #include "copy/strided_copy.hpp"
 
 #include "common/check.hpp"
+#include "common/launch.hpp"
 
 #include <loom/error.hpp>
 

@@ -1,6 +1,7 @@
 #include "elementwise/map.hpp"
 
 #include "common/check.hpp"
+#include "common/launch.hpp"
 
 #include <algorithm>
 

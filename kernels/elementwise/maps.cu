@@ -1,6 +1,7 @@
 #include "elementwise/maps.hpp"
 
 #include "common/check.hpp"
+#include "common/launch.hpp"
 #include "elementwise/maps_dispatch.hpp"
 
 #include <cuda_bf16.h>

@@ -1,6 +1,7 @@
 #include "elementwise/vector_add.hpp"
 
 #include "common/check.hpp"
+#include "common/launch.hpp"
 
 #include <algorithm>
 #include <cstdint>

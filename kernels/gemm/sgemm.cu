@@ -4,6 +4,7 @@
 #include "gemm/sgemm.hpp"
 
 #include "common/check.hpp"
+#include "common/launch.hpp"
 #include "gemm/sgemm_kernels.cuh"
 #include "gemm/sgemm_warp_tiled.hpp"
 

@@ -3,6 +3,7 @@
 #include "gemm/sgemm_warp_tiled.hpp"
 
 #include "common/check.hpp"
+#include "common/launch.hpp"
 #include "gemm/sgemm_warp_tiled.cuh"
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 #include "image/blur.hpp"
 
 #include "common/check.hpp"
+#include "common/launch.hpp"
 #include "image/blur_stream.cuh"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 #include "image/gray.hpp"
 
 #include "common/check.hpp"
+#include "common/launch.hpp"
 
 #include <cstdint>
 

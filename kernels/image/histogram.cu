@@ -1,6 +1,7 @@
 #include "image/histogram.hpp"
 
 #include "common/check.hpp"
+#include "common/launch.hpp"
 #include "image/histogram_shared.cuh"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 // Whole-array reductions: the lecture's five first passes, the one-block
 // final pass, and the host launcher that chains them (see reduce.hpp).
 #include "common/check.hpp"
+#include "common/launch.hpp"
 #include "reduction/reduce.hpp"
 #include "reduction/reduce_device.cuh"
 

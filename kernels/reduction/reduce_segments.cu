@@ -14,6 +14,7 @@
 // The cut depends on the shape (and, for columns, on whether the 16-byte
 // loads apply), never on the machine: deterministic.
 #include "common/check.hpp"
+#include "common/launch.hpp"
 #include "reduction/reduce.hpp"
 #include "reduction/reduce_device.cuh"
 

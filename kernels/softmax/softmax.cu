@@ -1,6 +1,7 @@
 #include "softmax/softmax.hpp"
 
 #include "common/check.hpp"
+#include "common/launch.hpp"
 
 #include <loom/error.hpp>
 

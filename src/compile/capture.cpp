@@ -1,5 +1,7 @@
 #include "compile/capture.hpp"
 
+#include "common/launch.hpp"
+
 #include "core/task_context.hpp"
 #include "cuda/check.hpp"
 #include "cuda/device_guard.hpp"

@@ -83,19 +83,3 @@ void throw_launch_error(cudaError_t code, const char* call, const char* file, in
 }
 
 }  // namespace loom
-
-namespace loom::detail {
-namespace {
-thread_local TaskResources* t_launch_describer = nullptr;
-}  // namespace
-
-TaskResources* thread_launch_describer() noexcept { return t_launch_describer; }
-
-ThreadLaunchDescriber::ThreadLaunchDescriber(TaskResources* resources) noexcept
-    : previous_(t_launch_describer) {
-  t_launch_describer = resources;
-}
-
-ThreadLaunchDescriber::~ThreadLaunchDescriber() { t_launch_describer = previous_; }
-
-}  // namespace loom::detail
