@@ -99,6 +99,14 @@ template <class T>
 requires requires { T::loom_pointer_free; }
 inline constexpr bool pointer_free_class<T> = T::loom_pointer_free;
 
+/// A class parameter that declares `static constexpr auto
+/// loom_pointer_offsets()` (the byte offsets of the pointers it holds, each
+/// a pointer-sized member) can be re-pointed too.
+template <class T>
+concept declares_its_pointers = requires {
+  T::loom_pointer_offsets();
+};
+
 // A launch's kernel, configuration and parameters (bytes and kinds), for a
 // compiled graph (LaunchRecord).
 template <class... Params>
@@ -113,8 +121,9 @@ LaunchRecord record_launch(const void* function, dim3 grid, dim3 block, std::siz
   record.block[1] = block.y;
   record.block[2] = block.z;
   record.shared_bytes = shared_bytes;
-  record.plain = ((std::is_pointer_v<Params> || std::is_arithmetic_v<Params> ||
-                   std::is_enum_v<Params> || pointer_free_class<Params>)&&...);
+  record.plain =
+      ((std::is_pointer_v<Params> || std::is_arithmetic_v<Params> || std::is_enum_v<Params> ||
+        pointer_free_class<Params> || declares_its_pointers<Params>)&&...);
   std::apply(
       [&](const auto&... v) {
         const auto append = [&](const auto& value) {
@@ -124,6 +133,11 @@ LaunchRecord record_launch(const void* function, dim3 grid, dim3 block, std::siz
           record.bytes.resize(offset + sizeof(V));
           std::memcpy(record.bytes.data() + offset, &value, sizeof(V));
           record.params.push_back({offset, sizeof(V), std::is_pointer_v<V>});
+          if constexpr (declares_its_pointers<V>) {
+            for (const std::size_t inner : V::loom_pointer_offsets()) {
+              record.inner_pointers.push_back(offset + inner);
+            }
+          }
         };
         (append(v), ...);
         (void)append;  // a kernel without parameters

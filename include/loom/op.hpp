@@ -55,9 +55,13 @@ struct LaunchRecord {
   std::size_t shared_bytes = 0;
   std::vector<Param> params;
   std::vector<unsigned char> bytes;
-  /// Every parameter is a pointer, an arithmetic type, an enum or a class
-  /// that holds no pointer (empty, or declaring loom_pointer_free): no
-  /// parameter hides a pointer, so re-pointing is complete.
+  /// Offsets into bytes of the pointers inside class parameters, which the
+  /// class declares (loom_pointer_offsets()): re-pointed like pointer parameters.
+  std::vector<std::size_t> inner_pointers;
+  /// Every parameter is a pointer, an arithmetic type, an enum, a class
+  /// that holds no pointer (empty, or declaring loom_pointer_free) or one
+  /// that declares where its pointers are: no parameter hides a pointer, so
+  /// re-pointing is complete.
   bool plain = true;
 };
 

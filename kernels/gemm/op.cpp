@@ -86,6 +86,8 @@ class Matmul final : public Op {
     }
   }
   void run_cpu() const override { kernels::sgemm_reference(args()); }
+  // Its kernels go through launch_on_stream, nothing else: a compiled graph describes them.
+  bool launches_through_loom() const noexcept override { return true; }
   void run_cuda(const ExecutionContext& ctx) const override {
     const kernels::SgemmArgs p = args();
     const auto tile = kernels::default_warp_tile(p.m, p.n, ctx.properties().sm_count);

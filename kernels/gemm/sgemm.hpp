@@ -29,8 +29,11 @@
 
 #include <loom/cuda_interop.hpp>
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 namespace loom::kernels {
 
@@ -60,7 +63,16 @@ struct SgemmArgs {
   MatrixRef<const float> a;
   MatrixRef<const float> b;
   MatrixRef<float> c;
+  /// Where its pointers are: a compiled graph re-points a launch that takes it.
+  static constexpr std::array<std::size_t, 3> loom_pointer_offsets();
 };
+
+constexpr std::array<std::size_t, 3> SgemmArgs::loom_pointer_offsets() {
+  return {offsetof(SgemmArgs, a) + offsetof(MatrixRef<const float>, data),
+          offsetof(SgemmArgs, b) + offsetof(MatrixRef<const float>, data),
+          offsetof(SgemmArgs, c) + offsetof(MatrixRef<float>, data)};
+}
+static_assert(std::is_standard_layout_v<SgemmArgs>, "offsetof needs a standard layout");
 
 /// The warp-tiled tile the default picks for a shape: the largest whose
 /// blocks still fill the GPU's SMs (a first guess, to be tuned from

@@ -105,6 +105,23 @@ bool same_view(const Tensor& a, const Tensor& b) {
   return a.shares_storage_with(b) && a.data() == b.data();
 }
 
+// Calls fn(offset, value, is_pointer) for every pointer-sized word a
+// described launch passes: its pointer-sized parameters, and the pointers
+// its class parameters declare.
+template <class Fn>
+void for_each_word(const detail::LaunchRecord& record, Fn&& fn) {
+  const auto word_at = [&](std::size_t offset) {
+    std::uintptr_t v = 0;
+    std::memcpy(&v, record.bytes.data() + offset, sizeof v);
+    return v;
+  };
+  for (const auto& param : record.params) {
+    if (param.size == sizeof(std::uintptr_t))
+      fn(param.offset, word_at(param.offset), param.pointer);
+  }
+  for (const std::size_t offset : record.inner_pointers) fn(offset, word_at(offset), true);
+}
+
 // Whether some described launch may reach `placeholder` in a way that
 // re-pointing would miss: a pointer just past its end, a pointer into its
 // storage outside it (a base pointer and an offset), or a number whose
@@ -117,17 +134,14 @@ bool ambiguous_parameters(const detail::CapturedGraphs& graphs, const Tensor& pl
   const std::uintptr_t end = base + storage.bytes;
   for (const auto& segment : graphs.segments) {
     for (const auto& launch : segment->launches) {
-      const auto& record = launch.record;
-      for (const auto& param : record.params) {
-        if (param.size != sizeof(std::uintptr_t)) continue;
-        std::uintptr_t v = 0;
-        std::memcpy(&v, record.bytes.data() + param.offset, sizeof v);
+      bool ambiguous = false;
+      for_each_word(launch.record, [&](std::size_t, std::uintptr_t v, bool pointer) {
         const bool inside = v >= lo && v < hi;
-        if (param.pointer ? (!inside && v >= std::min(base, lo) && v <= std::max(end, hi))
-                          : (v >= lo && v <= hi)) {
-          return true;
-        }
-      }
+        ambiguous =
+            ambiguous || (pointer ? (!inside && v >= std::min(base, lo) && v <= std::max(end, hi))
+                                  : (v >= lo && v <= hi));
+      });
+      if (ambiguous) return true;
     }
   }
   return false;
@@ -198,10 +212,8 @@ std::shared_ptr<detail::Repointing> repointing_for(const detail::CapturedSegment
   for (std::size_t l = 0; l < segment.launches.size(); ++l) {
     const auto& record = segment.launches[l].record;
     std::vector<unsigned char> bytes;
-    for (const auto& param : record.params) {
-      if (!param.pointer || param.size != sizeof(std::uintptr_t)) continue;
-      std::uintptr_t value = 0;
-      std::memcpy(&value, record.bytes.data() + param.offset, sizeof value);
+    for_each_word(record, [&](std::size_t offset, std::uintptr_t value, bool pointer) {
+      if (!pointer) return;
       for (std::size_t i = 0; i < bindings.size(); ++i) {
         if (!repoint[i]) continue;
         const auto [lo, hi] = detail::byte_span(bindings[i].placeholder);
@@ -209,10 +221,10 @@ std::shared_ptr<detail::Repointing> repointing_for(const detail::CapturedSegment
         if (bytes.empty()) bytes = record.bytes;
         const auto moved =
             reinterpret_cast<std::uintptr_t>(bindings[i].tensor.data()) + (value - lo);
-        std::memcpy(bytes.data() + param.offset, &moved, sizeof moved);
+        std::memcpy(bytes.data() + offset, &moved, sizeof moved);
         break;
       }
-    }
+    });
     if (!bytes.empty()) result->changes.push_back({l, std::move(bytes)});
   }
   return result;

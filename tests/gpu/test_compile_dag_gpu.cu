@@ -277,7 +277,7 @@ std::vector<unsigned char> random_bytes(std::size_t n) {
   return v;
 }
 
-// loom's built-in ops (maps, softmax, reductions, image ops) describe their
+// loom's built-in ops (maps, softmax, reductions, image ops, matmul) describe their
 // launches like kernel tasks: every task of the graph is added as kernel
 // nodes, and a bound run re-points them: it computes what the plain run
 // computes on the same values, and never touches the placeholders.
@@ -288,13 +288,15 @@ TEST(CompileDagGpu, BuiltInOpsAreDescribedAndABindingRepointsThem) {
   auto x = rt.tensor<float>({rows, cols});
   auto y = rt.tensor<float>({rows, cols});
   auto rgb = rt.tensor<std::uint8_t>({h, w, 3});
+  auto weights = rt.tensor<float>({cols, 32});
+  auto product = rt.tensor<float>({rows, 32});
   auto soft = rt.tensor<float>({rows, cols});
   auto row_sums = rt.tensor<float>({rows});
   auto scaled = rt.tensor<float>({rows, cols});
   auto total = rt.tensor<float>({1});
   auto blurred = rt.tensor<std::uint8_t>({h, w});
-  const std::vector<Tensor> inputs = {x, y, rgb};
-  const std::vector<Tensor> outputs = {soft, row_sums, scaled, total, blurred};
+  const std::vector<Tensor> inputs = {x, y, rgb, weights};
+  const std::vector<Tensor> outputs = {soft, row_sums, scaled, total, blurred, product};
   loom::Graph g;
   auto sum_xy = g.intermediate(loom::DType::f32, {rows, cols});
   auto positive = g.intermediate(loom::DType::f32, {rows, cols});
@@ -307,10 +309,11 @@ TEST(CompileDagGpu, BuiltInOpsAreDescribedAndABindingRepointsThem) {
   g.add(loom::ops::sum(x, total));
   g.add(loom::ops::rgb_to_gray(rgb, gray));
   g.add(loom::ops::box_blur(gray, blurred, 2));
+  g.add(loom::ops::matmul(x, weights, product));
   auto exe = rt.compile(g);
   const auto* graphs = loom::detail::captured_graphs(exe);
   ASSERT_NE(graphs, nullptr);
-  EXPECT_EQ(std::count(graphs->described.begin(), graphs->described.end(), char{1}), 8)
+  EXPECT_EQ(std::count(graphs->described.begin(), graphs->described.end(), char{1}), 9)
       << "every built-in op here launches through loom";
   EXPECT_EQ(shape_of(exe).others, 0U) << "no event or empty node";
 
