@@ -88,6 +88,12 @@ std::string_view to_string(HistogramVariant variant) noexcept {
   return "unknown";
 }
 
+namespace {
+
+__global__ void zero_counts(std::int32_t* counts) { counts[threadIdx.x] = 0; }
+
+}  // namespace
+
 std::optional<HistogramVariant> parse_histogram_variant(std::string_view name) noexcept {
   for (HistogramVariant v : {HistogramVariant::global_atomics, HistogramVariant::shared}) {
     if (name == to_string(v)) return v;
@@ -97,8 +103,9 @@ std::optional<HistogramVariant> parse_histogram_variant(std::string_view name) n
 
 void histogram(const std::uint8_t* image, std::size_t pixels, std::int32_t* counts,
                StreamView stream, HistogramVariant variant) {
-  // Both variants add to the counts: they start from zero every launch.
-  LOOM_KERNEL_CHECK(cudaMemsetAsync(counts, 0, kHistogramBins * sizeof(std::int32_t), stream));
+  // Both variants add to the counts: they start from zero every launch. A
+  // kernel, not a memset, so that a compiled graph can describe the op.
+  loom::detail::launch_on_stream(stream, zero_counts, 1, kHistogramBins, 0, counts);
   if (pixels == 0) return;
   if (variant == HistogramVariant::global_atomics) {
     const auto blocks = static_cast<unsigned>((pixels + kGlobalBlock - 1) / kGlobalBlock);

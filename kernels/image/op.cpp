@@ -197,6 +197,8 @@ class Histogram final : public Op {
     kernels::histogram_reference(image_.data_as<std::uint8_t>(), pixels(),
                                  counts_.data_as<std::int32_t>());
   }
+  // Its kernels go through launch_on_stream, nothing else: a compiled graph describes them.
+  bool launches_through_loom() const noexcept override { return true; }
   void run_cuda(const ExecutionContext& ctx) const override {
     kernels::histogram(image_.data_as<std::uint8_t>(), pixels(), counts_.data_as<std::int32_t>(),
                        StreamView(cuda_stream(ctx)), variant());

@@ -295,8 +295,9 @@ TEST(CompileDagGpu, BuiltInOpsAreDescribedAndABindingRepointsThem) {
   auto scaled = rt.tensor<float>({rows, cols});
   auto total = rt.tensor<float>({1});
   auto blurred = rt.tensor<std::uint8_t>({h, w});
+  auto counts = rt.tensor<std::int32_t>({256});
   const std::vector<Tensor> inputs = {x, y, rgb, weights};
-  const std::vector<Tensor> outputs = {soft, row_sums, scaled, total, blurred, product};
+  const std::vector<Tensor> outputs = {soft, row_sums, scaled, total, blurred, product, counts};
   loom::Graph g;
   auto sum_xy = g.intermediate(loom::DType::f32, {rows, cols});
   auto positive = g.intermediate(loom::DType::f32, {rows, cols});
@@ -310,10 +311,11 @@ TEST(CompileDagGpu, BuiltInOpsAreDescribedAndABindingRepointsThem) {
   g.add(loom::ops::rgb_to_gray(rgb, gray));
   g.add(loom::ops::box_blur(gray, blurred, 2));
   g.add(loom::ops::matmul(x, weights, product));
+  g.add(loom::ops::histogram(blurred, counts));
   auto exe = rt.compile(g);
   const auto* graphs = loom::detail::captured_graphs(exe);
   ASSERT_NE(graphs, nullptr);
-  EXPECT_EQ(std::count(graphs->described.begin(), graphs->described.end(), char{1}), 9)
+  EXPECT_EQ(std::count(graphs->described.begin(), graphs->described.end(), char{1}), 10)
       << "every built-in op here launches through loom";
   EXPECT_EQ(shape_of(exe).others, 0U) << "no event or empty node";
 
