@@ -137,7 +137,6 @@ class MpiGroup final : public RankExchange {
   MpiGroup& operator=(const MpiGroup&) = delete;
   ~MpiGroup() override {
     if (!broken_.empty()) {
-      windows_.keep_forever();
       keep_forever(std::make_unique<std::vector<unsigned char>>(std::move(exchange_mine_)));
       keep_forever(std::make_unique<std::vector<unsigned char>>(std::move(exchange_all_)));
       // A request that timed out may still complete into these buffers (and
@@ -425,10 +424,25 @@ class MpiCollective final : public MpiOp {
     }
   }
 
-  // The GPU that both tensors are on; zeros when they are not on one GPU.
+  // The GPU that both tensors are on; zeros when they are not on one GPU,
+  // or overlap in a way the windows do not take (they go a chunk at a time:
+  // out may be in itself, or in's block of out, but not shifted against it).
   std::array<std::int64_t, 2> where() const {
     const auto in = device_identity(in_);
-    return in == device_identity(out_) ? in : std::array<std::int64_t, 2>{};
+    if (in != device_identity(out_) || !windows_take_overlap()) return {};
+    return in;
+  }
+
+  bool windows_take_overlap() const noexcept {
+    if (!overlaps(in_, out_) || in_.data() == out_.data()) return true;
+    const auto* in = static_cast<const unsigned char*>(in_.data());
+    const auto* out = static_cast<const unsigned char*>(out_.data());
+    const auto rank = static_cast<std::size_t>(group_->rank());
+    switch (spec_.kind) {
+      case CollectiveKind::all_gather: return in == out + rank * in_.nbytes();
+      case CollectiveKind::reduce_scatter: return out == in + rank * out_.nbytes();
+      default: return false;
+    }
   }
 
   // Whether MPI takes the input from the output (MPI_IN_PLACE): it is where

@@ -61,17 +61,30 @@ std::array<std::int64_t, 2> device_identity(const Tensor& t) {
   return id;
 }
 
-SharedDeviceWindows::~SharedDeviceWindows() { release(); }
+SharedDeviceWindows::~SharedDeviceWindows() {
+  // Other ranks may still map this rank's window, and the communicator's
+  // end is not collective: the window stays allocated until the process
+  // ends (freeing memory another process maps is undefined).
+  kept_ = true;
+  release();
+}
+
+void SharedDeviceWindows::close_mappings() noexcept {
+  for (unsigned char*& window : windows_) {
+    if (window != nullptr && window != own_) quietly(cudaIpcCloseMemHandle(window), "close window");
+    window = nullptr;
+  }
+  windows_.clear();
+}
 
 void SharedDeviceWindows::release() noexcept {
   if (device_ < 0) return;
   int previous = 0;
   const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device_ &&
                         cudaSetDevice(device_) == cudaSuccess;
-  for (unsigned char* window : windows_) {
-    if (window != nullptr && window != own_) quietly(cudaIpcCloseMemHandle(window), "close window");
-  }
-  windows_.clear();
+  // Nothing of ours may still be reading a window when the mappings go.
+  if (stream_ != nullptr) quietly(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  close_mappings();
   if (own_ != nullptr && !kept_) quietly(cudaFree(own_), "cudaFree(window)");
   own_ = nullptr;
   capacity_ = 0;
@@ -85,12 +98,18 @@ bool SharedDeviceWindows::ready(RankExchange& ranks, int device,
                                 const std::array<std::int64_t, 2>& identity, std::size_t bytes,
                                 const std::string& what) {
   if (refused_) return false;
-  if (identity == identity_ && device == device_ && bytes <= capacity_) return true;
+  if (identity == identity_ && device == device_ && window_bytes_for(bytes) <= capacity_) {
+    return true;
+  }
   // Every rank gets here in the same call: the ranks agreed on the spec and
   // the device, and their windows grew alike.
-  const bool had_windows = own_ != nullptr;
+  if (own_ != nullptr) {
+    // Freed only once no rank maps it any more (freeing memory that another
+    // process still maps is undefined).
+    close_mappings();
+    ranks.barrier(what + " (windows closed)");
+  }
   release();
-  if (had_windows) ranks.barrier(what + " (windows closed)");  // then nobody maps the old ones
   device_ = device;
   identity_ = identity;
   DeviceGuard guard(device);
@@ -98,7 +117,12 @@ bool SharedDeviceWindows::ready(RankExchange& ranks, int device,
   Offer mine{};
   std::string why;
   void* allocated = nullptr;
-  if (const cudaError_t e = cudaMalloc(&allocated, want); e != cudaSuccess) {
+  if (const cudaError_t s = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+      s != cudaSuccess) {
+    (void)cudaGetLastError();
+    stream_ = nullptr;
+    why = std::string("cudaStreamCreateWithFlags: ") + cudaGetErrorString(s);
+  } else if (const cudaError_t e = cudaMalloc(&allocated, want); e != cudaSuccess) {
     (void)cudaGetLastError();
     why = std::string("cudaMalloc: ") + cudaGetErrorString(e);
   } else if (const cudaError_t f = cudaIpcGetMemHandle(&mine.handle, allocated); f != cudaSuccess) {
@@ -146,9 +170,7 @@ bool SharedDeviceWindows::ready(RankExchange& ranks, int device,
     }
     windows_.clear();
     ranks.barrier(what + " (windows refused)");
-    if (own_ != nullptr) quietly(cudaFree(own_), "cudaFree(window)");
-    own_ = nullptr;
-    device_ = -1;
+    release();
     refused_ = true;
     logger().warn(
         "mpi communicator: the ranks share a GPU but cannot map each other's memory ({}); "
@@ -156,7 +178,6 @@ bool SharedDeviceWindows::ready(RankExchange& ranks, int device,
         why.empty() ? "another rank could not" : why);
     return false;
   }
-  LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   capacity_ = want;
   return true;
 }
@@ -214,8 +235,11 @@ void SharedDeviceWindows::reduce_scatter(RankExchange& ranks, const CollectiveSp
   const std::size_t chunk = capacity_ / (p * e);
   for (std::size_t first = 0; first < m; first += chunk) {
     const std::size_t len = std::min(chunk, m - first);
-    LOOM_CUDA_CHECK(cudaMemcpy2DAsync(own_, len * e, bytes_of(in) + first * e, m * e, len * e, p,
-                                      cudaMemcpyDeviceToDevice, stream_));
+    // A copy a slice (a 2-D copy's pitch is limited to a few GiB).
+    for (std::size_t q = 0; q < p; ++q) {
+      LOOM_CUDA_CHECK(cudaMemcpyAsync(own_ + q * len * e, bytes_of(in) + (q * m + first) * e,
+                                      len * e, cudaMemcpyDeviceToDevice, stream_));
+    }
     settle(ranks, what);
     std::vector<const void*> inputs;
     inputs.reserve(p);

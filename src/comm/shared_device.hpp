@@ -54,13 +54,10 @@ class SharedDeviceWindows {
            const CollectiveSpec& spec, const Tensor& in, const Tensor& out,
            const std::string& what);
 
-  /// After a timeout: a rank may still read this rank's window, so it is
-  /// never freed.
-  void keep_forever() noexcept { kept_ = true; }
-
  private:
   bool ready(RankExchange& ranks, int device, const std::array<std::int64_t, 2>& identity,
              std::size_t bytes, const std::string& what);
+  void close_mappings() noexcept;
   void release() noexcept;
   const unsigned char* window_of(int rank) const noexcept { return windows_[rank]; }
   unsigned char* own_window() const noexcept { return own_; }

@@ -154,6 +154,15 @@ bool ambiguous_parameters(const detail::CapturedGraphs& graphs, const Tensor& pl
 bool can_repoint(const Executable::Impl& impl, const std::vector<Binding>& bindings,
                  std::size_t i) {
   if (!impl.captured) return false;
+  // A described kernel may have been chosen for its pointers' alignment (a
+  // vectorized variant, a peeled head): the bound tensor must sit the same
+  // way against every boundary such a choice looks at.
+  constexpr std::uintptr_t kAlignmentKernelsLookAt = 256;
+  const auto address = [](const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data()); };
+  if (address(bindings[i].tensor) % kAlignmentKernelsLookAt !=
+      address(bindings[i].placeholder) % kAlignmentKernelsLookAt) {
+    return false;
+  }
   const Span p = span_of(bindings[i].placeholder);
   for (std::size_t j = 0; j < bindings.size(); ++j) {
     if (j != i && span_of(bindings[j].placeholder).overlaps(p)) return false;

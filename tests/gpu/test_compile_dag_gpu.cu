@@ -360,6 +360,34 @@ TEST(CompileDagGpu, BuiltInOpsAreDescribedAndABindingRepointsThem) {
   }
 }
 
+// A kernel may have been picked for its pointers' alignment (vector_add's
+// 16-byte loads): a tensor bound at another alignment is copied through the
+// placeholder, not re-pointed, and the result is right.
+TEST(CompileDagGpu, ABindingAtAnotherAlignmentIsCopiedNotRepointed) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  constexpr std::int64_t n = 4096;
+  auto a = rt.tensor<float>({n});
+  auto b = rt.tensor<float>({n});
+  auto c = rt.tensor<float>({n});
+  loom::Graph g;
+  g.add(loom::ops::vector_add(a, b, c));
+  auto exe = rt.compile(g);
+  auto wide = rt.tensor<float>({n + 1});
+  auto shifted = wide.slice(0, 1, n + 1);  // 4 bytes past a 16-byte boundary
+  const auto a_values = random_values(n);
+  const auto b_values = random_values(n);
+  upload(rt, shifted, a_values);
+  upload(rt, b, b_values);
+  auto c2 = rt.tensor<float>({n});
+  exe.run({{a, shifted}, {c, c2}}).wait();
+  const auto got = read_back(rt, c2);
+  for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], a_values[i] + b_values[i]) << i;
+  const auto placeholder = read_back(rt, a);
+  ASSERT_EQ(std::memcmp(placeholder.data(), a_values.data(), n * sizeof(float)), 0)
+      << "the shifted tensor was re-pointed, not copied into its placeholder";
+}
+
 // A placeholder an opaque op uses (one that does more than launch kernels:
 // a memset first) is bound by copies, as before: the placeholder holds the
 // output as well.

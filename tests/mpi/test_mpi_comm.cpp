@@ -328,10 +328,15 @@ TEST_F(MpiComm, RanksWithTensorsInDifferentMemoriesStillAgree) {
   if (comm_->backend() != "mpi") GTEST_SKIP() << "only the mpi backend takes host tensors on a GPU";
   const std::int64_t n = 5000;
   auto values = input_of<float>(rank_, n, 610);
+  // Both of rank 0's on the host: a collective takes its pair from one memory.
   loom::Tensor in =
       rank_ == 0 ? runtime().tensor<float>({n}, loom::Memory::pinned) : upload(values);
-  if (rank_ == 0) std::copy(values.begin(), values.end(), in.data_as<float>());
-  auto out = poisoned<float>(n);
+  loom::Tensor out =
+      rank_ == 0 ? runtime().tensor<float>({n}, loom::Memory::pinned) : poisoned<float>(n);
+  if (rank_ == 0) {
+    std::copy(values.begin(), values.end(), in.data_as<float>());
+    std::fill_n(out.data_as<float>(), n, 77.0F);
+  }
   loom::Graph g;
   g.collective(comm_->all_reduce(in, out));
   runtime().submit(g).wait();
