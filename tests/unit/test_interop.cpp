@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -87,6 +89,42 @@ TEST(LaunchRecord, AClassParameterMakesTheLaunchOpaque) {
   const auto none = loom::detail::record_launch(nullptr, dim3(1), dim3(1), 0, std::tuple<>());
   EXPECT_TRUE(none.plain);
   EXPECT_TRUE(none.params.empty());
+}
+
+struct Stateless {};
+struct Shape2 {
+  static constexpr bool loom_pointer_free = true;
+  long rows, cols;
+};
+struct TwoPointers {
+  int n;
+  float* a;
+  const float* b;
+  static constexpr std::array<std::size_t, 2> loom_pointer_offsets() {
+    return {offsetof(TwoPointers, a), offsetof(TwoPointers, b)};
+  }
+};
+
+// A class that holds no pointer (empty, or saying so) keeps the launch
+// plain; one that says where its pointers are does too, and its pointers
+// are found at their place in the record's bytes.
+TEST(LaunchRecord, ClassesThatDeclareTheirPointersStayPlain) {
+  float x = 0;
+  float y = 0;
+  const auto r =
+      loom::detail::record_launch(nullptr, dim3(1), dim3(1), 0,
+                                  std::tuple<Stateless, Shape2, char, TwoPointers>(
+                                      Stateless{}, Shape2{3, 4}, 'c', TwoPointers{5, &x, &y}));
+  EXPECT_TRUE(r.plain);
+  ASSERT_EQ(r.params.size(), 4U);
+  ASSERT_EQ(r.inner_pointers.size(), 2U);
+  float* a = nullptr;
+  const float* b = nullptr;
+  std::memcpy(&a, r.bytes.data() + r.inner_pointers[0], sizeof a);
+  std::memcpy(&b, r.bytes.data() + r.inner_pointers[1], sizeof b);
+  EXPECT_EQ(a, &x);
+  EXPECT_EQ(b, &y);
+  EXPECT_EQ(r.inner_pointers[0], r.params[3].offset + offsetof(TwoPointers, a));
 }
 
 }  // namespace
