@@ -294,25 +294,10 @@ bool aligned(const void* p, std::uintptr_t bytes) {
 
 }  // namespace
 
-std::string_view to_string(BlurVariant variant) noexcept {
-  switch (variant) {
-    case BlurVariant::naive: return "naive";
-    case BlurVariant::tiled: return "tiled";
-    case BlurVariant::tiled_v1: return "tiled_v1";
-  }
-  return "unknown";
-}
-
-std::optional<BlurVariant> parse_blur_variant(std::string_view name) noexcept {
-  for (BlurVariant v : {BlurVariant::naive, BlurVariant::tiled, BlurVariant::tiled_v1}) {
-    if (name == to_string(v)) return v;
-  }
-  return std::nullopt;
-}
-
 void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, std::int64_t height,
               std::int64_t width, int radius, StreamView stream, BlurVariant variant) {
   if (planes == 0 || height == 0 || width == 0) return;
+  if (variant == BlurVariant::automatic) variant = kBlurDefault;
   const auto p = static_cast<int>(planes);
   const auto h = static_cast<int>(height);
   const auto w = static_cast<int>(width);

@@ -35,6 +35,7 @@
 //          counts. Radii 1..kBlurTiledMaxRadius; other radii run naive.
 
 #include <loom/cuda_interop.hpp>
+#include <loom/ops/image.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -43,17 +44,14 @@
 
 namespace loom::kernels {
 
-enum class BlurVariant { naive, tiled, tiled_v1 };
+using BlurVariant = loom::ops::BlurVariant;  // named by its table (loom/ops/variant.hpp)
 
+/// What BlurVariant::automatic runs.
 inline constexpr BlurVariant kBlurDefault = BlurVariant::tiled;
 /// The largest radius any variant takes: sums stay well inside 32 bits.
 inline constexpr int kBlurMaxRadius = 127;
 /// The largest radius the tiled variants take; larger ones run naive.
 inline constexpr int kBlurTiledMaxRadius = 7;
-
-std::string_view to_string(BlurVariant variant) noexcept;
-/// "naive", "tiled" or "tiled_v1"; nullopt for any other name.
-std::optional<BlurVariant> parse_blur_variant(std::string_view name) noexcept;
 
 /// Enqueues the blur of `planes` planes of height x width bytes each (one
 /// after another in memory, rows contiguous) on `stream`. Device pointers;

@@ -95,14 +95,6 @@ bool can_vectorize(const std::uint8_t* rgb, const std::uint8_t* gray, std::size_
 
 }  // namespace
 
-std::string_view to_string(GrayVariant variant) noexcept {
-  switch (variant) {
-    case GrayVariant::naive: return "naive";
-    case GrayVariant::vectorized: return "vectorized";
-  }
-  return "unknown";
-}
-
 std::string_view to_string(RgbLayout layout) noexcept {
   switch (layout) {
     case RgbLayout::interleaved: return "interleaved";
@@ -111,16 +103,10 @@ std::string_view to_string(RgbLayout layout) noexcept {
   return "unknown";
 }
 
-std::optional<GrayVariant> parse_gray_variant(std::string_view name) noexcept {
-  for (GrayVariant v : {GrayVariant::naive, GrayVariant::vectorized}) {
-    if (name == to_string(v)) return v;
-  }
-  return std::nullopt;
-}
-
 void rgb_to_gray(const std::uint8_t* rgb, std::uint8_t* gray, std::size_t pixels, RgbLayout layout,
                  StreamView stream, GrayVariant variant) {
   if (pixels == 0) return;
+  if (variant == GrayVariant::automatic) variant = kGrayDefault;
   if (variant == GrayVariant::vectorized && !can_vectorize(rgb, gray, pixels, layout)) {
     variant = GrayVariant::naive;
   }

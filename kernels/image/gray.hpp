@@ -20,6 +20,7 @@
 //               otherwise it runs naive. The default.
 
 #include <loom/cuda_interop.hpp>
+#include <loom/ops/image.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -35,14 +36,12 @@
 namespace loom::kernels {
 
 enum class RgbLayout { interleaved, planar };
-enum class GrayVariant { naive, vectorized };
+using GrayVariant = loom::ops::GrayVariant;  // named by its table (loom/ops/variant.hpp)
 
+/// What GrayVariant::automatic runs.
 inline constexpr GrayVariant kGrayDefault = GrayVariant::vectorized;
 
-std::string_view to_string(GrayVariant variant) noexcept;
 std::string_view to_string(RgbLayout layout) noexcept;
-/// "naive" or "vectorized"; nullopt for any other name.
-std::optional<GrayVariant> parse_gray_variant(std::string_view name) noexcept;
 
 /// The one formula both sides use.
 LOOM_IMAGE_HD inline std::uint8_t gray_of(unsigned r, unsigned g, unsigned b) {

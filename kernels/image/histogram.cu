@@ -78,28 +78,9 @@ unsigned shared_blocks(const hd::Split& split) {
   return static_cast<unsigned>(std::min<std::size_t>(wanted, machine_blocks()));
 }
 
-}  // namespace
-
-std::string_view to_string(HistogramVariant variant) noexcept {
-  switch (variant) {
-    case HistogramVariant::global_atomics: return "global_atomics";
-    case HistogramVariant::shared: return "shared";
-  }
-  return "unknown";
-}
-
-namespace {
-
 __global__ void zero_counts(std::int32_t* counts) { counts[threadIdx.x] = 0; }
 
 }  // namespace
-
-std::optional<HistogramVariant> parse_histogram_variant(std::string_view name) noexcept {
-  for (HistogramVariant v : {HistogramVariant::global_atomics, HistogramVariant::shared}) {
-    if (name == to_string(v)) return v;
-  }
-  return std::nullopt;
-}
 
 void histogram(const std::uint8_t* image, std::size_t pixels, std::int32_t* counts,
                StreamView stream, HistogramVariant variant) {
@@ -107,6 +88,7 @@ void histogram(const std::uint8_t* image, std::size_t pixels, std::int32_t* coun
   // kernel, not a memset, so that a compiled graph can describe the op.
   loom::detail::launch_on_stream(stream, zero_counts, 1, kHistogramBins, 0, counts);
   if (pixels == 0) return;
+  if (variant == HistogramVariant::automatic) variant = kHistogramDefault;
   if (variant == HistogramVariant::global_atomics) {
     const auto blocks = static_cast<unsigned>((pixels + kGlobalBlock - 1) / kGlobalBlock);
     loom::detail::launch_on_stream(stream, histogram_global_atomics, blocks, kGlobalBlock, 0, image,

@@ -24,6 +24,7 @@
 //                   asked once a device). The default.
 
 #include <loom/cuda_interop.hpp>
+#include <loom/ops/image.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -32,20 +33,17 @@
 
 namespace loom::kernels {
 
-enum class HistogramVariant { global_atomics, shared };
+using HistogramVariant = loom::ops::HistogramVariant;  // named by its table (variant.hpp)
 
+/// What HistogramVariant::automatic runs.
 inline constexpr HistogramVariant kHistogramDefault = HistogramVariant::shared;
 /// One bin per uint8 value.
 inline constexpr int kHistogramBins = 256;
 /// The most pixels one histogram takes: its counts are 32-bit signed.
 inline constexpr std::size_t kHistogramMaxPixels = 0x7FFFFFFF;
 
-std::string_view to_string(HistogramVariant variant) noexcept;
-/// "global_atomics" or "shared"; nullopt for any other name.
-std::optional<HistogramVariant> parse_histogram_variant(std::string_view name) noexcept;
-
 /// Enqueues counts = the histogram of `pixels` bytes of `image` on `stream`:
-/// a memset of the kHistogramBins counts, then the kernel (none for 0
+/// a kernel that zeroes the kHistogramBins counts, then the kernel (none for 0
 /// pixels). Device pointers, any alignment of `image`; counts 4-byte aligned;
 /// pixels <= kHistogramMaxPixels. No host synchronization: capturable.
 /// @throws CudaError if the memset, the launch or the occupancy query fails.

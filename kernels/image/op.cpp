@@ -37,11 +37,8 @@ void require_int_extents(const Tensor& t, std::string_view op, std::string_view 
 
 class RgbToGray final : public Op {
  public:
-  RgbToGray(Tensor rgb, Tensor gray, RgbLayout layout, std::string variant)
-      : rgb_(std::move(rgb)),
-        gray_(std::move(gray)),
-        layout_(layout),
-        variant_(std::move(variant)) {}
+  RgbToGray(Tensor rgb, Tensor gray, RgbLayout layout, GrayVariant variant)
+      : rgb_(std::move(rgb)), gray_(std::move(gray)), layout_(layout), variant_(variant) {}
   std::string_view name() const noexcept override { return "rgb_to_gray"; }
   std::vector<Tensor> reads() const override { return {rgb_}; }
   std::vector<Tensor> writes() const override { return {gray_}; }
@@ -102,21 +99,23 @@ class RgbToGray final : public Op {
            "rgb must have 3 channels, as [H, W, 3] or [3, H, W]; got " + rgb_.describe());
   }
 
-  kernels::GrayVariant variant() const {
-    if (variant_ == "auto") return kernels::kGrayDefault;
-    if (auto v = kernels::parse_gray_variant(variant_)) return *v;
-    reject("rgb_to_gray", "unknown variant '" + variant_ + "' (auto, naive, vectorized)");
+  GrayVariant variant() const {
+    if (!is_known(variant_)) {
+      reject("rgb_to_gray", "unknown variant " + std::to_string(static_cast<int>(variant_)) + " (" +
+                                variant_list<GrayVariant>() + ")");
+    }
+    return variant_;
   }
 
   Tensor rgb_, gray_;
   RgbLayout layout_;
-  std::string variant_;
+  GrayVariant variant_;
 };
 
 class BoxBlur final : public Op {
  public:
-  BoxBlur(Tensor src, Tensor dst, int radius, std::string variant)
-      : src_(std::move(src)), dst_(std::move(dst)), radius_(radius), variant_(std::move(variant)) {}
+  BoxBlur(Tensor src, Tensor dst, int radius, BlurVariant variant)
+      : src_(std::move(src)), dst_(std::move(dst)), radius_(radius), variant_(variant) {}
   std::string_view name() const noexcept override { return "box_blur"; }
   std::vector<Tensor> reads() const override { return {src_}; }
   std::vector<Tensor> writes() const override { return {dst_}; }
@@ -157,21 +156,23 @@ class BoxBlur final : public Op {
   std::int64_t height() const { return src_.shape()[src_.rank() - 2]; }
   std::int64_t width() const { return src_.shape()[src_.rank() - 1]; }
 
-  kernels::BlurVariant variant() const {
-    if (variant_ == "auto") return kernels::kBlurDefault;
-    if (auto v = kernels::parse_blur_variant(variant_)) return *v;
-    reject("box_blur", "unknown variant '" + variant_ + "' (auto, naive, tiled, tiled_v1)");
+  BlurVariant variant() const {
+    if (!is_known(variant_)) {
+      reject("box_blur", "unknown variant " + std::to_string(static_cast<int>(variant_)) + " (" +
+                             variant_list<BlurVariant>() + ")");
+    }
+    return variant_;
   }
 
   Tensor src_, dst_;
   int radius_;
-  std::string variant_;
+  BlurVariant variant_;
 };
 
 class Histogram final : public Op {
  public:
-  Histogram(Tensor image, Tensor counts, std::string variant)
-      : image_(std::move(image)), counts_(std::move(counts)), variant_(std::move(variant)) {}
+  Histogram(Tensor image, Tensor counts, HistogramVariant variant)
+      : image_(std::move(image)), counts_(std::move(counts)), variant_(variant) {}
   std::string_view name() const noexcept override { return "histogram"; }
   std::vector<Tensor> reads() const override { return {image_}; }
   std::vector<Tensor> writes() const override { return {counts_}; }
@@ -207,29 +208,30 @@ class Histogram final : public Op {
  private:
   std::size_t pixels() const { return static_cast<std::size_t>(image_.numel()); }
 
-  kernels::HistogramVariant variant() const {
-    if (variant_ == "auto") return kernels::kHistogramDefault;
-    if (auto v = kernels::parse_histogram_variant(variant_)) return *v;
-    reject("histogram", "unknown variant '" + variant_ + "' (auto, global_atomics, shared)");
+  HistogramVariant variant() const {
+    if (!is_known(variant_)) {
+      reject("histogram", "unknown variant " + std::to_string(static_cast<int>(variant_)) + " (" +
+                              variant_list<HistogramVariant>() + ")");
+    }
+    return variant_;
   }
 
   Tensor image_, counts_;
-  std::string variant_;
+  HistogramVariant variant_;
 };
 
 }  // namespace
 
-OpPtr rgb_to_gray(const Tensor& rgb, const Tensor& gray, RgbLayout layout,
-                  std::string_view variant) {
-  return std::make_shared<RgbToGray>(rgb, gray, layout, std::string(variant));
+OpPtr rgb_to_gray(const Tensor& rgb, const Tensor& gray, RgbLayout layout, GrayVariant variant) {
+  return std::make_shared<RgbToGray>(rgb, gray, layout, variant);
 }
 
-OpPtr box_blur(const Tensor& src, const Tensor& dst, int radius, std::string_view variant) {
-  return std::make_shared<BoxBlur>(src, dst, radius, std::string(variant));
+OpPtr box_blur(const Tensor& src, const Tensor& dst, int radius, BlurVariant variant) {
+  return std::make_shared<BoxBlur>(src, dst, radius, variant);
 }
 
-OpPtr histogram(const Tensor& image, const Tensor& counts, std::string_view variant) {
-  return std::make_shared<Histogram>(image, counts, std::string(variant));
+OpPtr histogram(const Tensor& image, const Tensor& counts, HistogramVariant variant) {
+  return std::make_shared<Histogram>(image, counts, variant);
 }
 
 }  // namespace loom::ops

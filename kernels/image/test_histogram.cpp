@@ -54,8 +54,9 @@ Counts read_counts(const loom::Tensor& counts) {
 }
 
 // The op's counts for `pixels` laid out as `shape`, counts poisoned first.
-Counts histogram_through_graph(loom::Runtime& rt, const Bytes& pixels, const loom::Shape& shape,
-                               const char* variant = "auto") {
+Counts histogram_through_graph(
+    loom::Runtime& rt, const Bytes& pixels, const loom::Shape& shape,
+    loom::ops::HistogramVariant variant = loom::ops::HistogramVariant::automatic) {
   auto image = rt.tensor<std::uint8_t>(shape);
   if (!pixels.empty()) std::memcpy(image.data(), pixels.data(), pixels.size());
   auto counts = rt.tensor<std::int32_t>({256});
@@ -115,14 +116,18 @@ TEST(HistogramOpsCpu, OneValueImagesFillOneBin) {
   }
 }
 
-TEST(HistogramOpsCpu, EveryVariantNameCountsTheSame) {
+TEST(HistogramOpsCpu, EveryVariantCountsTheSame) {
   auto rng = std::mt19937_64(loom::test::fresh_seed());
   loom::Runtime rt(cpu(2));
   const Bytes pixels = random_bytes(61 * 67, rng);
   const Counts want = plain_count(pixels);
-  for (const char* variant : {"auto", "global_atomics", "shared"}) {
-    EXPECT_EQ(histogram_through_graph(rt, pixels, {61, 67}, variant), want) << variant;
+  for (std::string_view name : loom::ops::VariantNames<loom::ops::HistogramVariant>::names) {
+    const auto variant = loom::ops::parse_variant<loom::ops::HistogramVariant>(name);
+    ASSERT_TRUE(variant.has_value()) << name;
+    EXPECT_EQ(loom::ops::to_string(*variant), name);
+    EXPECT_EQ(histogram_through_graph(rt, pixels, {61, 67}, *variant), want) << name;
   }
+  EXPECT_FALSE(loom::ops::parse_variant<loom::ops::HistogramVariant>("auto").has_value());
 }
 
 TEST(HistogramOpsCpu, CompiledReplaysOverwriteTheCounts) {
@@ -156,7 +161,8 @@ TEST(HistogramOpsCpu, BadInputsAreRejectedAtSubmitNamingTheTask) {
   expect_rejected(rt, histogram(image, rt.tensor<std::int32_t>({255})), "counts must be [256]");
   expect_rejected(rt, histogram(image, rt.tensor<std::int32_t>({16, 16})), "counts must be [256]");
   expect_rejected(rt, histogram(image, rt.tensor<std::int32_t>({1, 256})), "counts must be [256]");
-  expect_rejected(rt, histogram(image, counts, "privatized"), "unknown variant 'privatized'");
+  expect_rejected(rt, histogram(image, counts, static_cast<loom::ops::HistogramVariant>(9)),
+                  "unknown variant 9 (automatic, global_atomics, shared)");
   auto wide = rt.tensor<std::uint8_t>({8, 18});
   expect_rejected(rt, histogram(wide.slice(1, 0, 9), counts), "image must be contiguous");
   expect_rejected(rt, histogram(wide.slice(1, 0, 18, 2), counts), "image must be contiguous");

@@ -119,12 +119,15 @@ TEST(ImageOpsCpu, BlurTakesPlanesAndEveryNamedVariant) {
   std::memcpy(src.data(), pixels.data(), pixels.size());
   Bytes want(pixels.size());
   loom::kernels::box_blur_reference(pixels.data(), want.data(), 3, 17, 29, 2);
-  for (const char* variant : {"auto", "naive", "tiled", "tiled_v1"}) {
+  using loom::ops::BlurVariant;
+  for (auto variant :
+       {BlurVariant::automatic, BlurVariant::naive, BlurVariant::tiled, BlurVariant::tiled_v1}) {
     auto dst = rt.tensor<std::uint8_t>({3, 17, 29});
     loom::Graph g;
     g.add(loom::ops::box_blur(src, dst, 2, variant));
     rt.submit(g).wait();
-    EXPECT_EQ(0, std::memcmp(dst.data(), want.data(), want.size())) << variant;
+    EXPECT_EQ(0, std::memcmp(dst.data(), want.data(), want.size()))
+        << loom::ops::to_string(variant);
   }
 }
 
@@ -146,8 +149,10 @@ TEST(ImageOpsCpu, BadGrayInputsAreRejectedAtSubmitNamingTheTask) {
                   rgb_to_gray(rt.tensor<std::uint8_t>({3, 4, 3}), rt.tensor<std::uint8_t>({4, 3})),
                   "could be interleaved or planar");
   expect_rejected(rt, rgb_to_gray(rt.tensor<std::uint8_t>({4, 6, 3}), gray), "gray must be [4, 6]");
-  expect_rejected(rt, rgb_to_gray(rt.tensor<std::uint8_t>({4, 5, 3}), gray, Layout::detect, "fast"),
-                  "unknown variant 'fast'");
+  expect_rejected(rt,
+                  rgb_to_gray(rt.tensor<std::uint8_t>({4, 5, 3}), gray, Layout::detect,
+                              static_cast<loom::ops::GrayVariant>(7)),
+                  "unknown variant 7 (automatic, naive, vectorized)");
   auto wide = rt.tensor<std::uint8_t>({4, 10, 3});
   expect_rejected(rt, rgb_to_gray(wide.slice(1, 0, 10, 2), gray), "must be contiguous");
   // An explicit layout settles the ambiguous shape.
@@ -169,7 +174,8 @@ TEST(ImageOpsCpu, BadBlurInputsAreRejectedAtSubmitNamingTheTask) {
   expect_rejected(rt, box_blur(src, dst, -1), "radius must be in [0, 127]");
   expect_rejected(rt, box_blur(src, dst, 128), "radius must be in [0, 127]");
   expect_rejected(rt, box_blur(src, src, 1), "must not share storage");
-  expect_rejected(rt, box_blur(src, dst, 1, "separable"), "unknown variant 'separable'");
+  expect_rejected(rt, box_blur(src, dst, 1, static_cast<loom::ops::BlurVariant>(4)),
+                  "unknown variant 4 (automatic, naive, tiled, tiled_v1)");
   auto big = rt.tensor<std::uint8_t>({8, 18});
   expect_rejected(rt, box_blur(big.slice(1, 0, 9), dst, 1), "must be contiguous");
   expect_rejected(rt, box_blur(src, big.slice(1, 9, 18), 1), "must be contiguous");

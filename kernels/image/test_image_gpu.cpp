@@ -28,11 +28,11 @@
 #include <type_traits>
 #include <vector>
 
-namespace loom::kernels {
+namespace loom::ops {
 void PrintTo(GrayVariant v, std::ostream* os) { *os << to_string(v); }
 void PrintTo(BlurVariant v, std::ostream* os) { *os << to_string(v); }
 void PrintTo(HistogramVariant v, std::ostream* os) { *os << to_string(v); }
-}  // namespace loom::kernels
+}  // namespace loom::ops
 
 namespace {
 
@@ -473,7 +473,8 @@ TEST(ImageOpsGpu, HistogramOfSlicesAtEveryByteOffset) {
   Counts counts_out(256);
   auto h_counts = rt.provide(counts_out.data(), loom::DType::i32, {256}, loom::Memory::pageable);
   auto counts = rt.tensor<std::int32_t>({256});
-  for (const char* variant : {"global_atomics", "shared"}) {
+  for (auto variant :
+       {loom::ops::HistogramVariant::global_atomics, loom::ops::HistogramVariant::shared}) {
     for (std::int64_t offset = 1; offset < 16; ++offset) {
       std::fill(counts_out.begin(), counts_out.end(), -1);
       loom::Graph g;
@@ -482,7 +483,7 @@ TEST(ImageOpsGpu, HistogramOfSlicesAtEveryByteOffset) {
       rt.submit(g).wait();
       const auto first = pixels.begin() + offset;
       EXPECT_EQ(counts_out, reference_counts(Bytes(first, first + n)))
-          << variant << " offset=" << offset;
+          << to_string(variant) << " offset=" << offset;
     }
   }
 }

@@ -6,10 +6,51 @@
 
 #include <loom/export.hpp>
 #include <loom/op.hpp>
+#include <loom/ops/variant.hpp>
 
+#include <array>
+#include <cstdint>
 #include <string_view>
 
 namespace loom::ops {
+
+/// rgb_to_gray's kernels (variant.hpp).
+enum class GrayVariant : std::uint8_t {
+  automatic,   ///< the fastest for the shape: vectorized where the data allows
+  naive,       ///< a pixel a thread
+  vectorized,  ///< 16 pixels a thread, 16-byte loads and stores
+};
+template <>
+struct VariantNames<GrayVariant> {
+  static constexpr std::array<std::string_view, 3> names = {"automatic", "naive", "vectorized"};
+};
+
+/// box_blur's kernels (variant.hpp).
+enum class BlurVariant : std::uint8_t {
+  automatic,  ///< the fastest for the shape: tiled
+  naive,      ///< a pixel a thread, every window read from global memory
+  tiled,      ///< radius 1..7 (others run naive): a register-streaming kernel when the width
+              ///< is a multiple of 16 and the data 16-byte aligned, else tiled_v1
+  tiled_v1,   ///< shared-memory tiles; radius 1..7 (others run naive)
+};
+template <>
+struct VariantNames<BlurVariant> {
+  static constexpr std::array<std::string_view, 4> names = {"automatic", "naive", "tiled",
+                                                            "tiled_v1"};
+};
+
+/// histogram's kernels (variant.hpp).
+enum class HistogramVariant : std::uint8_t {
+  automatic,       ///< the fastest for the shape: shared
+  global_atomics,  ///< one atomicAdd per pixel in global memory: the lecture's first step
+  shared,  ///< privatized: a block's histograms in shared memory, 16-byte loads, merged with
+           ///< one global atomic per bin per block
+};
+template <>
+struct VariantNames<HistogramVariant> {
+  static constexpr std::array<std::string_view, 3> names = {"automatic", "global_atomics",
+                                                            "shared"};
+};
 
 /// How an RGB image's channels lie in memory.
 enum class RgbLayout {
@@ -22,39 +63,33 @@ enum class RgbLayout {
 /// gray = luma of rgb, BT.601 weights in 8-bit fixed point:
 /// (77 R + 150 G + 29 B + 128) >> 8, the same on both backends bit for bit.
 /// rgb is u8 [H, W, 3] or [3, H, W] (see RgbLayout), gray is u8 [H, W].
-/// `variant`: "auto" (the fastest for the shape), "naive" or "vectorized".
 /// Bad inputs are rejected at submit, naming the task. Thread-safe (a value).
 /// @code
 ///   g.add(loom::ops::rgb_to_gray(frame, gray));   // frame: u8 {3, h, w}
 /// @endcode
 LOOM_API OpPtr rgb_to_gray(const Tensor& rgb, const Tensor& gray,
-                           RgbLayout layout = RgbLayout::detect, std::string_view variant = "auto");
+                           RgbLayout layout = RgbLayout::detect,
+                           GrayVariant variant = GrayVariant::automatic);
 
 /// dst = box blur of src with radius r (a (2r+1) x (2r+1) window), over u8
 /// images [H, W], or [C, H, W] with every plane blurred on its own. Borders:
 /// each output averages only the window's pixels that lie inside the image,
 /// rounded half up ((sum + count / 2) / count); the same on both backends
-/// bit for bit. 0 <= radius <= 127; dst must not overlap src.
-/// `variant`: "auto", "naive", "tiled" (radius 1..7, others run naive: a
-/// register-streaming kernel when the width is a multiple of 16 and the data
-/// 16-byte aligned, else tiled_v1) or "tiled_v1" (shared-memory tiles; radius
-/// 1..7, others run naive). Bad inputs are rejected at submit, naming the task.
+/// bit for bit. 0 <= radius <= 127; dst must not overlap src. Bad inputs
+/// are rejected at submit, naming the task.
 LOOM_API OpPtr box_blur(const Tensor& src, const Tensor& dst, int radius,
-                        std::string_view variant = "auto");
+                        BlurVariant variant = BlurVariant::automatic);
 
 /// counts[v] = how many pixels of `image` equal v, for v in 0..255: image is
 /// u8 of any rank (contiguous, at most 2^31 - 1 pixels), counts is i32 [256]
 /// (overwritten, not accumulated). Exact and the same on both backends
-/// (integer counts). `variant`: "auto", "global_atomics" (one atomicAdd per
-/// pixel in global memory: the lecture's first step) or "shared"
-/// (privatized: a block's histograms in shared memory, 16-byte loads, merged
-/// with one global atomic per bin per block); "auto" is "shared". Bad inputs
-/// are rejected at submit, naming the task. Thread-safe (a value).
+/// (integer counts). Bad inputs are rejected at submit, naming the task.
+/// Thread-safe (a value).
 /// @code
 ///   auto counts = rt.tensor<std::int32_t>({256});
 ///   g.add(loom::ops::histogram(blurred, counts));   // blurred: u8 {h, w}
 /// @endcode
 LOOM_API OpPtr histogram(const Tensor& image, const Tensor& counts,
-                         std::string_view variant = "auto");
+                         HistogramVariant variant = HistogramVariant::automatic);
 
 }  // namespace loom::ops
