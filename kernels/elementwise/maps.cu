@@ -1,6 +1,7 @@
 #include "elementwise/maps.hpp"
 
 #include "common/check.hpp"
+#include "common/convert.hpp"
 #include "common/launch.hpp"
 #include "elementwise/maps_dispatch.hpp"
 
@@ -34,9 +35,16 @@ struct DeviceType<DType::bf16> {
   using type = __nv_bfloat16;
 };
 
+// Conversions as common/convert.hpp defines them (and the CPU references
+// compute them): __half2float and the __float2*_rn / __floats2*2_rn
+// roundings are the instructions that header names as giving its bits; bf16
+// is widened by the header itself (__bfloat162float keeps a NaN's payload
+// before sm_90).
 __device__ __forceinline__ float widen(float v) { return v; }
 __device__ __forceinline__ float widen(__half v) { return __half2float(v); }
-__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float widen(__nv_bfloat16 v) {
+  return bf16_bits_to_f32(__bfloat16_as_ushort(v));
+}
 
 template <class T>
 __device__ __forceinline__ T narrow(float v);

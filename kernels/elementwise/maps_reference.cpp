@@ -1,7 +1,7 @@
 // The maps' names and dtype table, the geometry helpers, and the CPU
 // references (the same functors as the kernels, with round-to-nearest-even
-// conversions from convert.hpp).
-#include "elementwise/convert.hpp"
+// conversions from common/convert.hpp).
+#include "common/convert.hpp"
 #include "elementwise/maps.hpp"
 #include "elementwise/maps_dispatch.hpp"
 

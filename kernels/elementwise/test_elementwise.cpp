@@ -1,8 +1,9 @@
-// The elementwise family on the CPU: conversions rounding to nearest even,
-// the maps' references on hand-checked cases, the strided path against the
-// contiguous one, every op through a graph on the CPU backend, rejections at
-// submit naming the task, fused chains equal to the unfused ones, and the
-// generated fused kernels compiled by NVRTC (no GPU needed).
+// The elementwise family on the CPU: the maps' references on hand-checked
+// cases, the strided path against the contiguous one, every op through a
+// graph on the CPU backend, rejections at submit naming the task, fused
+// chains equal to the unfused ones, and the generated fused kernels compiled
+// by NVRTC (no GPU needed). The f16/bf16 conversions are common/convert.hpp's,
+// tested in common/test_convert.cpp.
 #include <loom/error.hpp>
 #include <loom/graph.hpp>
 #include <loom/ops.hpp>
@@ -10,7 +11,6 @@
 
 #include <gtest/gtest.h>
 
-#include "elementwise/convert.hpp"
 #include "elementwise/fusion.hpp"
 #include "elementwise/maps.hpp"
 #include "elementwise/test_support.hpp"
@@ -18,7 +18,6 @@
 #include "support/rejection.hpp"
 #include "support/seed.hpp"
 
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -37,75 +36,6 @@ using loom::test::HostArray;
 constexpr DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16};
 constexpr MapKind kKinds[] = {MapKind::add,  MapKind::mul,       MapKind::axpby,
                               MapKind::relu, MapKind::gelu_tanh, MapKind::cast};
-
-float f(std::uint32_t bits) { return std::bit_cast<float>(bits); }
-
-// ---- conversions ------------------------------------------------------------
-
-TEST(ElementwiseConvert, F16RoundsToNearestEven) {
-  using loom::kernels::f32_to_f16_bits;
-  EXPECT_EQ(f32_to_f16_bits(1.0F), 0x3C00);
-  EXPECT_EQ(f32_to_f16_bits(-2.0F), 0xC000);
-  EXPECT_EQ(f32_to_f16_bits(-0.0F), 0x8000);
-  EXPECT_EQ(f32_to_f16_bits(65504.0F), 0x7BFF);
-  EXPECT_EQ(f32_to_f16_bits(65519.99F), 0x7BFF);
-  EXPECT_EQ(f32_to_f16_bits(65520.0F), 0x7C00);  // the tie goes to the even side: infinity
-  EXPECT_EQ(f32_to_f16_bits(std::numeric_limits<float>::infinity()), 0x7C00);
-  EXPECT_EQ(f32_to_f16_bits(1.0F + 0x1p-11F), 0x3C00);             // tie, even below
-  EXPECT_EQ(f32_to_f16_bits(1.0F + 3 * 0x1p-11F), 0x3C02);         // tie, even above
-  EXPECT_EQ(f32_to_f16_bits(1.0F + 0x1p-11F + 0x1p-20F), 0x3C01);  // above the tie
-  EXPECT_EQ(f32_to_f16_bits(0x1p-24F), 0x0001);                    // smallest subnormal
-  EXPECT_EQ(f32_to_f16_bits(0x1p-25F), 0x0000);                    // tie with zero: even
-  EXPECT_EQ(f32_to_f16_bits(3 * 0x1p-25F), 0x0002);                // tie between 1 and 2: even
-  EXPECT_EQ(f32_to_f16_bits(0x1p-14F - 0x1p-26F), 0x0400);         // rounds up into the normals
-  EXPECT_EQ(f32_to_f16_bits(f(0x00000001)), 0x0000);               // f32 subnormal
-  const std::uint16_t nan = f32_to_f16_bits(std::numeric_limits<float>::quiet_NaN());
-  EXPECT_EQ(nan & 0x7C00, 0x7C00);
-  EXPECT_NE(nan & 0x03FF, 0);
-}
-
-TEST(ElementwiseConvert, Bf16RoundsToNearestEven) {
-  using loom::kernels::f32_to_bf16_bits;
-  EXPECT_EQ(f32_to_bf16_bits(1.0F), 0x3F80);
-  EXPECT_EQ(f32_to_bf16_bits(1.0F + 0x1p-8F), 0x3F80);        // tie, even below
-  EXPECT_EQ(f32_to_bf16_bits(1.0F + 3 * 0x1p-8F), 0x3F82);    // tie, even above
-  EXPECT_EQ(f32_to_bf16_bits(f(0x7F7FFFFF)), 0x7F80);         // FLT_MAX rounds to infinity
-  EXPECT_EQ(f32_to_bf16_bits(f(0x00010000)), 0x0001);         // subnormals are kept
-  const std::uint16_t nan = f32_to_bf16_bits(f(0x7F800001));  // a NaN whose payload is below bit 16
-  EXPECT_EQ(nan & 0x7F80, 0x7F80);
-  EXPECT_NE(nan & 0x007F, 0);
-}
-
-TEST(ElementwiseConvert, EveryHalfAndBfloatSurvivesARoundTrip) {
-  for (std::uint32_t b = 0; b < 0x10000; ++b) {
-    const auto bits = static_cast<std::uint16_t>(b);
-    const float h = loom::kernels::f16_bits_to_f32(bits);
-    if (!std::isnan(h)) {
-      ASSERT_EQ(loom::kernels::f32_to_f16_bits(h), bits) << std::hex << b;
-    }
-    const float bf = loom::kernels::bf16_bits_to_f32(bits);
-    if (!std::isnan(bf)) {
-      ASSERT_EQ(loom::kernels::f32_to_bf16_bits(bf), bits) << std::hex << b;
-    }
-  }
-  EXPECT_EQ(loom::kernels::f16_bits_to_f32(0x0001), 0x1p-24F);
-  EXPECT_EQ(loom::kernels::f16_bits_to_f32(0x7BFF), 65504.0F);
-}
-
-// Against the midpoints: a value halfway between two neighbours goes to the
-// even one, a hair above goes up, a hair below goes down, in every binade.
-TEST(ElementwiseConvert, HalfMidpointsInEveryBinade) {
-  for (std::uint32_t b = 0; b < 0x7BFF; ++b) {
-    const float lo = loom::kernels::f16_bits_to_f32(static_cast<std::uint16_t>(b));
-    const float hi = loom::kernels::f16_bits_to_f32(static_cast<std::uint16_t>(b + 1));
-    const float mid = 0.5F * (lo + hi);  // exact in f32
-    const std::uint16_t even =
-        (b % 2 == 0) ? static_cast<std::uint16_t>(b) : static_cast<std::uint16_t>(b + 1);
-    ASSERT_EQ(loom::kernels::f32_to_f16_bits(mid), even) << std::hex << b;
-    ASSERT_EQ(loom::kernels::f32_to_f16_bits(std::nextafter(mid, hi)), b + 1) << std::hex << b;
-    ASSERT_EQ(loom::kernels::f32_to_f16_bits(std::nextafter(mid, lo)), b) << std::hex << b;
-  }
-}
 
 // ---- the references -------------------------------------------------------------
 

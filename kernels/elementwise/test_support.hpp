@@ -4,7 +4,7 @@
 
 #include <loom/dtype.hpp>
 
-#include "elementwise/convert.hpp"
+#include "common/convert.hpp"
 #include "elementwise/maps.hpp"
 #include "support/seed.hpp"
 

@@ -139,7 +139,8 @@ void reduce_segments(ReduceOp op, const void* x, DType dtype, const Segments& se
 void reduce_segments_reference(ReduceOp op, const void* x, DType dtype, const Segments& segments,
                                double* out);
 
-/// Host conversions of loom's 16-bit float patterns (round to nearest even).
+/// Host conversions of loom's 16-bit float patterns: common/convert.hpp's
+/// (round to nearest even; any NaN to the canonical NaN), typed.
 float to_float(half h) noexcept;
 float to_float(bfloat16 b) noexcept;
 half to_half(float f) noexcept;

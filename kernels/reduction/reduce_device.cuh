@@ -3,6 +3,7 @@
 // operation, conversions to f32, 16-byte vectors, warp and block trees, and
 // the host's dispatch from runtime dtypes and ops to template instances.
 
+#include "common/convert.hpp"
 #include "reduction/reduce.hpp"
 
 #include <loom/error.hpp>
@@ -47,9 +48,15 @@ struct Fold<ReduceOp::min> {
   }
 };
 
+// Conversions as common/convert.hpp defines them: __half2float and the
+// __float2*_rn stores (below) are the instructions that header names as
+// giving its bits; bf16 is widened by the header itself (__bfloat162float
+// keeps a NaN's payload before sm_90).
 __device__ __forceinline__ float to_f32(float v) { return v; }
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) {
+  return bf16_bits_to_f32(__bfloat16_as_ushort(v));
+}
 
 template <class T>
 __device__ __forceinline__ T from_bits(unsigned short bits);

@@ -1,11 +1,11 @@
 // The CPU references of the reductions (sums in double, so a GPU's f32
 // result can be held to a tolerance that is honest about its own rounding),
-// and host conversions of the 16-bit float patterns.
+// and the typed host conversions of the 16-bit float patterns (common/convert.hpp's).
+#include "common/convert.hpp"
 #include "reduction/reduce.hpp"
 
 #include <loom/error.hpp>
 
-#include <bit>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -67,50 +67,13 @@ void reduce_segments_reference(ReduceOp op, const void* x, DType dtype, const Se
   }
 }
 
-float to_float(half h) noexcept {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h.bits & 0x8000U) << 16;
-  const std::uint32_t exponent = (h.bits >> 10) & 0x1FU;
-  const std::uint32_t mantissa = h.bits & 0x3FFU;
-  if (exponent == 0x1FU) {  // infinity or NaN
-    return std::bit_cast<float>(sign | 0x7F800000U | (mantissa << 13));
-  }
-  if (exponent == 0) {  // zero or subnormal: mantissa x 2^-24, exact in f32
-    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-    return sign != 0 ? -magnitude : magnitude;
-  }
-  return std::bit_cast<float>(sign | ((exponent + 112U) << 23) | (mantissa << 13));
-}
+float to_float(half h) noexcept { return f16_bits_to_f32(h.bits); }
 
-float to_float(bfloat16 b) noexcept {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(b.bits) << 16);
-}
+float to_float(bfloat16 b) noexcept { return bf16_bits_to_f32(b.bits); }
 
-half to_half(float f) noexcept {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
-  const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000U);
-  const float magnitude = std::fabs(f);
-  if (std::isnan(f)) return half{static_cast<std::uint16_t>(sign | 0x7E00U)};
-  if (magnitude >= 65520.0F) return half{static_cast<std::uint16_t>(sign | 0x7C00U)};
-  if (magnitude < 6.103515625e-05F) {
-    // Subnormal (or zero): units of 2^-24, rounded to nearest even by the
-    // default floating-point rounding of nearbyint.
-    const auto units = static_cast<std::uint16_t>(std::nearbyint(magnitude * 16777216.0F));
-    return half{static_cast<std::uint16_t>(sign | units)};
-  }
-  // Normal: drop 13 mantissa bits, rounding to nearest even; a carry into
-  // the exponent is the correct rounding up.
-  const std::uint32_t rest = bits & 0x7FFFFFFFU;
-  const std::uint32_t rounded = rest + 0x0FFFU + ((rest >> 13) & 1U);
-  const std::uint32_t out = (rounded >> 13) - (112U << 10);
-  return half{static_cast<std::uint16_t>(sign | out)};
-}
+half to_half(float f) noexcept { return half{f32_to_f16_bits(f)}; }
 
-bfloat16 to_bfloat16(float f) noexcept {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
-  if (std::isnan(f)) return bfloat16{static_cast<std::uint16_t>((bits >> 16) | 0x0040U)};
-  const std::uint32_t rounded = bits + 0x7FFFU + ((bits >> 16) & 1U);
-  return bfloat16{static_cast<std::uint16_t>(rounded >> 16)};
-}
+bfloat16 to_bfloat16(float f) noexcept { return bfloat16{f32_to_bf16_bits(f)}; }
 
 void store_host(void* out, DType dtype, std::int64_t i, double v) noexcept {
   const auto f = static_cast<float>(v);

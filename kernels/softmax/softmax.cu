@@ -1,13 +1,13 @@
 #include "softmax/softmax.hpp"
 
 #include "common/check.hpp"
+#include "common/convert.hpp"
 #include "common/launch.hpp"
 
 #include <loom/error.hpp>
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -36,9 +36,7 @@ constexpr int kPassThreads = 512;  // naive and online
 // --- element access ----------------------------------------------------------
 
 __device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(bf16_bits v) {
-  return __uint_as_float(static_cast<unsigned>(v) << 16);
-}
+__device__ __forceinline__ float to_float(bf16_bits v) { return bf16_bits_to_f32(v); }
 template <class T>
 __device__ __forceinline__ T from_float(float v);
 template <>
@@ -47,9 +45,7 @@ __device__ __forceinline__ float from_float<float>(float v) {
 }
 template <>
 __device__ __forceinline__ bf16_bits from_float<bf16_bits>(float v) {
-  const unsigned u = __float_as_uint(v);
-  if ((u & 0x7FFFFFFFU) > 0x7F800000U) return 0x7FC0;  // NaN stays a (quiet) NaN
-  return static_cast<bf16_bits>((u + 0x7FFFU + ((u >> 16) & 1U)) >> 16);
+  return f32_to_bf16_bits(v);
 }
 
 // VEC consecutive elements, as one 16-byte access when VEC * sizeof(T) is
@@ -66,8 +62,8 @@ __device__ __forceinline__ void load(const T* p, float (&out)[VEC]) {
       if constexpr (std::is_same_v<T, float>) {
         out[i] = __uint_as_float(w[i]);
       } else {
-        out[2 * i] = __uint_as_float(w[i] << 16);
-        out[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000U);
+        out[2 * i] = to_float(static_cast<bf16_bits>(w[i] & 0xFFFFU));
+        out[2 * i + 1] = to_float(static_cast<bf16_bits>(w[i] >> 16));
       }
     }
   } else {
@@ -564,7 +560,7 @@ double load_host<float>(const float* p) {
 }
 template <>
 double load_host<bf16_bits>(const bf16_bits* p) {
-  return bf16_to_float(*p);
+  return bf16_bits_to_f32(*p);
 }
 template <class T>
 void store_host(T* p, double v);
@@ -574,7 +570,7 @@ void store_host<float>(float* p, double v) {
 }
 template <>
 void store_host<bf16_bits>(bf16_bits* p, double v) {
-  *p = float_to_bf16(static_cast<float>(v));
+  *p = f32_to_bf16_bits(static_cast<float>(v));
 }
 
 template <class T>
@@ -611,20 +607,6 @@ void reference_rows(const T* x, T* y, const SoftmaxShape& s) {
 }
 
 }  // namespace
-
-float bf16_to_float(std::uint16_t bits) noexcept {
-  const std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-std::uint16_t float_to_bf16(float value) noexcept {
-  std::uint32_t u;
-  std::memcpy(&u, &value, sizeof u);
-  if ((u & 0x7FFFFFFFU) > 0x7F800000U) return 0x7FC0;
-  return static_cast<std::uint16_t>((u + 0x7FFFU + ((u >> 16) & 1U)) >> 16);
-}
 
 std::string_view to_string(SoftmaxVariant variant) noexcept {
   switch (variant) {

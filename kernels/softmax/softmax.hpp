@@ -70,11 +70,7 @@ void softmax(const void* x, void* y, DType dtype, const SoftmaxShape& shape, voi
              StreamView stream, SoftmaxVariant variant = kSoftmaxDefault);
 
 /// The CPU reference: double-precision math, rounded once to the output
-/// dtype (bf16 round-to-nearest-even). Host pointers.
+/// dtype (bf16 as common/convert.hpp rounds it). Host pointers.
 void softmax_reference(const void* x, void* y, DType dtype, const SoftmaxShape& shape);
-
-/// bf16 conversions the kernels and the reference share.
-float bf16_to_float(std::uint16_t bits) noexcept;
-std::uint16_t float_to_bf16(float value) noexcept;
 
 }  // namespace loom::kernels

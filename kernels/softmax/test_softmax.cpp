@@ -1,5 +1,5 @@
 // Softmax on the CPU: the reference against hand-checked rows (large
-// magnitudes, -inf entries, a row of -inf only, NaN), bf16 rounding, the op
+// magnitudes, -inf entries, a row of -inf only, NaN), bf16 rounding and NaN, the op
 // through a graph on the CPU backend (plain, strided rows, in place, bf16),
 // and bad inputs rejected at submit naming the task.
 #include <loom/error.hpp>
@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/convert.hpp"
 #include "softmax/softmax.hpp"
 #include "support/cpu.hpp"
 #include "support/rejection.hpp"
@@ -62,17 +63,22 @@ TEST(SoftmaxReference, ARowOfMinusInfinityOrWithANaNIsNaN) {
   EXPECT_NEAR(sum, 1.0F, 1e-6F);
 }
 
-TEST(SoftmaxReference, Bf16RoundsToNearestEven) {
-  using loom::kernels::bf16_to_float;
-  using loom::kernels::float_to_bf16;
-  EXPECT_EQ(float_to_bf16(1.0F), 0x3F80);
-  EXPECT_EQ(bf16_to_float(0x3F80), 1.0F);
-  // 1 + 2^-8 is halfway between two bf16 values: to the even one (1.0).
-  EXPECT_EQ(float_to_bf16(1.0F + 0.00390625F), 0x3F80);
-  // 1 + 3 * 2^-8 is halfway too: to the even one above.
-  EXPECT_EQ(float_to_bf16(1.0F + 3 * 0.00390625F), 0x3F82);
-  EXPECT_EQ(float_to_bf16(-kInf), 0xFF80);
-  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+// bf16 rows: the output rounded by common/convert.hpp (to nearest even), and
+// a NaN row stored as its canonical NaN, 0x7FFF, as the GPU stores it (the
+// kernel once wrote 0x7FC0 there).
+TEST(SoftmaxReference, Bf16RoundsAsTheSharedConversionAndNaNIsCanonical) {
+  using loom::kernels::bf16_bits_to_f32;
+  using loom::kernels::f32_to_bf16_bits;
+  const float values[] = {-kInf, -kInf, 1, std::numeric_limits<float>::quiet_NaN(), 0, 1};
+  std::vector<std::uint16_t> x;
+  for (float v : values) x.push_back(f32_to_bf16_bits(v));
+  std::vector<std::uint16_t> y(x.size(), 0);
+  loom::kernels::softmax_reference(x.data(), y.data(), loom::DType::bf16, SoftmaxShape{3, 2, 2, 2});
+  for (int j = 0; j < 4; ++j) EXPECT_EQ(y[static_cast<std::size_t>(j)], 0x7FFF) << j;
+  const double e = std::exp(1.0);
+  EXPECT_EQ(y[4], f32_to_bf16_bits(static_cast<float>(1.0 / (1.0 + e))));
+  EXPECT_EQ(y[5], f32_to_bf16_bits(static_cast<float>(e / (1.0 + e))));
+  EXPECT_NEAR(bf16_bits_to_f32(y[4]) + bf16_bits_to_f32(y[5]), 1.0F, 0x1p-8F);
 }
 
 TEST(SoftmaxKernel, OnlyAFewLongRowsNeedAWorkspace) {
@@ -147,14 +153,16 @@ TEST(SoftmaxOpCpu, Bf16ThroughAGraph) {
   auto y = rt.tensor<loom::bfloat16>({rows, cols});
   const auto data = random_row_data(static_cast<std::size_t>(rows * cols), rng);
   auto* xb = x.data_as<loom::bfloat16>();
-  for (std::size_t i = 0; i < data.size(); ++i) xb[i].bits = loom::kernels::float_to_bf16(data[i]);
+  for (std::size_t i = 0; i < data.size(); ++i)
+    xb[i].bits = loom::kernels::f32_to_bf16_bits(data[i]);
   loom::Graph g;
   g.add(loom::ops::softmax(x, y));
   rt.submit(g).wait();
   for (std::int64_t r = 0; r < rows; ++r) {
     double sum = 0;
     for (std::int64_t j = 0; j < cols; ++j) {
-      const float v = loom::kernels::bf16_to_float(y.data_as<loom::bfloat16>()[r * cols + j].bits);
+      const float v =
+          loom::kernels::bf16_bits_to_f32(y.data_as<loom::bfloat16>()[r * cols + j].bits);
       EXPECT_GE(v, 0.0F);
       sum += v;
     }

@@ -6,6 +6,7 @@
 // only); then the op through a graph on the CUDA backend.
 #include "support/gpu.hpp"
 
+#include "common/convert.hpp"
 #include "cuda/stream.hpp"
 #include "softmax/softmax.hpp"
 
@@ -64,7 +65,8 @@ std::vector<float> make_rows(const Case& c, std::mt19937_64& rng) {
         if (pick(rng) == 0) v = -kInf;                 // -inf entries contribute 0
         if (r == c.rows - 1 && c.rows > 1) v = -kInf;  // a row of -inf only: NaN
       }
-      if (c.dtype == DType::bf16) v = loom::kernels::bf16_to_float(loom::kernels::float_to_bf16(v));
+      if (c.dtype == DType::bf16)
+        v = loom::kernels::bf16_bits_to_f32(loom::kernels::f32_to_bf16_bits(v));
       x[static_cast<std::size_t>(r * c.x_stride + j)] = v;
     }
   }
@@ -78,7 +80,7 @@ std::vector<std::uint8_t> to_bytes(const std::vector<float>& v, DType d) {
     if (d == DType::f32) {
       std::memcpy(out.data() + 4 * i, &v[i], 4);
     } else {
-      const std::uint16_t b = loom::kernels::float_to_bf16(v[i]);
+      const std::uint16_t b = loom::kernels::f32_to_bf16_bits(v[i]);
       std::memcpy(out.data() + 2 * i, &b, 2);
     }
   }
@@ -93,7 +95,7 @@ float element(const std::vector<std::uint8_t>& bytes, DType d, std::size_t i) {
   }
   std::uint16_t b;
   std::memcpy(&b, bytes.data() + 2 * i, 2);
-  return loom::kernels::bf16_to_float(b);
+  return loom::kernels::bf16_bits_to_f32(b);
 }
 
 bool close(float got, float want, DType d) {
