@@ -4,6 +4,7 @@
 // kernel (the driver's default wait, which may spin).
 #include "cuda/stream.hpp"
 #include "testing/spin.hpp"
+#include "testing/spin_op.hpp"
 
 #include <loom/graph.hpp>
 #include <loom/ops.hpp>
@@ -39,7 +40,7 @@ void BM_SchedulerCpuDuringLongKernel(benchmark::State& state) {
   warm.add(loom::ops::fill(t, 0.0F));
   rt.submit(warm).wait();
   loom::Graph g;
-  g.add(loom::ops::spin(t, kernel_us));
+  g.add(loom::testing::spin(t, kernel_us));
   g.host("after", [] {}, {t});
   double share = 0;
   for (auto _ : state) {

@@ -11,14 +11,3 @@
 #include <loom/ops/image.hpp>
 #include <loom/ops/reduction.hpp>
 #include <loom/ops/softmax.hpp>
-
-#include <cstdint>
-
-namespace loom::ops {
-
-/// Busy-waits for `microseconds`, then adds 1 to the first element of the f32
-/// tensor t: a stand-in for a kernel of known duration, for scheduling tests
-/// and benchmarks.
-LOOM_API OpPtr spin(const Tensor& t, std::int64_t microseconds);
-
-}  // namespace loom::ops

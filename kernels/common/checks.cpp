@@ -1,4 +1,4 @@
-#include "ops/checks.hpp"
+#include "common/checks.hpp"
 
 #include <loom/error.hpp>
 

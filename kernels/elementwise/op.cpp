@@ -5,11 +5,11 @@
 #include <loom/error.hpp>
 #include <loom/ops/elementwise.hpp>
 
+#include "common/checks.hpp"
 #include "elementwise/fusion.hpp"
 #include "elementwise/map.hpp"
 #include "elementwise/maps.hpp"
 #include "elementwise/vector_add.hpp"
-#include "ops/checks.hpp"
 
 #include <algorithm>
 #include <map>

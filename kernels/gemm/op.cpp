@@ -4,8 +4,8 @@
 #include <loom/error.hpp>
 #include <loom/ops/gemm.hpp>
 
+#include "common/checks.hpp"
 #include "gemm/sgemm.hpp"
-#include "ops/checks.hpp"
 
 #include <string>
 

@@ -4,10 +4,10 @@
 #include <loom/error.hpp>
 #include <loom/ops/image.hpp>
 
+#include "common/checks.hpp"
 #include "image/blur.hpp"
 #include "image/gray.hpp"
 #include "image/histogram.hpp"
-#include "ops/checks.hpp"
 
 #include <climits>
 #include <cstdint>

@@ -6,7 +6,7 @@
 #include <loom/error.hpp>
 #include <loom/ops/reduction.hpp>
 
-#include "ops/checks.hpp"
+#include "common/checks.hpp"
 #include "reduction/reduce.hpp"
 
 #include <algorithm>

@@ -3,7 +3,7 @@
 #include <loom/error.hpp>
 #include <loom/ops/softmax.hpp>
 
-#include "ops/checks.hpp"
+#include "common/checks.hpp"
 #include "softmax/softmax.hpp"
 
 #include <string>

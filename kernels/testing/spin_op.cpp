@@ -1,19 +1,17 @@
-// The built-in ops that belong to no kernel family (each family binds its
-// own in kernels/<family>/op.cpp): a catalogue kernel and its CPU reference
-// bound to the Op interface, with the checks its kernel needs.
+#include "testing/spin_op.hpp"
+
+#include "common/checks.hpp"
+#include "testing/spin.hpp"
+
 #include <loom/cuda_interop.hpp>
 #include <loom/error.hpp>
-#include <loom/ops.hpp>
-
-#include "ops/checks.hpp"
-#include "testing/spin.hpp"
 
 #include <string>
 
-namespace loom::ops {
+namespace loom::testing {
 namespace {
 
-using detail::require_f32_contiguous;
+using ops::detail::require_f32_contiguous;
 
 class Spin final : public Op {
  public:
@@ -42,4 +40,4 @@ OpPtr spin(const Tensor& t, std::int64_t microseconds) {
   return std::make_shared<Spin>(t, microseconds);
 }
 
-}  // namespace loom::ops
+}  // namespace loom::testing

@@ -4,6 +4,7 @@
 // is busy some of the time.
 
 #include "support/gpu.hpp"
+#include "testing/spin_op.hpp"
 
 #include <loom/activity.hpp>
 #include <loom/error.hpp>
@@ -48,7 +49,7 @@ TEST(ActivityLogGpu, DeviceSpansLieInsideTheLogAndKeepTheDeviceBusy) {
   loom::Graph g;
   g.add(loom::ops::fill(a, 1), {.name = "fill a"});
   g.add(loom::ops::fill(b, 2), {.name = "fill b"});
-  g.add(loom::ops::spin(a, 200), {.name = "spin a"});
+  g.add(loom::testing::spin(a, 200), {.name = "spin a"});
   g.add(loom::ops::vector_add(a, b, c), {.name = "add"});
   g.copy(c, pinned, {.name = "download"});
   g.host("look", [] {}, {pinned}, {});
@@ -126,7 +127,7 @@ TEST(ActivityLogGpu, CompiledSegmentsAreDeviceSpans) {
   loom::Graph g;
   g.add(loom::ops::fill(x, 1), {.name = "fill"});
   g.add(loom::ops::scale_copy(x, y, 2), {.name = "scale"});
-  g.add(loom::ops::spin(y, 100), {.name = "spin"});
+  g.add(loom::testing::spin(y, 100), {.name = "spin"});
   const loom::Executable exe = rt.compile(g);
   ASSERT_EQ(exe.segments(), 1U);
   rt.start_activity_log();

@@ -5,6 +5,7 @@
 // workspaces kept from capture, and an op that breaks capture named at compile.
 #include "support/compile_graphs.hpp"
 #include "support/gpu.hpp"
+#include "testing/spin_op.hpp"
 
 #include "compile/memory_plan.hpp"
 #include "cuda/object_counts.hpp"
@@ -170,7 +171,7 @@ TEST(CompileGpu, ReplaysAreOrderedAndFollowEagerRuns) {
   zero.add(loom::ops::fill(x, 0.0F));
   rt.submit(zero).wait();
   loom::Graph g;
-  for (int i = 0; i < 100; ++i) g.add(loom::ops::spin(x, i % 10 == 0 ? 20 : 0));  // a chain
+  for (int i = 0; i < 100; ++i) g.add(loom::testing::spin(x, i % 10 == 0 ? 20 : 0));  // a chain
   auto exe = rt.compile(g);
   std::vector<loom::Future> runs;
   for (int i = 0; i < 10; ++i) runs.push_back(exe.run());  // no wait between them

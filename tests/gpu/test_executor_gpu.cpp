@@ -3,6 +3,7 @@
 // bad memory spaces name their task, the steady state creates no stream or
 // event, and device tasks appear on stream tracks in the trace.
 #include "support/gpu.hpp"
+#include "testing/spin_op.hpp"
 
 #include "cuda/object_counts.hpp"
 
@@ -40,13 +41,13 @@ TEST(ExecutorGpu, IndependentKernelsOverlapAndChainsDoNot) {
   rt.submit(warm).wait();
 
   loom::Graph wide;
-  for (auto& t : ts) wide.add(loom::ops::spin(t, 1000));
+  for (auto& t : ts) wide.add(loom::testing::spin(t, 1000));
   auto t0 = Clock::now();
   rt.submit(wide).wait();
   const double wide_ms = ms_since(t0);
 
   loom::Graph chain;
-  for (int i = 0; i < 4; ++i) chain.add(loom::ops::spin(ts[0], 1000));
+  for (int i = 0; i < 4; ++i) chain.add(loom::testing::spin(ts[0], 1000));
   t0 = Clock::now();
   rt.submit(chain).wait();
   const double chain_ms = ms_since(t0);
@@ -109,7 +110,7 @@ TEST(ExecutorGpu, HostTasksRunOnlyAfterTheirDeviceWork) {
   float seen_last = -1;
   loom::Graph g;
   g.add(loom::ops::fill(dev, 7.0F));
-  g.add(loom::ops::spin(dev, 2000));  // dev[0] becomes 8 after 2 ms
+  g.add(loom::testing::spin(dev, 2000));  // dev[0] becomes 8 after 2 ms
   g.copy(dev, pinned);
   g.host("check",
          [&] {
@@ -205,9 +206,9 @@ TEST(ExecutorGpu, RunsEndWhenAStreamTailIsCancelled) {
   loom::Runtime rt;
   auto t = rt.tensor<float>({4});
   loom::Graph g;
-  auto x = g.add(loom::ops::spin(t, 200), {.name = "x"});
+  auto x = g.add(loom::testing::spin(t, 200), {.name = "x"});
   auto h = g.host("h", [] { throw std::runtime_error("host failure"); });
-  auto y = g.add(loom::ops::spin(t, 200), {.name = "y"});
+  auto y = g.add(loom::testing::spin(t, 200), {.name = "y"});
   g.precede(h, y);
   (void)x;
   auto run = rt.submit(g);
@@ -244,10 +245,10 @@ TEST(ExecutorGpu, CancelWhileKernelsRunEndsTheRun) {
   loom::Runtime rt;
   auto t = rt.tensor<float>({4});
   loom::Graph g;
-  for (int i = 0; i < 50; ++i) g.add(loom::ops::spin(t, 1000));
+  for (int i = 0; i < 50; ++i) g.add(loom::testing::spin(t, 1000));
   auto gate = g.host("gate", [] {}, {t});
   for (int i = 0; i < 10; ++i) {
-    auto later = g.add(loom::ops::spin(t, 1000));
+    auto later = g.add(loom::testing::spin(t, 1000));
     g.precede(gate, later);
   }
   auto run = rt.submit(g);
@@ -288,8 +289,8 @@ TEST(ExecutorGpu, TraceHasStreamTracksWithDeviceTimes) {
   auto a = rt.tensor<float>({4});
   auto b = rt.tensor<float>({4});
   loom::Graph g;
-  g.add(loom::ops::spin(a, 500), {.name = "spin a"});
-  g.add(loom::ops::spin(b, 500), {.name = "spin b"});
+  g.add(loom::testing::spin(a, 500), {.name = "spin a"});
+  g.add(loom::testing::spin(b, 500), {.name = "spin b"});
   rt.submit(g).wait();
   std::ifstream in(::testing::TempDir() + "loom_gpu_trace.1.json");
   ASSERT_TRUE(in.good());

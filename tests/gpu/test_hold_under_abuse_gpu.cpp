@@ -7,6 +7,7 @@
 #include <loom/graph.hpp>
 #include <loom/ops.hpp>
 #include <loom/runtime.hpp>
+#include "testing/spin_op.hpp"
 
 #include <gtest/gtest.h>
 
@@ -62,7 +63,7 @@ TEST(CancelledRunKeepsItsPlaceGpu, ADeviceFollowerSeesTheWorkBeforeIt) {
   fill_now(rt, out, -5.0F);
   Graph c, d, e, f;
   c.host("C slow", [] { std::this_thread::sleep_for(100ms); }, {}, {t});
-  d.add(loom::ops::spin(t, 50000), {.name = "D spin"});
+  d.add(loom::testing::spin(t, 50000), {.name = "D spin"});
   d.add(loom::ops::fill(t, 2.0F), {.name = "D fill"});
   e.add(loom::ops::fill(t, 3.0F), {.name = "E"});
   f.add(loom::ops::scale_copy(t, out, 1.0F), {.name = "F"});
@@ -84,7 +85,7 @@ TEST(CancelledRunKeepsItsPlaceGpu, AHostFollowerAndALaterRunSeeTheWorkBeforeIt) 
   auto t = rt.tensor<float>({kN});
   fill_now(rt, t, -1.0F);
   Graph d, e, h;
-  d.add(loom::ops::spin(t, 50000), {.name = "D spin"});
+  d.add(loom::testing::spin(t, 50000), {.name = "D spin"});
   d.add(loom::ops::fill(t, 2.0F), {.name = "D fill"});
   e.add(loom::ops::fill(t, 3.0F), {.name = "E"});
   std::vector<float> seen_by_host;
@@ -105,7 +106,7 @@ TEST(CancelledRunKeepsItsPlaceGpu, AHostFollowerAndALaterRunSeeTheWorkBeforeIt) 
   // Once E is over, a run submitted after it must still follow D's kernel.
   Graph c2, d2, e2, later;
   c2.host("C2 slow", [] { std::this_thread::sleep_for(100ms); }, {}, {t});
-  d2.add(loom::ops::spin(t, 50000), {.name = "D2 spin"});
+  d2.add(loom::testing::spin(t, 50000), {.name = "D2 spin"});
   d2.add(loom::ops::fill(t, 4.0F), {.name = "D2 fill"});
   e2.add(loom::ops::fill(t, 5.0F), {.name = "E2"});
   std::vector<float> seen_later;
@@ -131,7 +132,7 @@ TEST(OrderByMemoryGpu, RunsOverTwoWrappersOfOneDeviceBufferAreOrdered) {
                       Memory::on_device(0));
   auto out = rt.tensor<float>({kN / 2});
   Graph writer, reader;
-  writer.add(loom::ops::spin(a, 50000));
+  writer.add(loom::testing::spin(a, 50000));
   writer.add(loom::ops::fill(a, 4.0F));
   reader.add(loom::ops::scale_copy(b, out, 1.0F));
   auto w = rt.submit(writer);
@@ -153,7 +154,7 @@ TEST(ShutdownProtocolGpu, TasksSubmitWhileTheRuntimeIsDestroyedAndTensorsOutlive
     survivor = rt->tensor<float>({kN});
     auto t = rt->tensor<float>({kN});
     Graph g;
-    g.add(loom::ops::spin(t, 20000));
+    g.add(loom::testing::spin(t, 20000));
     g.add(loom::ops::scale_copy(t, survivor, 1.0F));  // the survivor is used on a run's stream
     // The nested run has data of its own: one over t would be ordered after
     // this run, which waits for it (a deadlock by design).
@@ -185,7 +186,7 @@ TEST(ShutdownProtocolGpu, ARuntimeDestroyedByItsOwnContinuationIsHandedOff) {
   std::promise<void> released;
   auto main_released = released.get_future().share();
   Graph g;
-  g.add(loom::ops::spin(t, 10000));
+  g.add(loom::testing::spin(t, 10000));
   rt->submit(g).then([rt, t, main_released](const loom::Future&) {
     Graph h;
     h.add(loom::ops::fill(t, 1.0F));

@@ -6,6 +6,7 @@
 // thread is refused; finished copies hold no tensor and their completions
 // outlive the runtime.
 #include "support/gpu.hpp"
+#include "testing/spin_op.hpp"
 
 #include "testing/spin.hpp"
 
@@ -106,7 +107,7 @@ TEST(TrustGpu, WorkLeftByAFailingTaskIsWatchedToItsEnd) {
   loom::Runtime rt;
   auto t = rt.tensor<float>({4});
   loom::Graph warm;  // the spin kernel's module loads before the timing
-  warm.add(loom::ops::spin(t, 1));
+  warm.add(loom::testing::spin(t, 1));
   rt.submit(warm).wait();
   loom::Graph g;
   g.add(std::make_shared<EnqueueThenThrowOp>(t), {.name = "half"});
@@ -125,7 +126,7 @@ TEST(TrustGpu, CopiesFollowTheRunsThatWriteTheirSource) {
   init.add(loom::ops::fill(x, 0.0F));
   rt.submit(init).wait();
   loom::Graph g;
-  g.add(loom::ops::spin(x, 30000));  // x[0] += 1 after 30 ms
+  g.add(loom::testing::spin(x, 30000));  // x[0] += 1 after 30 ms
   auto host = rt.tensor<float>({4}, Memory::pinned);
   host.data_as<float>()[0] = -1;
   (void)rt.submit(g);
@@ -145,8 +146,8 @@ TEST(TrustGpu, RunsFollowEarlierRunsAcrossStreams) {
     init.add(loom::ops::fill(y, 0.0F));
     rt.submit(init).wait();
     loom::Graph a;  // two independent kernels: two streams
-    a.add(loom::ops::spin(x, 500));
-    a.add(loom::ops::spin(y, 20000));
+    a.add(loom::testing::spin(x, 500));
+    a.add(loom::testing::spin(y, 20000));
     loom::Graph b;  // one stream, which must wait for both of a's
     b.add(loom::ops::vector_add(x, y, z));
     (void)rt.submit(a);
@@ -170,8 +171,8 @@ TEST(TrustGpu, RunsOverDisjointDataOverlap) {
   auto x = rt.tensor<float>({4});
   auto y = rt.tensor<float>({4});
   loom::Graph gx, gy;
-  gx.add(loom::ops::spin(x, 20000));
-  gy.add(loom::ops::spin(y, 20000));
+  gx.add(loom::testing::spin(x, 20000));
+  gy.add(loom::testing::spin(y, 20000));
   rt.submit(gx).wait();  // warm-up
   const auto t0 = Clock::now();
   auto r1 = rt.submit(gx);
@@ -267,7 +268,7 @@ TEST(TrustGpu, WaitingOnTheSchedulingThreadIsRefusedAtOnce) {
       auto bogus = rt.provide(reinterpret_cast<void*>(std::uintptr_t{0x10}), loom::DType::f32, {4},
                               Memory::on_device(0));
       loom::Graph g;
-      g.add(loom::ops::spin(bogus, 1), {.name = "faulty kernel"});
+      g.add(loom::testing::spin(bogus, 1), {.name = "faulty kernel"});
       auto run = rt.submit(g);
       std::string original;
       try {

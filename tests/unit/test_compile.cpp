@@ -11,6 +11,7 @@
 #include "support/compile_graphs.hpp"
 #include "support/cpu.hpp"
 #include "support/seed.hpp"
+#include "testing/spin_op.hpp"
 
 #include <loom/error.hpp>
 #include <loom/ops.hpp>
@@ -363,7 +364,7 @@ TEST(Executable, ReplaysOfOneExecutableAreOrdered) {
   std::fill_n(x.data_as<float>(), 64, 0.0F);
   loom::Graph g;
   auto tmp = g.intermediate(loom::DType::f32, {64});
-  g.add(loom::ops::spin(x, 200));  // x[0] += 1, slowly
+  g.add(loom::testing::spin(x, 200));  // x[0] += 1, slowly
   g.add(loom::ops::scale_copy(x, tmp, 1.0F));
   g.add(loom::ops::vector_add(tmp, tmp, tmp));
   g.add(loom::ops::scale_copy(tmp, x, 0.5F));  // x unchanged but for x[0]'s increment
@@ -380,7 +381,7 @@ TEST(Executable, RunNReplaysInOneRunAndRunUntilStopsWhenThePredicateHolds) {
   std::fill_n(x.data_as<float>(), 64, 0.0F);
   int host_runs = 0;
   loom::Graph g;
-  g.add(loom::ops::spin(x, 1));                    // x[0] += 1 (a device op)
+  g.add(loom::testing::spin(x, 1));                // x[0] += 1 (a device op)
   g.host("count", [&] { ++host_runs; }, {x}, {});  // a host step between
   g.add(loom::ops::scale_copy(x.slice(0, 1, 2), x.slice(0, 2, 3), 1.0F));
   auto exe = rt.compile(g);

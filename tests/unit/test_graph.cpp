@@ -5,6 +5,7 @@
 #include "core/tensor_access.hpp"
 #include "sched/plan.hpp"
 #include "sched/prepare.hpp"
+#include "testing/spin_op.hpp"
 
 #include <loom/error.hpp>
 #include <loom/graph.hpp>
@@ -428,7 +429,7 @@ TEST_F(GraphTest, TheCostModelGoesByBytesSaveWhereTimeIsNotBytes) {
   Graph g;
   auto small_fill = g.add(loom::ops::fill(x, 1));
   auto large_fill = g.add(loom::ops::fill(big, 1));
-  auto spin = g.add(loom::ops::spin(y, 1000));  // a few bytes, a millisecond
+  auto spin = g.add(loom::testing::spin(y, 1000));  // a few bytes, a millisecond
   auto kernel = g.add(loom::kernel_task("user", {z}, {z}, [](loom::KernelContext&) {}));
   auto large_kernel = g.add(loom::kernel_task("user", {big}, {}, [](loom::KernelContext&) {}));
   auto small_copy = g.copy(x, y);
@@ -454,8 +455,8 @@ TEST_F(GraphTest, PlanKeepsSmallWorkOffStreamsBusyWithLargeWork) {
   Graph g;
   auto a = rt.tensor<float>({4});
   auto b = rt.tensor<float>({4});
-  auto l1 = g.add(loom::ops::spin(a, 1000));
-  auto l2 = g.add(loom::ops::spin(b, 1000));
+  auto l1 = g.add(loom::testing::spin(a, 1000));
+  auto l2 = g.add(loom::testing::spin(b, 1000));
   auto s1 = g.add(loom::ops::fill(x, 1));
   auto s2 = g.add(loom::ops::fill(y, 1));
   auto s3 = g.add(loom::ops::fill(z, 1));
@@ -568,7 +569,7 @@ TEST_F(GraphTest, PlanBoundsTheStreamsAndSeparatesPriorities) {
   std::vector<loom::Tensor> ts;
   for (int i = 0; i < 12; ++i) {
     ts.push_back(rt.tensor<float>({4}));
-    g.add(loom::ops::spin(ts.back(), 10),  // large work (its time is not its bytes')
+    g.add(loom::testing::spin(ts.back(), 10),  // large work (its time is not its bytes')
           {.name = "", .priority = i % 2 == 0 ? loom::Priority::high : loom::Priority::normal});
   }
   const auto plan = device_plan(g, 2);
