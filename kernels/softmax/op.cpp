@@ -35,8 +35,8 @@ std::int64_t row_stride(const Tensor& t) {
 
 class Softmax final : public Op {
  public:
-  Softmax(Tensor x, Tensor y, std::string variant)
-      : x_(std::move(x)), y_(std::move(y)), variant_(std::move(variant)) {}
+  Softmax(Tensor x, Tensor y, SoftmaxVariant variant)
+      : x_(std::move(x)), y_(std::move(y)), variant_(variant) {}
   std::string_view name() const noexcept override { return "softmax"; }
   std::vector<Tensor> reads() const override { return {x_}; }
   std::vector<Tensor> writes() const override { return {y_}; }
@@ -78,20 +78,22 @@ class Softmax final : public Op {
     return {x_.shape()[0], x_.shape()[1], row_stride(x_), row_stride(y_)};
   }
 
-  kernels::SoftmaxVariant variant() const {
-    if (variant_ == "auto") return kernels::kSoftmaxDefault;
-    if (auto v = kernels::parse_softmax_variant(variant_)) return *v;
-    reject("softmax", "unknown variant '" + variant_ + "' (auto, naive, online, fused)");
+  SoftmaxVariant variant() const {
+    if (!is_known(variant_)) {
+      reject("softmax", "unknown variant " + std::to_string(static_cast<int>(variant_)) + " (" +
+                            variant_list<SoftmaxVariant>() + ")");
+    }
+    return variant_;
   }
 
   Tensor x_, y_;
-  std::string variant_;
+  SoftmaxVariant variant_;
 };
 
 }  // namespace
 
-OpPtr softmax(const Tensor& x, const Tensor& y, std::string_view variant) {
-  return std::make_shared<Softmax>(x, y, std::string(variant));
+OpPtr softmax(const Tensor& x, const Tensor& y, SoftmaxVariant variant) {
+  return std::make_shared<Softmax>(x, y, variant);
 }
 
 }  // namespace loom::ops

@@ -405,8 +405,13 @@ __global__ void __launch_bounds__(kChunkThreads)
 template <class T>
 constexpr int kWide = kVectorBytes / static_cast<int>(sizeof(T));
 
+SoftmaxVariant resolved(SoftmaxVariant variant) {
+  return variant == SoftmaxVariant::automatic ? kSoftmaxDefault : variant;
+}
+
 bool is_split(const SoftmaxShape& s, SoftmaxVariant variant) {
-  return variant == SoftmaxVariant::fused && s.cols > kRegisterRowMax && s.rows < kSplitBelowRows;
+  return resolved(variant) == SoftmaxVariant::fused && s.cols > kRegisterRowMax &&
+         s.rows < kSplitBelowRows;
 }
 
 std::int64_t chunks_of(const SoftmaxShape& s) { return (s.cols + kChunk - 1) / kChunk; }
@@ -533,7 +538,8 @@ void launch(const void* xv, void* yv, const SoftmaxShape& s, void* workspace,
   const bool wide = can_vectorize<T>(xv, yv, s);
   const auto blocks = static_cast<unsigned>(s.rows);
   const unsigned threads = threads_for((s.cols + kWide<T> - 1) / kWide<T>, kPassThreads);
-  switch (variant) {
+  switch (resolved(variant)) {
+    case SoftmaxVariant::automatic:  // resolved: never here
     case SoftmaxVariant::naive:
       with_vec<T>(wide, [&](auto vec) {
         loom::detail::launch_on_stream(stream, softmax_naive<T, decltype(vec)::value>, blocks,
@@ -607,22 +613,6 @@ void reference_rows(const T* x, T* y, const SoftmaxShape& s) {
 }
 
 }  // namespace
-
-std::string_view to_string(SoftmaxVariant variant) noexcept {
-  switch (variant) {
-    case SoftmaxVariant::naive: return "naive";
-    case SoftmaxVariant::online: return "online";
-    case SoftmaxVariant::fused: return "fused";
-  }
-  return "unknown";
-}
-
-std::optional<SoftmaxVariant> parse_softmax_variant(std::string_view name) noexcept {
-  for (SoftmaxVariant v : {SoftmaxVariant::naive, SoftmaxVariant::online, SoftmaxVariant::fused}) {
-    if (name == to_string(v)) return v;
-  }
-  return std::nullopt;
-}
 
 std::size_t softmax_workspace_bytes(const SoftmaxShape& shape, SoftmaxVariant variant) noexcept {
   if (shape.rows <= 0 || shape.cols <= 0 || !is_split(shape, variant)) return 0;

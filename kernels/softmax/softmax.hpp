@@ -33,6 +33,7 @@
 
 #include <loom/cuda_interop.hpp>
 #include <loom/dtype.hpp>
+#include <loom/ops/softmax.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -41,13 +42,10 @@
 
 namespace loom::kernels {
 
-enum class SoftmaxVariant { naive, online, fused };
+using SoftmaxVariant = loom::ops::SoftmaxVariant;  // named by its table (loom/ops/variant.hpp)
 
+/// What SoftmaxVariant::automatic runs.
 inline constexpr SoftmaxVariant kSoftmaxDefault = SoftmaxVariant::fused;
-
-std::string_view to_string(SoftmaxVariant variant) noexcept;
-/// "naive", "online" or "fused"; nullopt for any other name.
-std::optional<SoftmaxVariant> parse_softmax_variant(std::string_view name) noexcept;
 
 /// rows x cols, with the distance between rows (in elements) of x and of y.
 struct SoftmaxShape {

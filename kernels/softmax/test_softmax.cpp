@@ -121,8 +121,8 @@ TEST(SoftmaxOpCpu, ThroughAGraphPlainStridedAndInPlace) {
   }
   loom::Graph g;
   g.add(loom::ops::softmax(x, y));
-  g.add(loom::ops::softmax(x, y2, "online"));
-  g.add(loom::ops::softmax(inplace, inplace, "naive"));
+  g.add(loom::ops::softmax(x, y2, loom::ops::SoftmaxVariant::online));
+  g.add(loom::ops::softmax(inplace, inplace, loom::ops::SoftmaxVariant::naive));
   rt.submit(g).wait();
   for (std::int64_t r = 0; r < rows; ++r) {
     double m = -1e30;
@@ -189,8 +189,9 @@ TEST(SoftmaxOpCpu, BadInputsAreRejectedAtSubmitNamingTheTask) {
                   "must have contiguous rows");
   expect_rejected(rt, softmax(rt.tensor<float>({4, 12}).slice(1, 0, 12, 2), y),
                   "must have contiguous rows");
-  expect_rejected(rt, softmax(x, y.transpose(0, 1).transpose(0, 1), "fastest"),
-                  "unknown variant 'fastest'");
+  expect_rejected(
+      rt, softmax(x, y.transpose(0, 1).transpose(0, 1), static_cast<loom::ops::SoftmaxVariant>(4)),
+      "unknown variant 4 (automatic, naive, online, fused)");
   auto both = rt.tensor<float>({4, 12});
   expect_rejected(rt, softmax(both.slice(1, 0, 6), both.slice(1, 3, 9)), "must be x itself");
 }

@@ -27,9 +27,9 @@
 namespace loom {
 // Names the parameters in test listings and failure messages.
 void PrintTo(DType d, std::ostream* os) { *os << to_string(d); }
-namespace kernels {
+namespace ops {
 void PrintTo(SoftmaxVariant v, std::ostream* os) { *os << to_string(v); }
-}  // namespace kernels
+}  // namespace ops
 }  // namespace loom
 
 namespace {
@@ -240,7 +240,7 @@ TEST(SoftmaxOpGpu, ThroughAGraphOnTheCudaBackend) {
   g.copy(h_lx, lx);
   g.add(loom::ops::softmax(wide.slice(1, 100, 100 + cols), y));
   g.copy(wide.slice(1, 100, 100 + cols), again);
-  g.add(loom::ops::softmax(again, again, "online"));
+  g.add(loom::ops::softmax(again, again, loom::ops::SoftmaxVariant::online));
   g.add(loom::ops::softmax(lx, ly));
   g.copy(y, h_out);
   g.copy(ly, h_ly);

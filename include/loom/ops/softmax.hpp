@@ -4,10 +4,26 @@
 
 #include <loom/export.hpp>
 #include <loom/op.hpp>
+#include <loom/ops/variant.hpp>
 
+#include <array>
+#include <cstdint>
 #include <string_view>
 
 namespace loom::ops {
+
+/// softmax's kernels (variant.hpp).
+enum class SoftmaxVariant : std::uint8_t {
+  automatic,  ///< the fastest for the shape: fused
+  naive,      ///< three passes over the row: max, sum, output
+  online,     ///< max and sum in one pass (rescaling the sum), then the output
+  fused,      ///< the row read once where it fits in registers
+};
+template <>
+struct VariantNames<SoftmaxVariant> {
+  static constexpr std::array<std::string_view, 4> names = {"automatic", "naive", "online",
+                                                            "fused"};
+};
 
 /// y = softmax of each row of x: exp(x - max) / sum(exp(x - max)), over a
 /// 2-D tensor [rows, cols] of f32, or bf16 (bf16 in and out, f32 math).
@@ -21,15 +37,13 @@ namespace loom::ops {
 /// -inf entries otherwise give 0. Large magnitudes (|x| of 80 and more) are
 /// fine: the row's maximum is subtracted first.
 ///
-/// `variant`: "auto" (the fastest for the shape: "fused"), "naive" (three
-/// passes), "online" (max and sum in one pass, then the output) or "fused"
-/// (the row read once where it fits in registers). Bad inputs (dtype, rank,
-/// shape, layout, memory space, an unknown variant) are rejected at submit,
-/// naming the task. Thread-safe (a value).
+/// Bad inputs (dtype, rank, shape, layout, memory space, an unknown variant)
+/// are rejected at submit, naming the task. Thread-safe (a value).
 /// @code
 ///   g.add(loom::ops::softmax(logits, probs));
 ///   g.add(loom::ops::softmax(t.slice(1, 0, 1000), out));   // rows with a stride
 /// @endcode
-LOOM_API OpPtr softmax(const Tensor& x, const Tensor& y, std::string_view variant = "auto");
+LOOM_API OpPtr softmax(const Tensor& x, const Tensor& y,
+                       SoftmaxVariant variant = SoftmaxVariant::automatic);
 
 }  // namespace loom::ops
