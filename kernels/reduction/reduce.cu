@@ -167,6 +167,10 @@ __global__ void __launch_bounds__(kFinalBlock)
 std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 
 // Elements one block of a teaching variant covers.
+ReduceVariant resolved(ReduceVariant variant) {
+  return variant == ReduceVariant::automatic ? kReduceDefault : variant;
+}
+
 std::size_t teaching_span(ReduceVariant variant) {
   return variant == ReduceVariant::coarsened ? 2 * kCoarsen * kTeachBlock : 2 * kTeachBlock;
 }
@@ -274,23 +278,13 @@ std::string_view to_string(ReduceOp op) noexcept {
   return "unknown";
 }
 
-std::string_view to_string(ReduceVariant variant) noexcept {
-  switch (variant) {
-    case ReduceVariant::interleaved: return "interleaved";
-    case ReduceVariant::divergence_free: return "divergence_free";
-    case ReduceVariant::shared: return "shared";
-    case ReduceVariant::coarsened: return "coarsened";
-    case ReduceVariant::warp_shuffle: return "warp_shuffle";
-  }
-  return "unknown";
-}
-
 bool reducible(DType dtype) noexcept {
   return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16;
 }
 
 std::size_t reduce_workspace_bytes(std::size_t n, ReduceConfig config) {
   if (n <= kSingleBlockMax) return 0;
+  config.variant = resolved(config.variant);
   const std::size_t blocks = max_first_pass_blocks(n, config.variant);
   std::size_t bytes = align_up(kMaxBlocks * sizeof(float)) + align_up(blocks * sizeof(float));
   if (uses_global_scratch(config.variant)) {
@@ -305,6 +299,7 @@ void reduce(ReduceOp op, const void* x, DType dtype, std::size_t n, void* out, D
   if (config.unroll != 2 && config.unroll != 4 && config.unroll != 8) {
     throw InvalidArgument("reduce: unroll must be 2, 4 or 8, got " + std::to_string(config.unroll));
   }
+  config.variant = resolved(config.variant);
   reduce_detail::dispatch(dtype, op, [&](auto type, auto op_tag) {
     using T = typename decltype(type)::type;
     constexpr ReduceOp kOp = decltype(op_tag)::value;

@@ -46,6 +46,7 @@
 
 #include <loom/cuda_interop.hpp>
 #include <loom/dtype.hpp>
+#include <loom/ops/reduction.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -55,14 +56,9 @@ namespace loom::kernels {
 
 enum class ReduceOp : std::uint8_t { sum, max, min };
 
-enum class ReduceVariant : std::uint8_t {
-  interleaved,
-  divergence_free,
-  shared,
-  coarsened,
-  warp_shuffle
-};
+using ReduceVariant = loom::ops::ReductionVariant;  // named by its table (loom/ops/variant.hpp)
 
+/// What ReduceVariant::automatic runs.
 inline constexpr ReduceVariant kReduceDefault = ReduceVariant::warp_shuffle;
 /// Inputs up to this many elements are reduced by one block in one launch.
 inline constexpr std::size_t kSingleBlockMax = std::size_t{1} << 14;
@@ -73,7 +69,6 @@ inline constexpr unsigned kMaxBlocks = 4096;
 inline constexpr int kDefaultUnroll = 4;
 
 std::string_view to_string(ReduceOp op) noexcept;
-std::string_view to_string(ReduceVariant variant) noexcept;
 /// True for f32, f16 and bf16: the dtypes the reductions read and write.
 bool reducible(DType dtype) noexcept;
 

@@ -72,16 +72,7 @@ ReduceOp reduce_op_of(std::string_view name) {
 kernels::ReduceConfig config_of(ReductionOptions options) {
   kernels::ReduceConfig c;
   c.deterministic = options.deterministic;
-  switch (options.variant) {
-    case ReductionVariant::fastest:
-    case ReductionVariant::warp_shuffle: c.variant = kernels::ReduceVariant::warp_shuffle; break;
-    case ReductionVariant::interleaved: c.variant = kernels::ReduceVariant::interleaved; break;
-    case ReductionVariant::divergence_free:
-      c.variant = kernels::ReduceVariant::divergence_free;
-      break;
-    case ReductionVariant::shared: c.variant = kernels::ReduceVariant::shared; break;
-    case ReductionVariant::coarsened: c.variant = kernels::ReduceVariant::coarsened; break;
-  }
+  c.variant = options.variant;
   return c;
 }
 
@@ -130,6 +121,10 @@ class WholeReduction final : public Op {
       reject(name_, "out must hold one element, got " + out_.describe());
     }
     if (x_.shares_storage_with(out_)) reject(name_, "out must not share storage with x");
+    if (!is_known(options_.variant)) {
+      reject(name_, "unknown variant " + std::to_string(static_cast<int>(options_.variant)) + " (" +
+                        variant_list<ReductionVariant>() + ")");
+    }
     if (!whole_segments(x_)) {
       reject(name_,
              "x is a strided view whose elements do not form one or two evenly strided "

@@ -32,25 +32,33 @@
 
 #include <loom/export.hpp>
 #include <loom/op.hpp>
+#include <loom/ops/variant.hpp>
 
+#include <array>
 #include <cstdint>
+#include <string_view>
 
 namespace loom::ops {
 
-/// The kernel of a whole-tensor reduction, in the order Lecture 9 teaches
-/// them; `fastest` (the default) is warp_shuffle, and one launch of one block
-/// for small inputs.
+/// The kernel of a whole-tensor reduction (variant.hpp), in the order
+/// Lecture 9 teaches them; `automatic` (the default) is warp_shuffle, and one
+/// launch of one block for small inputs.
 enum class ReductionVariant : std::uint8_t {
-  fastest,
+  automatic,
   interleaved,      ///< divergent tree in global memory (needs n floats of workspace)
   divergence_free,  ///< sequential addressing, still in global memory
   shared,           ///< the tree in shared memory, first step during the load
   coarsened,        ///< each thread folds 16 elements before the tree
   warp_shuffle,     ///< 16-byte loads, grid-stride, warp shuffles, two passes
 };
+template <>
+struct VariantNames<ReductionVariant> {
+  static constexpr std::array<std::string_view, 6> names = {
+      "automatic", "interleaved", "divergence_free", "shared", "coarsened", "warp_shuffle"};
+};
 
 struct ReductionOptions {
-  ReductionVariant variant = ReductionVariant::fastest;
+  ReductionVariant variant = ReductionVariant::automatic;
   /// The same bits on every GPU model, not only on every run.
   bool deterministic = false;
 };
