@@ -3,7 +3,7 @@ list(APPEND loom_family_sources
   ${CMAKE_CURRENT_LIST_DIR}/fusion.cpp
   ${CMAKE_CURRENT_LIST_DIR}/map.cu
   ${CMAKE_CURRENT_LIST_DIR}/maps.cu
-  ${CMAKE_CURRENT_LIST_DIR}/maps_reference.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/reference.cpp
   ${CMAKE_CURRENT_LIST_DIR}/op.cpp
   ${CMAKE_CURRENT_LIST_DIR}/vector_add.cu)
 # NVRTC is opened at run time (fusion.cpp): where the dynamic linker does not

@@ -2,5 +2,5 @@
 list(APPEND loom_family_sources
   ${CMAKE_CURRENT_LIST_DIR}/sgemm.cu
   ${CMAKE_CURRENT_LIST_DIR}/sgemm_warp_tiled.cu
-  ${CMAKE_CURRENT_LIST_DIR}/sgemm_reference.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/reference.cpp
   ${CMAKE_CURRENT_LIST_DIR}/op.cpp)

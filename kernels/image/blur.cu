@@ -18,10 +18,6 @@ constexpr unsigned kMaxGridYZ = 65535;
 constexpr int kNaiveBlockX = 32;
 constexpr int kNaiveBlockY = 8;
 
-__device__ __host__ inline unsigned rounded_average(unsigned sum, unsigned count) {
-  return (sum + count / 2) / count;
-}
-
 __global__ void blur_naive(const std::uint8_t* __restrict__ gSrc, std::uint8_t* __restrict__ gDst,
                            int planes, int height, int width, int r) {
   const int x = static_cast<int>(blockIdx.x) * kNaiveBlockX + static_cast<int>(threadIdx.x);
@@ -330,39 +326,6 @@ void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, s
     }
   }
   LOOM_KERNEL_CHECK_LAUNCH("box_blur kernel launch");
-}
-
-void box_blur_reference(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes,
-                        std::int64_t height, std::int64_t width, int radius) {
-  const std::int64_t r = radius;
-  std::vector<unsigned> row_sum(static_cast<std::size_t>(height * width));
-  for (std::int64_t plane = 0; plane < planes; ++plane) {
-    const std::uint8_t* in = src + plane * height * width;
-    std::uint8_t* out = dst + plane * height * width;
-    for (std::int64_t y = 0; y < height; ++y) {
-      for (std::int64_t x = 0; x < width; ++x) {
-        unsigned s = 0;
-        for (std::int64_t xx = std::max<std::int64_t>(x - r, 0);
-             xx <= std::min<std::int64_t>(x + r, width - 1); ++xx) {
-          s += in[y * width + xx];
-        }
-        row_sum[static_cast<std::size_t>(y * width + x)] = s;
-      }
-    }
-    for (std::int64_t y = 0; y < height; ++y) {
-      const std::int64_t ya = std::max<std::int64_t>(y - r, 0);
-      const std::int64_t yb = std::min<std::int64_t>(y + r, height - 1);
-      for (std::int64_t x = 0; x < width; ++x) {
-        unsigned s = 0;
-        for (std::int64_t yy = ya; yy <= yb; ++yy)
-          s += row_sum[static_cast<std::size_t>(yy * width + x)];
-        const std::int64_t xa = std::max<std::int64_t>(x - r, 0);
-        const std::int64_t xb = std::min<std::int64_t>(x + r, width - 1);
-        const auto count = static_cast<unsigned>((xb - xa + 1) * (yb - ya + 1));
-        out[y * width + x] = static_cast<std::uint8_t>(rounded_average(s, count));
-      }
-    }
-  }
 }
 
 }  // namespace loom::kernels

@@ -42,6 +42,12 @@
 #include <optional>
 #include <string_view>
 
+#if defined(__CUDACC__)
+#define LOOM_IMAGE_HD __host__ __device__
+#else
+#define LOOM_IMAGE_HD
+#endif
+
 namespace loom::kernels {
 
 using BlurVariant = loom::ops::BlurVariant;  // named by its table (loom/ops/variant.hpp)
@@ -60,6 +66,11 @@ inline constexpr int kBlurTiledMaxRadius = 7;
 void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, std::int64_t height,
               std::int64_t width, int radius, StreamView stream,
               BlurVariant variant = kBlurDefault);
+
+/// A window's average, rounded half up: what every variant and the reference store.
+LOOM_IMAGE_HD inline unsigned rounded_average(unsigned sum, unsigned count) {
+  return (sum + count / 2) / count;
+}
 
 /// The CPU reference (separable integer sums, the same rounding). Host pointers.
 void box_blur_reference(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes,

@@ -136,13 +136,4 @@ void rgb_to_gray(const std::uint8_t* rgb, std::uint8_t* gray, std::size_t pixels
   LOOM_KERNEL_CHECK_LAUNCH("rgb_to_gray kernel launch");
 }
 
-void rgb_to_gray_reference(const std::uint8_t* rgb, std::uint8_t* gray, std::size_t pixels,
-                           RgbLayout layout) noexcept {
-  for (std::size_t p = 0; p < pixels; ++p) {
-    gray[p] = layout == RgbLayout::interleaved
-                  ? gray_of(rgb[3 * p], rgb[3 * p + 1], rgb[3 * p + 2])
-                  : gray_of(rgb[p], rgb[pixels + p], rgb[2 * pixels + p]);
-  }
-}
-
 }  // namespace loom::kernels

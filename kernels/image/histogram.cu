@@ -101,10 +101,4 @@ void histogram(const std::uint8_t* image, std::size_t pixels, std::int32_t* coun
   LOOM_KERNEL_CHECK_LAUNCH("histogram kernel launch");
 }
 
-void histogram_reference(const std::uint8_t* image, std::size_t pixels,
-                         std::int32_t* counts) noexcept {
-  std::fill(counts, counts + kHistogramBins, 0);
-  for (std::size_t p = 0; p < pixels; ++p) ++counts[image[p]];
-}
-
 }  // namespace loom::kernels

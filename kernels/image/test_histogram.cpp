@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "image/histogram.hpp"
+#include "image/test_support.hpp"
 #include "support/cpu.hpp"
 #include "support/rejection.hpp"
 #include "support/seed.hpp"
@@ -26,17 +27,11 @@
 namespace {
 
 using loom::test::cpu;
-using Bytes = std::vector<std::uint8_t>;
+using loom::test::image::Bytes;
+using loom::test::image::random_bytes;
 using Counts = std::vector<std::int32_t>;
 
 constexpr std::int32_t kPoison = 0x5A5A5A5A;
-
-Bytes random_bytes(std::size_t n, std::mt19937_64& rng) {
-  std::uniform_int_distribution<int> dist(0, 255);
-  Bytes v(n);
-  for (auto& b : v) b = static_cast<std::uint8_t>(dist(rng));
-  return v;
-}
 
 // The histogram the slow way: one pass over the image per value.
 Counts plain_count(const Bytes& image) {

@@ -10,6 +10,7 @@
 
 #include "image/blur.hpp"
 #include "image/gray.hpp"
+#include "image/test_support.hpp"
 #include "support/cpu.hpp"
 #include "support/rejection.hpp"
 #include "support/seed.hpp"
@@ -24,14 +25,8 @@ namespace {
 
 using loom::kernels::RgbLayout;
 using loom::test::cpu;
-using Bytes = std::vector<std::uint8_t>;
-
-Bytes random_bytes(std::size_t n, std::mt19937_64& rng) {
-  std::uniform_int_distribution<int> dist(0, 255);
-  Bytes v(n);
-  for (auto& b : v) b = static_cast<std::uint8_t>(dist(rng));
-  return v;
-}
+using loom::test::image::Bytes;
+using loom::test::image::random_bytes;
 
 TEST(GrayReference, MatchesTheFixedPointWeights) {
   // R, G, B, white, black, a grey, in both layouts.

@@ -12,6 +12,7 @@
 #include "image/blur.hpp"
 #include "image/gray.hpp"
 #include "image/histogram.hpp"
+#include "image/test_support.hpp"
 
 #include <loom/error.hpp>
 #include <loom/graph.hpp>
@@ -40,16 +41,10 @@ using loom::kernels::BlurVariant;
 using loom::kernels::GrayVariant;
 using loom::kernels::HistogramVariant;
 using loom::kernels::RgbLayout;
-using Bytes = std::vector<std::uint8_t>;
+using loom::test::image::Bytes;
+using loom::test::image::random_bytes;
 
 constexpr std::uint8_t kPoisons[] = {0x5A, 0xA5};
-
-Bytes random_bytes(std::size_t n, std::mt19937_64& rng) {
-  std::uniform_int_distribution<int> dist(0, 255);
-  Bytes v(n);
-  for (auto& b : v) b = static_cast<std::uint8_t>(dist(rng));
-  return v;
-}
 
 // Counts the bytes of `got` (offset by `offset`) that differ from `want`,
 // and the bytes before and after the output that were touched.

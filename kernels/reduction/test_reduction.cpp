@@ -4,7 +4,7 @@
 // bad inputs rejected at submit naming the task.
 #include "common/convert.hpp"
 #include "reduction/reduce.hpp"
-#include "reduction/reduction_testing.hpp"
+#include "reduction/test_support.hpp"
 #include "support/cpu.hpp"
 #include "support/seed.hpp"
 

@@ -7,7 +7,7 @@
 
 #include "cuda/stream.hpp"
 #include "reduction/reduce.hpp"
-#include "reduction/reduction_testing.hpp"
+#include "reduction/test_support.hpp"
 
 #include <loom/error.hpp>
 #include <loom/graph.hpp>

@@ -11,6 +11,7 @@
 
 #include "common/convert.hpp"
 #include "softmax/softmax.hpp"
+#include "softmax/test_support.hpp"
 #include "support/cpu.hpp"
 #include "support/rejection.hpp"
 #include "support/seed.hpp"
@@ -27,15 +28,10 @@ namespace {
 
 using loom::kernels::SoftmaxShape;
 using loom::test::cpu;
+using loom::test::softmax::random_row_data;
+using loom::test::softmax::reference;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-std::vector<float> reference(const std::vector<float>& x, std::int64_t rows, std::int64_t cols) {
-  std::vector<float> y(x.size(), -1.0F);
-  loom::kernels::softmax_reference(x.data(), y.data(), loom::DType::f32,
-                                   SoftmaxShape{rows, cols, cols, cols});
-  return y;
-}
 
 TEST(SoftmaxReference, HandCheckedRows) {
   const std::vector<float> x = {1, 1, 0, std::log(3.0F), 80, -80, -kInf, 0};
@@ -94,13 +90,6 @@ TEST(SoftmaxKernel, OnlyAFewLongRowsNeedAWorkspace) {
   // A few long rows split into 8192-element chunks, a (max, sum) pair each.
   EXPECT_EQ(bytes(1, 1000003, SoftmaxVariant::fused), 123U * 8U);
   EXPECT_EQ(bytes(3, 40000, SoftmaxVariant::fused), 3U * 5U * 8U);
-}
-
-std::vector<float> random_row_data(std::size_t n, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> dist(-8.0F, 8.0F);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
 }
 
 TEST(SoftmaxOpCpu, ThroughAGraphPlainStridedAndInPlace) {

@@ -1,0 +1,34 @@
+#pragma once
+// What the softmax family's tests share: the reference over f32 rows, and
+// random rows.
+
+#include "softmax/softmax.hpp"
+
+#include <loom/dtype.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace loom::test::softmax {
+
+/// The CPU reference over contiguous f32 rows; outputs start at -1 so that
+/// an untouched one shows.
+inline std::vector<float> reference(const std::vector<float>& x, std::int64_t rows,
+                                    std::int64_t cols) {
+  std::vector<float> y(x.size(), -1.0F);
+  kernels::softmax_reference(x.data(), y.data(), DType::f32,
+                             kernels::SoftmaxShape{rows, cols, cols, cols});
+  return y;
+}
+
+/// n values uniform in [-8, 8]: wide enough that the maximum's subtraction matters.
+inline std::vector<float> random_row_data(std::size_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(-8.0F, 8.0F);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+}  // namespace loom::test::softmax
