@@ -22,29 +22,10 @@
 #include <thread>
 #include <vector>
 
-#undef __global__
-#undef __device__
-#undef __forceinline__
-#undef __shared__
-#undef __launch_bounds__
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __shared__ static
-#define __launch_bounds__(...)
+#include "support/emulated_cuda.hpp"
 
 namespace loom::kernels::sgemm_detail {
-namespace {
-
-thread_local uint3 threadIdx;
-thread_local uint3 blockIdx;
-dim3 blockDim;
-dim3 gridDim;
-std::barrier<>* block_barrier = nullptr;
-
-void __syncthreads() { block_barrier->arrive_and_wait(); }
-
-}  // namespace
+using namespace loom::emulated;  // NOLINT: the kernel's code reads CUDA's names unqualified
 }  // namespace loom::kernels::sgemm_detail
 
 #include "gemm/sgemm_kernels.cuh"
@@ -63,35 +44,7 @@ unsigned tiles(std::int64_t extent, int tile) {
   return static_cast<unsigned>((extent + tile - 1) / tile);
 }
 
-// kernel() on every thread of every block of `grid`, one block at a time:
-// one std::thread per thread of a block, walking the blocks together, with a
-// barrier between blocks (their static "shared" arrays are reused).
-void run_grid(dim3 grid, dim3 block, const std::function<void()>& kernel) {
-  emu::blockDim = block;
-  emu::gridDim = grid;
-  const unsigned threads = block.x * block.y * block.z;
-  // On the heap: the global the emulated barrier calls reach must not point
-  // at a local (g++ 13 rejects that even when it is reset before return).
-  auto barrier = std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(threads));
-  emu::block_barrier = barrier.get();
-  std::vector<std::thread> team;
-  team.reserve(threads);
-  for (unsigned t = 0; t < threads; ++t) {
-    team.emplace_back([&, t] {
-      emu::threadIdx = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-      for (unsigned bz = 0; bz < grid.z; ++bz) {
-        for (unsigned by = 0; by < grid.y; ++by) {
-          for (unsigned bx = 0; bx < grid.x; ++bx) {
-            emu::blockIdx = uint3{bx, by, bz};
-            kernel();
-            barrier->arrive_and_wait();
-          }
-        }
-      }
-    });
-  }
-  for (auto& th : team) th.join();
-}
+using loom::emulated::run_grid;
 
 template <class Cfg>
 void run_warp_tiled(const SgemmArgs& p) {

@@ -23,59 +23,10 @@
 #include <thread>
 #include <vector>
 
-#undef __global__
-#undef __device__
-#undef __host__
-#undef __forceinline__
-#undef __launch_bounds__
-#define __global__
-#define __device__
-#define __host__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
+#include "support/emulated_cuda.hpp"
 
 namespace loom::kernels::blur_detail {
-namespace {
-
-thread_local uint3 threadIdx;
-thread_local uint3 blockIdx;
-dim3 gridDim;
-std::barrier<>* warp_barrier = nullptr;
-// Shuffle k writes buffer k % 2; a lane can reach shuffle k + 2 only after
-// every lane has passed shuffle k + 1's barrier, so after it read shuffle k.
-std::array<std::array<unsigned, 32>, 2> exchange;
-thread_local unsigned shuffles = 0;
-
-unsigned shuffle_from(unsigned value, int source) {
-  const auto lane = static_cast<int>(threadIdx.x);
-  auto& slots = exchange[shuffles++ % 2];
-  slots[static_cast<std::size_t>(lane)] = value;
-  warp_barrier->arrive_and_wait();
-  return source >= 0 && source < 32 ? slots[static_cast<std::size_t>(source)] : value;
-}
-
-unsigned __shfl_up_sync(unsigned /*mask*/, unsigned value, int delta) {
-  const int lane = static_cast<int>(threadIdx.x);
-  return shuffle_from(value, lane - delta >= 0 ? lane - delta : lane);
-}
-
-unsigned __shfl_down_sync(unsigned /*mask*/, unsigned value, int delta) {
-  const int lane = static_cast<int>(threadIdx.x);
-  return shuffle_from(value, lane + delta < 32 ? lane + delta : lane);
-}
-
-// Byte i of the result is byte (selector nibble i) of the 8 bytes y:x.
-unsigned __byte_perm(unsigned x, unsigned y, unsigned selector) {
-  const std::uint64_t bytes = (static_cast<std::uint64_t>(y) << 32) | x;
-  unsigned out = 0;
-  for (unsigned i = 0; i < 4; ++i) {
-    const unsigned pick = (selector >> (4 * i)) & 7U;
-    out |= static_cast<unsigned>((bytes >> (8 * pick)) & 0xFFU) << (8 * i);
-  }
-  return out;
-}
-
-}  // namespace
+using namespace loom::emulated;  // NOLINT: the kernel's code reads CUDA's names unqualified
 }  // namespace loom::kernels::blur_detail
 
 #include "image/blur_stream.cuh"
@@ -85,31 +36,9 @@ namespace {
 namespace emu = loom::kernels::blur_detail;
 using Bytes = std::vector<std::uint8_t>;
 
-// kernel() on the 32 lanes of every block of `grid`, one block at a time.
+// kernel() on the 32 lanes (one warp) of every block of `grid`.
 void run_grid(dim3 grid, const std::function<void()>& kernel) {
-  emu::gridDim = grid;
-  // On the heap: the global the emulated barrier calls reach must not point
-  // at a local (g++ 13 rejects that even when it is reset before return).
-  auto barrier = std::make_unique<std::barrier<>>(32);
-  emu::warp_barrier = barrier.get();
-  std::vector<std::thread> lanes;
-  lanes.reserve(32);
-  for (unsigned lane = 0; lane < 32; ++lane) {
-    lanes.emplace_back([&, lane] {
-      emu::threadIdx = uint3{lane, 0, 0};
-      emu::shuffles = 0;
-      for (unsigned bz = 0; bz < grid.z; ++bz) {
-        for (unsigned by = 0; by < grid.y; ++by) {
-          for (unsigned bx = 0; bx < grid.x; ++bx) {
-            emu::blockIdx = uint3{bx, by, bz};
-            kernel();
-            barrier->arrive_and_wait();
-          }
-        }
-      }
-    });
-  }
-  for (auto& t : lanes) t.join();
+  loom::emulated::run_grid(grid, dim3(32), kernel);
 }
 
 template <int R>

@@ -20,30 +20,11 @@
 #include <set>
 #include <vector>
 
-#undef __device__
-#undef __host__
-#undef __forceinline__
-#define __device__
-#define __host__
-#define __forceinline__ inline
+#include "support/emulated_cuda.hpp"
 
 namespace loom::kernels::histogram_detail {
-namespace {
-
-// One thread at a time: a read and a write are an atomic addition.
-unsigned atomicAdd(unsigned* address, unsigned value) {
-  const unsigned old = *address;
-  *address = old + value;
-  return old;
-}
-
-int atomicAdd(int* address, int value) {
-  const int old = *address;
-  *address = old + value;
-  return old;
-}
-
-}  // namespace
+// Its phases run thread by thread, one at a time: atomics are plain additions.
+using namespace loom::emulated;  // NOLINT: the kernel's code reads CUDA's names unqualified
 }  // namespace loom::kernels::histogram_detail
 
 #include "image/histogram_shared.cuh"
