@@ -120,17 +120,19 @@ void BM_BoxBlur(benchmark::State& state) {
   const int radius = static_cast<int>(state.range(1));
   loom::detail::Stream stream(0, 0);
   Rotation r(kPixels, kPixels);
+  DeviceBytes workspace(loom::kernels::box_blur_workspace_bytes(1, kSide, kSide, radius, variant));
   double ms = 0;
   for (auto _ : state) {
     ms = time_ms(stream, [&](int i) {
       loom::kernels::box_blur(r.input(i), r.output(i), 1, kSide, kSide, radius, stream.view(),
-                              variant);
+                              variant, workspace.p);
     });
     state.SetIterationTime(ms * 1e-3);
   }
   const std::size_t moved = 2 * kPixels;
   report(state, ms, copy_ms(stream, moved), moved);
-  const bool falls_back = variant != loom::kernels::BlurVariant::naive &&
+  const bool falls_back = (variant == loom::kernels::BlurVariant::tiled ||
+                           variant == loom::kernels::BlurVariant::tiled_v1) &&
                           (radius < 1 || radius > loom::kernels::kBlurTiledMaxRadius);
   state.SetLabel(std::string(to_string(variant)) + (falls_back ? " (runs naive)" : "") +
                  " r=" + std::to_string(radius) + " 4096x4096");
@@ -139,8 +141,13 @@ BENCHMARK(BM_BoxBlur)
     ->ArgNames({"variant", "radius"})
     ->ArgsProduct({{static_cast<int>(loom::kernels::BlurVariant::naive),
                     static_cast<int>(loom::kernels::BlurVariant::tiled),
-                    static_cast<int>(loom::kernels::BlurVariant::tiled_v1)},
+                    static_cast<int>(loom::kernels::BlurVariant::tiled_v1),
+                    static_cast<int>(loom::kernels::BlurVariant::separable)},
                    {1, 3, 7, 8}})
+    // Past the tiled radii: what automatic runs (separable), whose cost should not
+    // move with r (the naive kernel's grows as r squared: 963 us at r = 8).
+    ->ArgsProduct({{static_cast<int>(loom::kernels::BlurVariant::automatic)},
+                   {3, 8, 16, 32, 64, 127}})
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMicrosecond);

@@ -2,10 +2,14 @@
 
 #include "common/check.hpp"
 #include "common/launch.hpp"
+#include "image/blur_separable.cuh"
 #include "image/blur_stream.cuh"
+
+#include <loom/error.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace loom::kernels {
@@ -288,12 +292,57 @@ bool aligned(const void* p, std::uintptr_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
 
+// What automatic means for this radius.
+BlurVariant resolved(BlurVariant variant, int radius) {
+  if (variant != BlurVariant::automatic) return variant;
+  return radius >= 1 && radius <= kBlurTiledMaxRadius ? kBlurDefault : BlurVariant::separable;
+}
+
+unsigned blocks_for_threads(std::int64_t threads) {
+  return static_cast<unsigned>((threads + blur_detail::kSeparableThreads - 1) /
+                               blur_detail::kSeparableThreads);
+}
+
+void launch_separable(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes,
+                      std::int64_t height, std::int64_t width, int radius, void* workspace,
+                      StreamView stream) {
+  if (workspace == nullptr) {
+    throw InvalidArgument("box_blur: the separable variant needs its workspace (" +
+                          std::to_string(box_blur_workspace_bytes(planes, height, width, radius,
+                                                                  BlurVariant::separable)) +
+                          " bytes)");
+  }
+  auto* rows = static_cast<std::uint16_t*>(workspace);
+  const std::int64_t all_rows = planes * height;
+  const std::int64_t row_runs = (width + blur_detail::kRowRun - 1) / blur_detail::kRowRun;
+  const std::int64_t col_runs = (height + blur_detail::kColRun - 1) / blur_detail::kColRun;
+  loom::detail::launch_on_stream(
+      stream, blur_detail::blur_row_sums, blocks_for_threads(all_rows * row_runs),
+      blur_detail::kSeparableThreads, 0, src, rows, all_rows, static_cast<int>(width), radius);
+  loom::detail::launch_on_stream(stream, blur_detail::blur_column_sums,
+                                 blocks_for_threads(planes * col_runs * width),
+                                 blur_detail::kSeparableThreads, 0, rows, dst, planes,
+                                 static_cast<int>(height), static_cast<int>(width), radius);
+}
+
 }  // namespace
 
+std::size_t box_blur_workspace_bytes(std::int64_t planes, std::int64_t height, std::int64_t width,
+                                     int radius, BlurVariant variant) noexcept {
+  if (resolved(variant, radius) != BlurVariant::separable) return 0;
+  return static_cast<std::size_t>(planes * height * width) * sizeof(std::uint16_t);
+}
+
 void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, std::int64_t height,
-              std::int64_t width, int radius, StreamView stream, BlurVariant variant) {
+              std::int64_t width, int radius, StreamView stream, BlurVariant variant,
+              void* workspace) {
   if (planes == 0 || height == 0 || width == 0) return;
-  if (variant == BlurVariant::automatic) variant = kBlurDefault;
+  variant = resolved(variant, radius);
+  if (variant == BlurVariant::separable) {
+    launch_separable(src, dst, planes, height, width, radius, workspace, stream);
+    LOOM_KERNEL_CHECK_LAUNCH("box_blur kernel launch");
+    return;
+  }
   const auto p = static_cast<int>(planes);
   const auto h = static_cast<int>(height);
   const auto w = static_cast<int>(width);

@@ -33,6 +33,11 @@
 //          thread's 8 rows. Interior tiles divide by a compile-time
 //          constant; tiles that touch a border divide by their pixels' own
 //          counts. Radii 1..kBlurTiledMaxRadius; other radii run naive.
+//   separable  two passes of running sums (blur_separable.cuh): 16-bit row
+//          sums into a workspace, then column sums and the division; each
+//          pixel costs the same whatever the radius (6 bytes of traffic
+//          against the 2 of the floor). What automatic runs outside the
+//          tiled variants' radii.
 
 #include <loom/cuda_interop.hpp>
 #include <loom/ops/image.hpp>
@@ -52,20 +57,28 @@ namespace loom::kernels {
 
 using BlurVariant = loom::ops::BlurVariant;  // named by its table (loom/ops/variant.hpp)
 
-/// What BlurVariant::automatic runs.
+/// What BlurVariant::automatic runs for radius 1..kBlurTiledMaxRadius
+/// (separable for the others).
 inline constexpr BlurVariant kBlurDefault = BlurVariant::tiled;
 /// The largest radius any variant takes: sums stay well inside 32 bits.
 inline constexpr int kBlurMaxRadius = 127;
 /// The largest radius the tiled variants take; larger ones run naive.
 inline constexpr int kBlurTiledMaxRadius = 7;
 
+/// Device scratch box_blur() needs for this image, radius and variant: the
+/// separable variant's 16-bit row sums (0 for the others).
+std::size_t box_blur_workspace_bytes(std::int64_t planes, std::int64_t height, std::int64_t width,
+                                     int radius, BlurVariant variant) noexcept;
+
 /// Enqueues the blur of `planes` planes of height x width bytes each (one
 /// after another in memory, rows contiguous) on `stream`. Device pointers;
-/// src and dst must not overlap. 0 <= radius <= kBlurMaxRadius. An empty
-/// image launches nothing. @throws CudaError if the launch fails.
+/// src and dst must not overlap. 0 <= radius <= kBlurMaxRadius. `workspace`
+/// holds box_blur_workspace_bytes() (may be null when that is 0). An empty
+/// image launches nothing. @throws CudaError if the launch fails;
+/// InvalidArgument for a missing workspace.
 void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, std::int64_t height,
               std::int64_t width, int radius, StreamView stream,
-              BlurVariant variant = kBlurDefault);
+              BlurVariant variant = BlurVariant::automatic, void* workspace = nullptr);
 
 /// A window's average, rounded half up: what every variant and the reference store.
 LOOM_IMAGE_HD inline unsigned rounded_average(unsigned sum, unsigned count) {

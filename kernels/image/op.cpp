@@ -147,8 +147,12 @@ class BoxBlur final : public Op {
   // Its kernels go through launch_on_stream, nothing else: a compiled graph describes them.
   bool launches_through_loom() const noexcept override { return true; }
   void run_cuda(const ExecutionContext& ctx) const override {
+    const std::size_t bytes =
+        kernels::box_blur_workspace_bytes(planes(), height(), width(), radius_, variant());
+    void* workspace = bytes > 0 ? ctx.workspace(bytes) : nullptr;
     kernels::box_blur(src_.data_as<std::uint8_t>(), dst_.data_as<std::uint8_t>(), planes(),
-                      height(), width(), radius_, StreamView(cuda_stream(ctx)), variant());
+                      height(), width(), radius_, StreamView(cuda_stream(ctx)), variant(),
+                      workspace);
   }
 
  private:

@@ -1,11 +1,13 @@
-// The streaming blur kernel's own code (blur_stream.cuh), run on the CPU
-// under a small emulation of one warp: every lane is a std::thread, blocks
-// (one warp each) run one after another, and a shuffle is a write to a
+// The streaming blur kernel's own code (blur_stream.cuh) and the separable
+// running sums' (blur_separable.cuh), run on the CPU under the emulation of
+// CUDA threads (support/emulated_cuda.hpp): every thread of a block is a
+// std::thread, blocks run one after another, and a shuffle is a write to a
 // double-buffered exchange slot and a barrier. It checks what a GPU run would
 // (the strip and segment arithmetic, the ring of rows, the shuffles, the
-// border counts, the divisions) against the CPU reference at small shapes;
-// timing and memory-model effects are not emulated (the GPU tests cover
-// those). The divisions are also checked for every sum they can meet.
+// running windows, the border counts, the divisions) against the CPU
+// reference at small shapes; timing and memory-model effects are not
+// emulated (the GPU tests cover those). The divisions are also checked for
+// every sum they can meet.
 #include "image/blur.hpp"  // first: CUDA's headers define the qualifiers redefined below
 
 #include <cuda_runtime.h>
@@ -29,6 +31,7 @@ namespace loom::kernels::blur_detail {
 using namespace loom::emulated;  // NOLINT: the kernel's code reads CUDA's names unqualified
 }  // namespace loom::kernels::blur_detail
 
+#include "image/blur_separable.cuh"
 #include "image/blur_stream.cuh"
 
 namespace {
@@ -150,6 +153,49 @@ TEST(BlurStreamDivision, EdgeColumnsDivideExactlyInEveryRow) {
       // And the interior columns of the same row, by the reciprocal of K cy.
       for (unsigned s = 0; s <= 255 * k * cy; ++s) {
         ASSERT_EQ(emu::divide_by_magic(s + d.half, d.magic), (s + k * cy / 2) / (k * cy));
+      }
+    }
+  }
+}
+
+// The separable variant's two passes, as blur.cu launches them.
+void run_separable(const Bytes& src, Bytes& dst, int planes, int h, int w, int r) {
+  std::vector<std::uint16_t> rows(src.size(), 0xBEEF);  // poisoned: every sum must be written
+  const auto blocks = [](std::int64_t threads) {
+    return dim3(
+        static_cast<unsigned>((threads + emu::kSeparableThreads - 1) / emu::kSeparableThreads));
+  };
+  const std::int64_t all_rows = std::int64_t{planes} * h;
+  const std::int64_t row_runs = (w + emu::kRowRun - 1) / emu::kRowRun;
+  const std::int64_t col_runs = (h + emu::kColRun - 1) / emu::kColRun;
+  loom::emulated::run_grid(blocks(all_rows * row_runs), dim3(emu::kSeparableThreads),
+                           [&] { emu::blur_row_sums(src.data(), rows.data(), all_rows, w, r); });
+  loom::emulated::run_grid(
+      blocks(std::int64_t{planes} * col_runs * w), dim3(emu::kSeparableThreads),
+      [&] { emu::blur_column_sums(rows.data(), dst.data(), planes, h, w, r); });
+}
+
+TEST(BlurSeparableEmulated, MatchesTheReferenceAtRadiiAcrossTheRange) {
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  std::uniform_int_distribution<int> byte(0, 255);
+  struct Shape {
+    int planes, h, w;
+  };
+  // Runs exact and not (64 pixels, 64 rows), images narrower and shorter
+  // than the window, one pixel.
+  const Shape shapes[] = {{1, 1, 1}, {1, 37, 300}, {2, 65, 129}, {1, 130, 64}, {3, 5, 200}};
+  for (const Shape& s : shapes) {
+    for (int r : {0, 1, 2, 7, 8, 9, 31, 64, 100, 127}) {
+      for (bool saturated : {false, true}) {
+        const auto n = static_cast<std::size_t>(s.planes * s.h * s.w);
+        Bytes src(n);
+        for (auto& b : src) b = saturated ? 255 : static_cast<std::uint8_t>(byte(rng));
+        Bytes want(n);
+        loom::kernels::box_blur_reference(src.data(), want.data(), s.planes, s.h, s.w, r);
+        Bytes got(n, 0xA5);
+        run_separable(src, got, s.planes, s.h, s.w, r);
+        ASSERT_EQ(got, want) << s.planes << " x " << s.h << " x " << s.w << " r=" << r
+                             << (saturated ? " saturated" : "");
       }
     }
   }

@@ -125,11 +125,14 @@ void check_blur(BlurVariant variant, std::int64_t planes, std::int64_t h, std::i
   std::memcpy(staged.data() + offset, src.data(), n);
   d_src.upload(staged);
   loom::detail::Stream stream(0, 0);
+  const std::size_t scratch = loom::kernels::box_blur_workspace_bytes(planes, h, w, r, variant);
+  loom::test::DeviceBuffer<std::uint8_t> workspace(std::max<std::size_t>(scratch, 1));
   for (std::uint8_t poison : kPoisons) {
     LOOM_CUDA_CHECK(cudaMemset(d_dst.data(), poison, d_dst.size()));
+    LOOM_CUDA_CHECK(cudaMemset(workspace.data(), poison, workspace.size()));
     LOOM_CUDA_CHECK(cudaDeviceSynchronize());  // before the kernel on a loom stream
     loom::kernels::box_blur(d_src.data() + offset, d_dst.data() + offset, planes, h, w, r,
-                            stream.view(), variant);
+                            stream.view(), variant, scratch > 0 ? workspace.data() : nullptr);
     stream.synchronize();
     EXPECT_EQ(mismatches(d_dst.download(), want, offset, poison), 0U)
         << to_string(variant) << " planes=" << planes << " " << h << "x" << w << " r=" << r
@@ -171,9 +174,21 @@ TEST_P(BlurGpu, SaturatedWindowsAtEveryRadius) {
   }
 }
 
+// The separable running sums cost the same at any radius: every radius the
+// op takes, saturated windows included (the 16-bit row sums' largest).
+TEST(BlurSeparableGpu, MatchesTheReferenceAtEveryRadius) {
+  LOOM_REQUIRE_GPU();
+  for (int r = 0; r <= loom::kernels::kBlurMaxRadius; ++r) {
+    check_blur(BlurVariant::separable, 1, 37, 300, r, 0);
+    check_blur(BlurVariant::separable, 2, 64, 129, r, 3, true);
+  }
+  check_blur(BlurVariant::separable, 1, 1080, 1920, 64, 0);
+  check_blur(BlurVariant::automatic, 1, 1000, 4096, 8, 0);  // automatic past the tiled radii
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, BlurGpu,
                          ::testing::Values(BlurVariant::naive, BlurVariant::tiled,
-                                           BlurVariant::tiled_v1),
+                                           BlurVariant::tiled_v1, BlurVariant::separable),
                          [](const auto& param_info) {
                            return std::string(to_string(param_info.param));
                          });
