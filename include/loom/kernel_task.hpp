@@ -80,6 +80,11 @@ struct KernelTaskOptions {
   /// them (Op::capturable). False: compile() refuses a graph with the task,
   /// naming it; submit runs it as usual.
   bool capturable = true;
+  /// Checks the task's inputs when a graph holding it is submitted or
+  /// compiled, before anything runs: throw loom::InvalidArgument (or any
+  /// exception) to refuse the graph, and the error names the task, as the
+  /// built-in ops' checks do. Called on the submitting thread; may be empty.
+  std::function<void()> validate = {};
 };
 
 /// A task running `cuda` on the CUDA backend and `cpu` (if given) on the CPU

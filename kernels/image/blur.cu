@@ -292,15 +292,22 @@ bool aligned(const void* p, std::uintptr_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
 
-// What automatic means for this radius.
+// What automatic means for this radius: radius 0 is a copy (naive, no
+// workspace).
 BlurVariant resolved(BlurVariant variant, int radius) {
   if (variant != BlurVariant::automatic) return variant;
-  return radius >= 1 && radius <= kBlurTiledMaxRadius ? kBlurDefault : BlurVariant::separable;
+  if (radius == 0) return BlurVariant::naive;
+  return radius <= kBlurTiledMaxRadius ? kBlurDefault : BlurVariant::separable;
 }
 
 unsigned blocks_for_threads(std::int64_t threads) {
-  return static_cast<unsigned>((threads + blur_detail::kSeparableThreads - 1) /
-                               blur_detail::kSeparableThreads);
+  const std::int64_t blocks =
+      (threads + blur_detail::kSeparableThreads - 1) / blur_detail::kSeparableThreads;
+  if (blocks > 0x7FFFFFFF) {
+    throw InvalidArgument("box_blur: the image is too large for one separable launch (" +
+                          std::to_string(threads) + " threads)");
+  }
+  return static_cast<unsigned>(blocks);
 }
 
 void launch_separable(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes,
@@ -318,11 +325,10 @@ void launch_separable(const std::uint8_t* src, std::uint8_t* dst, std::int64_t p
   const std::int64_t col_runs = (height + blur_detail::kColRun - 1) / blur_detail::kColRun;
   loom::detail::launch_on_stream(
       stream, blur_detail::blur_row_sums, blocks_for_threads(all_rows * row_runs),
-      blur_detail::kSeparableThreads, 0, src, rows, all_rows, static_cast<int>(width), radius);
-  loom::detail::launch_on_stream(stream, blur_detail::blur_column_sums,
-                                 blocks_for_threads(planes * col_runs * width),
-                                 blur_detail::kSeparableThreads, 0, rows, dst, planes,
-                                 static_cast<int>(height), static_cast<int>(width), radius);
+      blur_detail::kSeparableThreads, 0, src, rows, all_rows, width, std::int64_t{radius});
+  loom::detail::launch_on_stream(
+      stream, blur_detail::blur_column_sums, blocks_for_threads(planes * col_runs * width),
+      blur_detail::kSeparableThreads, 0, rows, dst, planes, height, width, std::int64_t{radius});
 }
 
 }  // namespace

@@ -201,11 +201,14 @@ void report(benchmark::State& state, double bytes, double loom_ms, double cub_ms
                                std::max(1e-30, std::fabs(static_cast<double>(cub_value)));
 }
 
-// Arguments: variant (0-4 as ReduceVariant; 5: warp_shuffle deterministic),
-// dtype (0 f32, 1 f16, 2 bf16), op (0 sum, 1 max, 2 min).
+// Arguments: variant (1-5 as ReduceVariant: interleaved to warp_shuffle; 6:
+// warp_shuffle deterministic), dtype (0 f32, 1 f16, 2 bf16), op (0 sum, 1
+// max, 2 min).
+constexpr int kDeterministicArg = 6;
+
 void BM_Reduce(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
-  const bool deterministic = state.range(0) == 5;
+  const bool deterministic = state.range(0) == kDeterministicArg;
   ReduceConfig config;
   config.variant =
       deterministic ? ReduceVariant::warp_shuffle : static_cast<ReduceVariant>(state.range(0));
@@ -236,7 +239,7 @@ void BM_Reduce(benchmark::State& state) {
 void reduce_args(benchmark::internal::Benchmark* b) {
   for (int op = 0; op < 3; ++op) {
     for (int dtype = 0; dtype < 3; ++dtype) {
-      for (int variant = 0; variant <= 5; ++variant) b->Args({variant, dtype, op});
+      for (int variant = 1; variant <= kDeterministicArg; ++variant) b->Args({variant, dtype, op});
     }
   }
 }

@@ -38,7 +38,7 @@ class KernelTaskOp final : public Op {
         writes_(std::move(writes)),
         cuda_(std::move(cuda)),
         cpu_(std::move(cpu)),
-        options_(options) {}
+        options_(std::move(options)) {}
   std::string_view name() const noexcept override { return name_; }
   std::vector<Tensor> reads() const override { return reads_; }
   std::vector<Tensor> writes() const override { return writes_; }
@@ -53,6 +53,7 @@ class KernelTaskOp final : public Op {
     };
     check(reads_, "read");
     check(writes_, "write");
+    if (options_.validate) options_.validate();
   }
   bool has_cpu() const noexcept override { return static_cast<bool>(cpu_); }
   bool capturable() const noexcept override { return options_.capturable; }
@@ -90,7 +91,7 @@ OpPtr kernel_task(std::string name, std::vector<Tensor> reads, std::vector<Tenso
   if (name.empty()) throw InvalidArgument("kernel_task: a task needs a name");
   if (!cuda) throw InvalidArgument("kernel_task '" + name + "': an empty launcher");
   return std::make_shared<KernelTaskOp>(std::move(name), std::move(reads), std::move(writes),
-                                        std::move(cuda), std::move(cpu), options);
+                                        std::move(cuda), std::move(cpu), std::move(options));
 }
 
 }  // namespace loom

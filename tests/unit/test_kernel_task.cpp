@@ -46,6 +46,50 @@ TEST(KernelTask, WithoutACpuVersionTheCpuBackendRejectsItAtSubmit) {
   }
 }
 
+// A kernel task's own checks (KernelTaskOptions::validate) run at submit and
+// at compile, before anything runs: the error names the task, and the graph
+// runs nothing.
+TEST(KernelTask, ItsValidateHookRefusesABadShapeAtSubmitNamingTheTask) {
+  loom::Runtime rt(cpu());
+  auto x = rt.tensor<float>({4, 3});
+  auto y = rt.tensor<float>({3, 4});
+  bool ran = false;
+  const auto same_shape = [x, y] {
+    if (!(x.shape() == y.shape())) {
+      throw loom::InvalidArgument("y must have x's shape " + x.describe() + ", got " +
+                                  y.describe());
+    }
+  };
+  loom::Graph g;
+  g.add(loom::kernel_task(
+            "copy", {x}, {y}, [](loom::KernelContext&) {}, [&ran] { ran = true; },
+            {.validate = same_shape}),
+        {.name = "layer 1"});
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      if (attempt == 0) {
+        (void)rt.submit(g);
+      } else {
+        (void)rt.compile(g);
+      }
+      FAIL() << "a shape the task's validate refuses was accepted";
+    } catch (const loom::InvalidArgument& e) {
+      EXPECT_EQ(e.task(), "layer 1");
+      EXPECT_NE(std::string(e.what()).find("y must have x's shape"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_FALSE(ran);
+  // A good shape passes the same hook.
+  auto z = rt.tensor<float>({4, 3});
+  loom::Graph ok;
+  ok.add(loom::kernel_task(
+      "copy", {x}, {z}, [](loom::KernelContext&) {}, [&ran] { ran = true; }, {.validate = [x, z] {
+        if (!(x.shape() == z.shape())) throw loom::InvalidArgument("shapes differ");
+      }}));
+  rt.submit(ok).wait();
+  EXPECT_TRUE(ran);
+}
+
 TEST(KernelTask, BadArgumentsAreRefused) {
   loom::Runtime rt(cpu());
   EXPECT_THROW((void)loom::kernel_task("", {}, {}, [](loom::KernelContext&) {}),
