@@ -29,7 +29,9 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace loom {
 
@@ -123,6 +125,44 @@ class LOOM_API Runtime {
   /// after a kernel fault, that fault's CudaError.
   Completion copy(const Tensor& src, const Tensor& dst);
 
+  /// A tensor of `shape` in `memory` (default: default_memory()) holding
+  /// `values`, row-major; returns once it holds them.
+  /// @throws InvalidArgument when values.size() is not shape's element
+  /// count; as tensor() and copy().
+  /// @code
+  ///   std::vector<float> w(512 * 1024, 0.01F);
+  ///   auto weights = rt.upload(std::span<const float>(w), {512, 1024});
+  /// @endcode
+  template <class T>
+  Tensor upload(std::span<const T> values, const Shape& shape,
+                std::optional<Memory> memory = std::nullopt) {
+    Tensor t = tensor<T>(shape, memory);
+    upload_into(t, values).wait();
+    return t;
+  }
+  /// dst = `values` (row-major), without waiting: they are copied first, so
+  /// `values` may go away as soon as this returns. @throws InvalidArgument
+  /// for another dtype or element count; as copy().
+  template <class T>
+  Completion upload_into(const Tensor& dst, std::span<const T> values) {
+    return upload_bytes(dst, dtype_of<T>(), values.data(), values.size());
+  }
+  /// `src`'s elements, row-major, once every run that writes it is done.
+  /// @throws InvalidArgument for another dtype; as copy().
+  template <class T>
+  std::vector<T> download(const Tensor& src) {
+    std::vector<T> out(static_cast<std::size_t>(src.numel()));
+    download_into(src, std::span<T>(out)).wait();
+    return out;
+  }
+  /// out = `src`'s elements, row-major, without waiting: `out` must stay
+  /// valid until the Completion is done. @throws InvalidArgument for another
+  /// dtype or element count; as copy().
+  template <class T>
+  Completion download_into(const Tensor& src, std::span<T> out) {
+    return download_bytes(src, dtype_of<T>(), out.data(), out.size());
+  }
+
   /// Blocks until every run, copy and device operation loom has queued is
   /// done: it returns at the first moment no run is in flight, so runs other
   /// threads submit meanwhile are waited for too (while they keep coming, it
@@ -163,6 +203,8 @@ class LOOM_API Runtime {
   struct Impl;  ///< loom's own (defined in the library)
 
  private:
+  Completion upload_bytes(const Tensor& dst, DType dtype, const void* values, std::size_t count);
+  Completion download_bytes(const Tensor& src, DType dtype, void* out, std::size_t count);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 
 #include <atomic>
 #include <mutex>
@@ -403,6 +404,36 @@ Completion Runtime::Impl::start(const Tensor& src, const Tensor& dst) {
   auto& engine = staging_for(owner.device());
   if (upload) return engine.upload(src.data(), dst.data(), src.nbytes(), owner.stream(), nullptr);
   return engine.download(src.data(), dst.data(), src.nbytes(), owner.stream(), nullptr);
+}
+
+namespace {
+
+void require_elements(const char* call, const Tensor& t, DType dtype, std::size_t count) {
+  if (t.dtype() != dtype) {
+    throw InvalidArgument(std::string(call) + ": the tensor is " + t.describe() +
+                          ", the values are " + std::string(to_string(dtype)));
+  }
+  if (static_cast<std::size_t>(t.numel()) != count) {
+    throw InvalidArgument(std::string(call) + ": the tensor " + t.describe() + " holds " +
+                          std::to_string(t.numel()) + " elements, the values " +
+                          std::to_string(count));
+  }
+}
+
+}  // namespace
+
+Completion Runtime::upload_bytes(const Tensor& dst, DType dtype, const void* values,
+                                 std::size_t count) {
+  require_elements("upload", dst, dtype, count);
+  // Into loom's own host memory first: the caller's may go away at return.
+  Tensor host = tensor(dtype, dst.shape(), Memory::pageable);
+  if (host.nbytes() != 0) std::memcpy(host.data(), values, host.nbytes());
+  return copy(host, dst);
+}
+
+Completion Runtime::download_bytes(const Tensor& src, DType dtype, void* out, std::size_t count) {
+  require_elements("download", src, dtype, count);
+  return copy(src, provide(out, dtype, src.shape(), Memory::pageable));
 }
 
 Completion Runtime::copy(const Tensor& src, const Tensor& dst) {
