@@ -92,8 +92,14 @@ class LocalGroup {
         next_(static_cast<std::size_t>(size), 0),
         next_split_(static_cast<std::size_t>(size), 0),
         scratch_(static_cast<std::size_t>(size)),
+        inputs_(static_cast<std::size_t>(size)),
         tokens_(static_cast<std::size_t>(size), 0),
-        lanes_(static_cast<std::size_t>(size)) {}
+        lanes_(static_cast<std::size_t>(size)) {
+    for (auto& lists : inputs_) {
+      lists.host.reserve(static_cast<std::size_t>(size));
+      lists.device.reserve(static_cast<std::size_t>(size));
+    }
+  }
   LocalGroup(const LocalGroup&) = delete;
   LocalGroup& operator=(const LocalGroup&) = delete;
   ~LocalGroup() {
@@ -320,10 +326,23 @@ class LocalGroup {
     int left = 0;
   };
 
+  // A collective's round: made by its first rank, from a node of an earlier
+  // round when one is spare (no allocation once warm).
   Round& round_at(std::uint64_t seq) {
-    Round& round = rounds_[seq];
-    if (round.entries.empty()) round.entries.resize(static_cast<std::size_t>(size_));
-    return round;
+    if (const auto found = rounds_.find(seq); found != rounds_.end()) return found->second;
+    if (spare_rounds_.empty()) {
+      Round& round = rounds_[seq];
+      round.entries.resize(static_cast<std::size_t>(size_));
+      return round;
+    }
+    auto node = std::move(spare_rounds_.back());
+    spare_rounds_.pop_back();
+    node.key() = seq;
+    Round& round = node.mapped();
+    for (auto& entry : round.entries) entry.reset();
+    round.arrived = round.computed = round.left = 0;
+    round.failure.clear();
+    return rounds_.insert(std::move(node)).position->second;
   }
 
   // Waits until `done`, the round fails, or the timeout: then it fails,
@@ -381,7 +400,22 @@ class LocalGroup {
 
   void leave(Round& round, std::uint64_t seq) {
     ++round.left;
-    if (round.left == round.arrived) rounds_.erase(seq);
+    if (round.left == round.arrived) spare_rounds_.push_back(rounds_.extract(seq));
+  }
+
+  // Rank `rank`'s list of every rank's input, reused (touched by its
+  // thread only, so no allocation once warm): for the host and device paths.
+  const std::vector<const unsigned char*>& host_inputs(int rank, const Round& round) {
+    auto& list = inputs_[static_cast<std::size_t>(rank)].host;
+    list.clear();
+    for (int r = 0; r < size_; ++r) list.push_back(round.entries[static_cast<std::size_t>(r)]->in);
+    return list;
+  }
+  const std::vector<const void*>& device_inputs(int rank, const Round& round) {
+    auto& list = inputs_[static_cast<std::size_t>(rank)].device;
+    list.clear();
+    for (int r = 0; r < size_; ++r) list.push_back(round.entries[static_cast<std::size_t>(r)]->in);
+    return list;
   }
 
   // Host to host with memcpy; any GPU involved with the driver (one address
@@ -425,7 +459,7 @@ class LocalGroup {
   // reduces block r of the inputs into its own output, then copies the
   // block into every other rank's output. The ranks read the inputs once
   // between them, instead of each rank reading all of them.
-  bool share_all_reduce(int rank, const Round& round, cudaStream_t stream) const {
+  bool share_all_reduce(int rank, const Round& round, cudaStream_t stream) {
     const CollectiveSpec& spec = round.entries[0]->spec;
     const std::size_t esize = element_bytes(spec.dtype);
     // Blocks of whole 256 elements, so that every copy starts aligned.
@@ -434,9 +468,7 @@ class LocalGroup {
     const std::int64_t lo = std::min(spec.out_count, block * rank);
     const std::int64_t hi = std::min(spec.out_count, lo + block);
     if (hi == lo) return true;
-    std::vector<const void*> inputs;
-    for (int r = 0; r < size_; ++r)
-      inputs.push_back(round.entries[static_cast<std::size_t>(r)]->in);
+    const auto& inputs = device_inputs(rank, round);
     const std::size_t offset = static_cast<std::size_t>(lo) * esize;
     const std::size_t bytes = static_cast<std::size_t>(hi - lo) * esize;
     unsigned char* mine = round.entries[static_cast<std::size_t>(rank)]->out + offset;
@@ -451,8 +483,7 @@ class LocalGroup {
 
   // Enqueues rank `rank`'s result into `dst` on `stream`; false when the
   // rank writes nothing (a broadcast's root).
-  bool compute_on_device(int rank, const Round& round, unsigned char* dst,
-                         cudaStream_t stream) const {
+  bool compute_on_device(int rank, const Round& round, unsigned char* dst, cudaStream_t stream) {
     const CollectiveSpec& mine = round.entries[static_cast<std::size_t>(rank)]->spec;
     const std::size_t esize = element_bytes(mine.dtype);
     const auto input = [&](int r) { return round.entries[static_cast<std::size_t>(r)]->in; };
@@ -461,8 +492,7 @@ class LocalGroup {
         LOOM_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream));
       }
     };
-    std::vector<const void*> inputs;
-    for (int r = 0; r < size_; ++r) inputs.push_back(input(r));
+    const auto& inputs = device_inputs(rank, round);
     switch (mine.kind) {
       case Kind::all_reduce:
         device_reduce(mine.dtype, mine.op, dst, inputs, 0, mine.out_count, stream);
@@ -532,12 +562,11 @@ class LocalGroup {
     return lane;
   }
 
-  void compute(int rank, const Round& round, std::vector<unsigned char>& scratch) const {
+  void compute(int rank, const Round& round, std::vector<unsigned char>& scratch) {
     const CollectiveSpec& mine = round.entries[static_cast<std::size_t>(rank)]->spec;
     const std::size_t esize = element_bytes(mine.dtype);
     const auto input = [&](int r) { return round.entries[static_cast<std::size_t>(r)]->in; };
-    std::vector<const unsigned char*> inputs;
-    for (int r = 0; r < size_; ++r) inputs.push_back(input(r));
+    const auto& inputs = host_inputs(rank, round);
     switch (mine.kind) {
       case Kind::all_reduce:
         scratch.resize(static_cast<std::size_t>(mine.out_count) * esize);
@@ -598,10 +627,16 @@ class LocalGroup {
   std::vector<std::uint64_t> next_;        // each rank's next collective
   std::vector<std::uint64_t> next_split_;  // each rank's next split
   std::map<std::uint64_t, Round> rounds_;  // nodes stay put while others are added
+  std::vector<std::map<std::uint64_t, Round>::node_type> spare_rounds_;  // finished, for reuse
   std::map<std::uint64_t, SplitRound> splits_;
   std::map<std::pair<int, int>, std::vector<Message*>> channels_;  // (from, to): sends in order
   std::map<std::pair<int, int>, std::string> broken_pairs_;        // (from, to): why
   std::vector<std::vector<unsigned char>> scratch_;  // a rank's, touched by its thread only
+  struct InputLists {
+    std::vector<const unsigned char*> host;
+    std::vector<const void*> device;
+  };
+  std::vector<InputLists> inputs_;  // a rank's, touched by its thread only
   std::vector<unsigned char> tokens_;
   std::vector<DeviceLane> lanes_;  // a rank's, touched by its thread only
 };

@@ -6,6 +6,7 @@
 #include "sched/prepare.hpp"
 #include "sched/run_machine.hpp"
 
+#include <loom/comm.hpp>
 #include <loom/error.hpp>
 #include <loom/graph.hpp>
 #include <loom/runtime.hpp>
@@ -16,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cstdlib>
 #include <future>
@@ -535,6 +537,56 @@ TEST(RunMachineSteadyState, ARunAllocatesNothingOnceWarm) {
     EXPECT_EQ(allocations, 0) << "allocations in " << kRuns << " runs";
   }
   workers->shutdown();
+}
+
+// The local backend's collectives, once warm, allocate nothing either: a
+// round's bookkeeping is recycled, and each rank's lists and scratch reused.
+TEST(LocalCollectivesSteadyState, AllReduceRingAndGatherAllocateNothingOnceWarm) {
+  if (!LOOM_COUNTS_ALLOCATIONS) {
+    GTEST_SKIP() << "AddressSanitizer replaces operator new: allocations are not counted";
+  }
+  constexpr int kRanks = 3;
+  constexpr std::int64_t kN = 1000;
+  auto comms = loom::local_communicators(kRanks);
+  loom::Runtime rt{loom::test::cpu(1)};
+  std::vector<std::vector<loom::CollectivePtr>> ops(kRanks);
+  std::vector<loom::Tensor> keep;
+  for (int r = 0; r < kRanks; ++r) {
+    auto in = rt.tensor<float>({kN});
+    for (std::int64_t i = 0; i < kN; ++i) in.data_as<float>()[i] = static_cast<float>(r + i);
+    auto sum = rt.tensor<float>({kN});
+    auto ring = rt.tensor<float>({kN});
+    auto gathered = rt.tensor<float>({kN * kRanks});
+    ops[static_cast<std::size_t>(r)] = {
+        comms[static_cast<std::size_t>(r)]->all_reduce(in, sum),
+        comms[static_cast<std::size_t>(r)]->ring_exchange(in, ring),
+        comms[static_cast<std::size_t>(r)]->all_gather(in, gathered),
+        comms[static_cast<std::size_t>(r)]->all_reduce(in, in)};
+    keep.insert(keep.end(), {in, sum, ring, gathered});
+  }
+  std::barrier<> phase(kRanks + 1);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.emplace_back([&, r] {
+      const auto& mine = ops[static_cast<std::size_t>(r)];
+      for (int i = 0; i < 20; ++i) {
+        for (const auto& op : mine) op->run_cpu();
+      }
+      phase.arrive_and_wait();  // warm: the count starts
+      phase.arrive_and_wait();
+      for (int i = 0; i < 100; ++i) {
+        for (const auto& op : mine) op->run_cpu();
+      }
+      phase.arrive_and_wait();  // the count ends
+    });
+  }
+  phase.arrive_and_wait();
+  const long long before = g_allocations.load();
+  phase.arrive_and_wait();
+  phase.arrive_and_wait();
+  const long long allocations = g_allocations.load() - before;
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(allocations, 0) << "allocations in 400 collectives on each of " << kRanks << " ranks";
 }
 
 }  // namespace
