@@ -49,7 +49,7 @@ struct RuntimeOptions {
   int workers = 0;
   /// Chrome-trace JSON per run: run N of "t.json" goes to "t.N.json". Empty:
   /// the LOOM_TRACE environment variable, if set.
-  std::string trace_path;
+  std::string trace_path = {};
   /// Bytes a staging chunk (pageable <-> device copies).
   std::size_t staging_chunk_bytes = std::size_t{4} << 20;
   /// Staging workers; 0 picks from the core count (half the cores, 2 to 8).

@@ -103,6 +103,17 @@ class LOOM_API Tensor {
   Tensor reshape(const Shape& shape) const;
   /// Dimensions d0 and d1 swapped: a view.
   Tensor transpose(int d0, int d1) const;
+  /// This tensor broadcast to `shape` (NumPy's rule, dimensions aligned at
+  /// the last): a view whose added dimensions, and those of extent 1 that
+  /// grow, have stride 0. It shares the storage, so a graph orders it as the
+  /// same data as the tensor. An input of the maps; an op refuses it as an
+  /// output (its elements share memory), naming the task.
+  /// @code
+  ///   g.add(loom::ops::add(h, bias.expand(h.shape()), h));   // bias: [1, N] or [N]
+  /// @endcode
+  /// @throws InvalidArgument when `shape` has fewer dimensions, or a
+  /// dimension is neither equal nor 1 in this tensor.
+  Tensor expand(const Shape& shape) const;
   /// This tensor if contiguous; else a contiguous copy in the same memory
   /// space (host: copied now; device: enqueued on the storage's stream).
   Tensor contiguous() const;

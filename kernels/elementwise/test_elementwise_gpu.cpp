@@ -19,6 +19,8 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -134,6 +136,37 @@ TEST(ElementwiseGpu, EveryMapVariantAndDtypeMatchesTheReference) {
 // needs only 8-byte alignment: {4, 4, 0} and {2, 2, 2} (a head of 2) are
 // vectorized there and {6, 6, 0} is not; for the other maps these are more
 // peelable and unpeelable cases.
+// Broadcast inputs (Tensor::expand, stride 0) through the strided map and
+// the reductions on the device, against the same graph on the CPU backend.
+TEST(ElementwiseGpu, ExpandedInputsMatchTheCpuBackend) {
+  LOOM_REQUIRE_GPU();
+  constexpr std::int64_t kRows = 257, kCols = 129;
+  std::vector<float> h_values(kRows * kCols);
+  std::vector<float> b_values(kCols);
+  auto rng = loom::test::random_engine();
+  for (auto& v : h_values) v = std::uniform_real_distribution<float>(-4, 4)(rng);
+  for (auto& v : b_values) v = std::uniform_real_distribution<float>(-4, 4)(rng);
+  const auto run = [&](loom::Runtime& rt) {
+    auto h = rt.upload(std::span<const float>(h_values), {kRows, kCols});
+    auto bias = rt.upload(std::span<const float>(b_values), {kCols});
+    auto out = rt.tensor<float>({kRows, kCols});
+    auto column_sums = rt.tensor<float>({kCols});
+    loom::Graph g;
+    g.add(loom::ops::add(h, bias.expand({kRows, kCols}), out));
+    g.add(loom::ops::sum(bias.expand({kRows, kCols}), 0, column_sums));
+    rt.submit(g).wait();
+    return std::pair(rt.download<float>(out), rt.download<float>(column_sums));
+  };
+  loom::Runtime gpu;
+  loom::Runtime cpu({.backend = loom::Backend::cpu, .workers = 2});
+  const auto [gpu_out, gpu_sums] = run(gpu);
+  const auto [cpu_out, cpu_sums] = run(cpu);
+  EXPECT_EQ(gpu_out, cpu_out);
+  for (std::size_t j = 0; j < cpu_sums.size(); ++j) {
+    EXPECT_NEAR(gpu_sums[j], cpu_sums[j], 1e-4F * std::fabs(cpu_sums[j]) + 1e-4F) << j;
+  }
+}
+
 TEST(ElementwiseGpu, MisalignedPointersTakeTheVectorizedPathOrItsFallback) {
   LOOM_REQUIRE_GPU();
   auto rng = loom::test::seeded_engine();

@@ -262,6 +262,36 @@ Tensor Tensor::transpose(int d0, int d1) const {
   return view;
 }
 
+Tensor Tensor::expand(const Shape& target) const {
+  require_defined(*this, "expand");
+  const int extra = target.rank() - rank();
+  if (extra < 0) {
+    throw InvalidArgument("expand: " + describe() + " has more dimensions than " +
+                          target.to_string());
+  }
+  Strides strides = target;  // the same rank; every entry set below
+  for (int d = 0; d < target.rank(); ++d) {
+    const int mine = d - extra;
+    if (target[d] < 0) {
+      throw InvalidArgument("expand: a negative extent in " + target.to_string());
+    }
+    if (mine < 0) {
+      strides[d] = 0;
+    } else if (shape_[mine] == target[d]) {
+      strides[d] = strides_[mine];
+    } else if (shape_[mine] == 1) {
+      strides[d] = 0;
+    } else {
+      throw InvalidArgument("expand: dimension " + std::to_string(mine) + " of " + describe() +
+                            " is " + std::to_string(shape_[mine]) + ", neither 1 nor the " +
+                            std::to_string(target[d]) + " of " + target.to_string());
+    }
+  }
+  Tensor view(storage_, dtype_, target, strides, offset_);
+  check_int4_view(view, "expand");
+  return view;
+}
+
 Tensor Tensor::contiguous() const {
   require_defined(*this, "contiguous");
   if (is_contiguous()) return *this;
