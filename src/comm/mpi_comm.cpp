@@ -241,14 +241,7 @@ class MpiGroup final : public RankExchange {
     my_words_.assign(words.begin(), words.end());
     my_words_.insert(my_words_.end(), where.begin(), where.end());
     all_words_.resize(kWords * static_cast<std::size_t>(size_));
-    MPI_Request request = MPI_REQUEST_NULL;
-    {
-      auto lock = MpiSession::get().lock();
-      LOOM_MPI_CHECK(MPI_Iallgather(my_words_.data(), static_cast<int>(kWords), MPI_INT64_T,
-                                    all_words_.data(), static_cast<int>(kWords), MPI_INT64_T, data_,
-                                    &request));
-    }
-    wait(&request, 1, what);
+    all_gather_bytes(my_words_.data(), all_words_.data(), kWords * sizeof(std::int64_t), what);
     const CollectiveSpec first = CollectiveSpec::from_words(all_words_.data());
     bool one_device = where[0] != 0 || where[1] != 0;
     for (int r = 0; r < size_; ++r) {

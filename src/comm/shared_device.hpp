@@ -59,8 +59,6 @@ class SharedDeviceWindows {
              std::size_t bytes, const std::string& what);
   void close_mappings() noexcept;
   void release() noexcept;
-  const unsigned char* window_of(int rank) const noexcept { return windows_[rank]; }
-  unsigned char* own_window() const noexcept { return own_; }
   void settle(RankExchange& ranks, const std::string& what) const;
 
   void all_reduce(RankExchange& ranks, const CollectiveSpec& spec, const Tensor& in,
