@@ -66,6 +66,24 @@ void require_same_shape(const Tensor& a, const Tensor& b, std::string_view op,
   }
 }
 
+bool broadcasts_to(const Shape& from, const Shape& to) noexcept {
+  const int extra = to.rank() - from.rank();
+  if (extra < 0) return false;
+  for (int d = 0; d < from.rank(); ++d) {
+    if (from[d] != 1 && from[d] != to[d + extra]) return false;
+  }
+  return true;
+}
+
+void require_broadcastable(const Tensor& t, const Shape& to, std::string_view op,
+                           std::string_view role) {
+  if (broadcasts_to(t.shape(), to)) return;
+  throw InvalidArgument(prefix(op, role) + " " + t.shape().to_string() +
+                        " does not broadcast to out's shape " + to.to_string() +
+                        " (each dimension, aligned at the last, must be equal or 1, and out "
+                        "must have at least as many)");
+}
+
 void require_same_memory(const Tensor& a, const Tensor& b, std::string_view op) {
   if (!(a.memory() == b.memory())) {
     throw InvalidArgument(std::string(op) + ": all tensors must be in one memory space; got " +

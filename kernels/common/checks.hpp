@@ -24,6 +24,11 @@ void require_contiguous(const Tensor& t, std::string_view op, std::string_view r
 void require_rank(const Tensor& t, int rank, std::string_view op, std::string_view role);
 void require_same_shape(const Tensor& a, const Tensor& b, std::string_view op,
                         std::string_view roles);
+/// Whether `from` broadcasts to `to` (NumPy's rule, as Tensor::expand).
+bool broadcasts_to(const Shape& from, const Shape& to) noexcept;
+/// t's shape broadcasts to `to` (out's shape).
+void require_broadcastable(const Tensor& t, const Shape& to, std::string_view op,
+                           std::string_view role);
 void require_same_memory(const Tensor& a, const Tensor& b, std::string_view op);
 /// Defined, f32 and contiguous: what the simplest kernels take.
 void require_f32_contiguous(const Tensor& t, std::string_view op, std::string_view role);

@@ -8,6 +8,7 @@
 #include "common/check.hpp"
 #include "common/convert.hpp"
 #include "elementwise/functors.hpp"
+#include "elementwise/map_math_text.hpp"
 
 #include <dlfcn.h>
 #include <nvrtc.h>
@@ -30,6 +31,7 @@ namespace {
 
 constexpr int kBlock = 256;
 constexpr int kVectorBytes = 16;
+constexpr int kBlocksPerSm = 8;  // the strided form: enough resident warps to hide latency
 
 bool is_float(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
 int element_bytes(DType d) { return d == DType::f32 ? 4 : 2; }
@@ -40,18 +42,26 @@ int element_bytes(DType d) { return d == DType::f32 ? 4 : 2; }
 
 // ---- the program's shape -------------------------------------------------
 
-// Elements one vector holds: 16 bytes of the output, so that each store
-// instruction of a warp writes whole sectors (as in maps.cu, which says why).
-// An input's vector is then 8, 16 or 32 bytes.
-int elements_per_vector(const FusedProgram& p) { return kVectorBytes / element_bytes(p.output); }
+// Elements one vector holds: 16 bytes of the narrowest output, so that each
+// store instruction of a warp writes whole sectors (as in maps.cu, which says
+// why); a wider output stores two 16-byte chunks. An input's vector is then
+// 8, 16 or 32 bytes.
+int elements_per_vector(const std::vector<FusedOutput>& outputs) {
+  int narrowest = 4;
+  for (const auto& o : outputs) narrowest = std::min(narrowest, element_bytes(o.dtype));
+  return kVectorBytes / narrowest;
+}
 
-// Vectors a thread moves: kFusedVectorsPerThread, or more where an input's
+// Vectors a thread moves: kFusedVectorsPerThread, or more where an operand's
 // vector is 8 bytes, so that every thread keeps at least 32 bytes of each
 // input in flight.
-int vectors_per_thread(const FusedProgram& p) {
-  int narrowest = element_bytes(p.output);
-  for (DType d : p.inputs) narrowest = std::min(narrowest, element_bytes(d));
-  const int narrowest_vector_bytes = elements_per_vector(p) * narrowest;
+int vectors_per_thread(const FusedProgram& p, const std::vector<FusedOutput>& outputs) {
+  int narrowest = 4;
+  for (const auto& o : outputs) narrowest = std::min(narrowest, element_bytes(o.dtype));
+  for (std::size_t i = 0; i < p.inputs.size(); ++i) {
+    if (!p.is_scalar_input(i)) narrowest = std::min(narrowest, element_bytes(p.inputs[i]));
+  }
+  const int narrowest_vector_bytes = elements_per_vector(outputs) * narrowest;
   return kFusedVectorsPerThread * std::max(1, kVectorBytes / narrowest_vector_bytes);
 }
 
@@ -102,8 +112,18 @@ __device__ __forceinline__ unsigned int loom_f2bf2(float lo, float hi) {
   return (unsigned int)loom_f2bf(lo) | ((unsigned int)loom_f2bf(hi) << 16);
 #endif
 }
-struct loom_fused_params {
-  const void* in[)";
+)";
+
+// The kernel's one parameter (FusedParams mirrors it, field for field).
+std::string params_struct() {
+  std::ostringstream s;
+  s << "struct loom_fused_params {\n  const void* in[" << kFusedMaxInputs << "];\n  void* out["
+    << kFusedMaxOutputs << "];\n  float c[" << kFusedMaxConstants
+    << "];\n  loom_u64 n;\n  int vector_ok;\n  int rank;\n  long long shape[" << kFusedMaxRank
+    << "];\n  long long stride[" << kFusedMaxInputs + kFusedMaxOutputs << "][" << kFusedMaxRank
+    << "];\n};\n";
+  return s.str();
+}
 
 const char* storage_type(DType d) { return d == DType::f32 ? "float" : "unsigned short"; }
 
@@ -133,13 +153,6 @@ std::string with_number(const char* prefix, int k, const char* suffix = "") {
 
 std::string reg(int k) { return with_number("r", k); }
 
-// A float literal that reads back as exactly v.
-std::string float_literal(float v) {
-  std::ostringstream s;
-  s << std::setprecision(std::numeric_limits<float>::max_digits10) << v << 'f';
-  return s.str();
-}
-
 // The pair conversion of the vector store path, for 16-bit outputs.
 std::string narrow_pair_expr(DType d, const std::string& lo, const std::string& hi) {
   std::string e(d == DType::f16 ? "loom_f2h2(" : "loom_f2bf2(");
@@ -150,31 +163,192 @@ std::string narrow_pair_expr(DType d, const std::string& lo, const std::string& 
   return e;
 }
 
-// The same arithmetic as functors.hpp, as text (products and sums rounded on
-// their own, as there, so that fusing changes no result).
-std::string instruction_expr(const FusedInstr& in) {
-  const std::string a = reg(in.a);
-  const std::string b = reg(in.b);
-  switch (in.op) {
-    case FusedOpcode::input: return with_number("x", in.index, "[e]");
-    case FusedOpcode::constant: return with_number("p.c[", in.index, "]");
-    case FusedOpcode::add: return "__fadd_rn(" + a + ", " + b + ")";
-    case FusedOpcode::mul: return "__fmul_rn(" + a + ", " + b + ")";
-    case FusedOpcode::axpby:
-      return with_number("__fadd_rn(__fmul_rn(p.c[", in.index, "], ") + a +
-             with_number("), __fmul_rn(p.c[", in.index + 1, "], ") + b + "))";
-    case FusedOpcode::relu: return a + " < 0.0f ? 0.0f : " + a;
-    case FusedOpcode::gelu_tanh:
-      return "__fdividef(" + a + ", 1.0f + exp2f(" + float_literal(map_fn::kGeluExp2Scale) +
-             " * (" + a + " + " + float_literal(map_fn::kGeluCubic) + " * " + a + " * " + a +
-             " * " + a + ")))";
-    case FusedOpcode::round:
-      return in.dtype == DType::f32 ? a : widen_expr(in.dtype, narrow_expr(in.dtype, a));
-  }
-  return a;
+// name(a[, b[, c]]) over registers.
+std::string call(const std::string& name, const FusedInstr& in, int arity) {
+  std::string e = name + "(" + reg(in.a);
+  if (arity > 1) e += ", " + reg(in.b);
+  if (arity > 2) e += ", " + reg(in.c);
+  return e + ")";
 }
 
-const char* opcode_name(FusedOpcode op) {
+// One instruction as an expression over earlier registers: the functions of
+// map_math.inc, as the precompiled maps call them. An input reads x<i>[e]
+// (its widened element), or s<i> for a scalar input of the vectorized form.
+std::string instruction_expr(const FusedProgram& p, const FusedInstr& in) {
+  switch (in.op) {
+    case FusedOpcode::input:
+      if (!p.strided && p.is_scalar_input(static_cast<std::size_t>(in.index))) {
+        return with_number("s", in.index);
+      }
+      return with_number("x", in.index, "[e]");
+    case FusedOpcode::constant: return with_number("p.c[", in.index, "]");
+    case FusedOpcode::axpby:
+      return with_number("loom_map_axpby(p.c[", in.index, "], ") + reg(in.a) +
+             with_number(", p.c[", in.index + 1, "], ") + reg(in.b) + ")";
+    case FusedOpcode::round:
+      return in.dtype == DType::f32 ? reg(in.a)
+                                    : widen_expr(in.dtype, narrow_expr(in.dtype, reg(in.a)));
+    default: return call(std::string("loom_map_") + opcode_name(in.op), in, opcode_arity(in.op));
+  }
+}
+
+// The chain for one element (e), its results into y<j>[e].
+void emit_chain(std::ostringstream& s, const FusedProgram& p,
+                const std::vector<FusedOutput>& outputs, const char* indent) {
+  for (std::size_t k = 0; k < p.code.size(); ++k) {
+    s << indent << "const float " << reg(static_cast<int>(k)) << " = "
+      << instruction_expr(p, p.code[k]) << ";\n";
+  }
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    s << indent << "y" << j << "[e] = " << reg(outputs[j].reg) << ";\n";
+  }
+}
+
+// The vectorized form: contiguous operands, whole 16-byte vectors.
+void emit_vectorized(std::ostringstream& s, const FusedProgram& p,
+                     const std::vector<FusedOutput>& outputs) {
+  const int v = elements_per_vector(outputs);
+  const int elements = v * vectors_per_thread(p, outputs);
+  s << "#define LOOM_V " << v << "\n#define LOOM_U " << vectors_per_thread(p, outputs) << "\n";
+  s << "extern \"C\" __global__ void __launch_bounds__(" << kBlock << ") " << kFusedKernelName
+    << "(const loom_fused_params p) {\n";
+  // Block b owns kBlock * U consecutive vectors; thread t takes vectors t,
+  // t + kBlock, ...: each warp's accesses are contiguous, as in maps.cu.
+  s << "  const loom_u64 first = (loom_u64)blockIdx.x * " << kBlock << " * LOOM_U + threadIdx.x;\n";
+  s << "  loom_u64 at[LOOM_U];\n  bool whole[LOOM_U];\n";
+  s << "  #pragma unroll\n  for (int u = 0; u < LOOM_U; ++u) {\n"
+    << "    at[u] = (first + (loom_u64)u * " << kBlock << ") * LOOM_V;\n"
+    << "    whole[u] = p.vector_ok && at[u] + LOOM_V <= p.n;\n  }\n";
+  // Loads: every whole vector of every input first, as raw words, so that
+  // they are all in flight together; only then are they widened. (Widening
+  // in the branch that loads would make each load wait for its data before
+  // the next is issued: one DRAM latency a vector instead of one in all.)
+  const auto chunk_type = [&](DType d) {
+    return v * element_bytes(d) < kVectorBytes ? "loom_v8" : "loom_v16";
+  };
+  const auto chunk_count = [&](DType d) {
+    return std::max(1, v * element_bytes(d) / kVectorBytes);
+  };
+  for (std::size_t i = 0; i < p.inputs.size(); ++i) {
+    if (p.is_scalar_input(i)) continue;
+    s << "  " << chunk_type(p.inputs[i]) << " raw" << i << "[LOOM_U][" << chunk_count(p.inputs[i])
+      << "];\n";
+  }
+  s << "  #pragma unroll\n  for (int u = 0; u < LOOM_U; ++u) {\n    if (whole[u]) {\n";
+  for (std::size_t i = 0; i < p.inputs.size(); ++i) {
+    if (p.is_scalar_input(i)) continue;
+    const DType d = p.inputs[i];
+    const std::string chunk = chunk_type(d);
+    s << "      #pragma unroll\n      for (int j = 0; j < " << chunk_count(d) << "; ++j) raw" << i
+      << "[u][j] = ((const " << chunk << "*)((const " << storage_type(d) << "*)p.in[" << i
+      << "] + at[u]))[j];\n";
+  }
+  s << "    }\n  }\n";
+  // Widening, and the element-wise loads of a partial or misaligned vector;
+  // a scalar input is read once.
+  for (std::size_t i = 0; i < p.inputs.size(); ++i) {
+    const DType d = p.inputs[i];
+    const std::string t = storage_type(d);
+    if (p.is_scalar_input(i)) {
+      const std::string first =
+          "((const " + t + with_number("*)p.in[", static_cast<int>(i), "])[0]");
+      s << "  const float s" << i << " = " << widen_expr(d, first) << ";\n";
+      continue;
+    }
+    s << "  float x" << i << "[" << elements << "];\n";
+    s << "  #pragma unroll\n  for (int u = 0; u < LOOM_U; ++u) {\n"
+      << "    if (whole[u]) {\n"
+      << "      const " << t << "* e_ = (const " << t << "*)raw" << i << "[u];\n"
+      << "      #pragma unroll\n      for (int e = 0; e < LOOM_V; ++e) x" << i
+      << "[u * LOOM_V + e] = " << widen_expr(d, "e_[e]") << ";\n"
+      << "    } else {\n"
+      << "      const " << t << "* src = (const " << t << "*)p.in[" << i << "] + at[u];\n"
+      << "      #pragma unroll\n      for (int e = 0; e < LOOM_V; ++e) x" << i
+      << "[u * LOOM_V + e] = at[u] + e < p.n ? " << widen_expr(d, "src[e]") << " : 0.0f;\n"
+      << "    }\n  }\n";
+  }
+  // The chain, element by element, in registers.
+  for (std::size_t j = 0; j < outputs.size(); ++j)
+    s << "  float y" << j << "[" << elements << "];\n";
+  s << "  #pragma unroll\n  for (int e = 0; e < " << elements << "; ++e) {\n";
+  emit_chain(s, p, outputs, "    ");
+  s << "  }\n";
+  // Stores: 16-byte chunks of each output's vector; 16-bit outputs are
+  // rounded two at a time into the chunks' words.
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    const DType o = outputs[j].dtype;
+    const std::string t = storage_type(o);
+    const int words = v * element_bytes(o) / 4;
+    const std::string y = with_number("y", static_cast<int>(j));
+    s << "  #pragma unroll\n  for (int u = 0; u < LOOM_U; ++u) {\n"
+      << "    " << t << "* dst = (" << t << "*)p.out[" << j << "] + at[u];\n"
+      << "    if (whole[u]) {\n      loom_v16 raw[" << words / 4 << "];\n";
+    if (o == DType::f32) {
+      s << "      #pragma unroll\n      for (int w = 0; w < " << words
+        << "; ++w) raw[w / 4].w[w % 4] = __float_as_uint(" << y << "[u * LOOM_V + w]);\n";
+    } else {
+      s << "      #pragma unroll\n      for (int w = 0; w < " << words
+        << "; ++w) raw[w / 4].w[w % 4] = "
+        << narrow_pair_expr(o, y + "[u * LOOM_V + 2 * w]", y + "[u * LOOM_V + 2 * w + 1]") << ";\n";
+    }
+    s << "      #pragma unroll\n      for (int k = 0; k < " << words / 4
+      << "; ++k) ((loom_v16*)dst)[k] = raw[k];\n"
+      << "    } else {\n"
+      << "      for (int e = 0; e < LOOM_V && at[u] + e < p.n; ++e) dst[e] = "
+      << narrow_expr(o, y + "[u * LOOM_V + e]") << ";\n"
+      << "    }\n  }\n";
+  }
+  s << "}\n";
+}
+
+// The strided form: a grid-stride loop, one element a thread and step; each
+// operand's offset from the element's index, innermost dimension first (one
+// 64-bit division a dimension; none at rank 1).
+void emit_strided(std::ostringstream& s, const FusedProgram& p,
+                  const std::vector<FusedOutput>& outputs) {
+  const std::size_t operands = p.inputs.size() + outputs.size();
+  s << "extern \"C\" __global__ void __launch_bounds__(" << kBlock << ") " << kFusedKernelName
+    << "(const loom_fused_params p) {\n"
+    << "  const loom_u64 step = (loom_u64)gridDim.x * " << kBlock << ";\n"
+    << "  for (loom_u64 i = (loom_u64)blockIdx.x * " << kBlock
+    << " + threadIdx.x; i < p.n; i += step) {\n"
+    << "    long long off[" << operands << "];\n"
+    << "    if (p.rank == 1) {\n"
+    << "      #pragma unroll\n      for (int k = 0; k < " << operands
+    << "; ++k) off[k] = (long long)i * p.stride[k][0];\n"
+    << "    } else {\n"
+    << "      #pragma unroll\n      for (int k = 0; k < " << operands << "; ++k) off[k] = 0;\n"
+    << "      long long rest = (long long)i;\n"
+    << "      for (int d = p.rank - 1; d >= 0; --d) {\n"
+    << "        const long long index = rest % p.shape[d];\n"
+    << "        rest /= p.shape[d];\n"
+    << "        #pragma unroll\n        for (int k = 0; k < " << operands
+    << "; ++k) off[k] += index * p.stride[k][d];\n"
+    << "      }\n    }\n"
+    << "    const int e = 0;\n";
+  for (std::size_t i = 0; i < p.inputs.size(); ++i) {
+    const std::string t = storage_type(p.inputs[i]);
+    const std::string element = "((const " + t + with_number("*)p.in[", static_cast<int>(i), "])") +
+                                with_number("[off[", static_cast<int>(i), "]]");
+    s << "    float x" << i << "[1];\n    x" << i << "[0] = " << widen_expr(p.inputs[i], element)
+      << ";\n";
+  }
+  for (std::size_t j = 0; j < outputs.size(); ++j) s << "    float y" << j << "[1];\n";
+  emit_chain(s, p, outputs, "    ");
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    const std::string t = storage_type(outputs[j].dtype);
+    s << "    ((" << t << "*)p.out[" << j << "])[off[" << p.inputs.size() + j
+      << "]] = " << narrow_expr(outputs[j].dtype, with_number("y", static_cast<int>(j), "[0]"))
+      << ";\n";
+  }
+  s << "  }\n}\n";
+}
+
+}  // namespace
+
+#define LOOM_FUSED_OPCODE_NAME(name) \
+  case FusedOpcode::name: return #name;
+const char* opcode_name(FusedOpcode op) noexcept {
   switch (op) {
     case FusedOpcode::input: return "input";
     case FusedOpcode::constant: return "constant";
@@ -184,11 +358,97 @@ const char* opcode_name(FusedOpcode op) {
     case FusedOpcode::relu: return "relu";
     case FusedOpcode::gelu_tanh: return "gelu_tanh";
     case FusedOpcode::round: return "cast";
+    case FusedOpcode::where:
+      return "where";
+      LOOM_UNARY_MATH_MAPS(LOOM_FUSED_OPCODE_NAME)
+      LOOM_BINARY_MATH_MAPS(LOOM_FUSED_OPCODE_NAME)
   }
   return "unknown";
 }
+#undef LOOM_FUSED_OPCODE_NAME
 
-}  // namespace
+int opcode_arity(FusedOpcode op) noexcept {
+  switch (op) {
+    case FusedOpcode::input:
+    case FusedOpcode::constant: return 0;
+    case FusedOpcode::relu:
+    case FusedOpcode::gelu_tanh:
+    case FusedOpcode::round: return 1;
+    case FusedOpcode::where: return 3;
+#define LOOM_FUSED_UNARY(name) case FusedOpcode::name:
+      LOOM_UNARY_MATH_MAPS(LOOM_FUSED_UNARY) return 1;
+#undef LOOM_FUSED_UNARY
+    default: return 2;
+  }
+}
+
+FusedOpcode opcode_of(MapKind kind) {
+  switch (kind) {
+    case MapKind::add: return FusedOpcode::add;
+    case MapKind::mul: return FusedOpcode::mul;
+    case MapKind::axpby: return FusedOpcode::axpby;
+    case MapKind::relu: return FusedOpcode::relu;
+    case MapKind::gelu_tanh: return FusedOpcode::gelu_tanh;
+    case MapKind::cast: return FusedOpcode::round;
+    case MapKind::where: return FusedOpcode::where;
+#define LOOM_FUSED_OF(name) \
+  case MapKind::name: return FusedOpcode::name;
+      LOOM_UNARY_MATH_MAPS(LOOM_FUSED_OF) LOOM_BINARY_MATH_MAPS(LOOM_FUSED_OF)
+#undef LOOM_FUSED_OF
+  }
+  return FusedOpcode::input;
+}
+
+std::vector<FusedOutput> FusedProgram::results() const {
+  if (!outputs.empty()) return outputs;
+  return {FusedOutput{static_cast<int>(code.size()) - 1, output}};
+}
+
+std::int64_t FusedGeometry::numel() const noexcept {
+  std::int64_t n = 1;
+  for (int d = 0; d < rank; ++d) n *= shape[d];
+  return n;
+}
+
+FusedGeometry FusedGeometry::contiguous(const FusedProgram& program, std::size_t n) {
+  FusedGeometry g;
+  g.rank = 1;
+  g.shape[0] = static_cast<std::int64_t>(n);
+  for (auto& s : g.strides) s[0] = 1;
+  for (std::size_t i = 0; i < program.inputs.size(); ++i) {
+    if (program.is_scalar_input(i)) g.strides[i][0] = 0;
+  }
+  return g;
+}
+
+FusedGeometry coalesce(const FusedGeometry& g, int operands) noexcept {
+  FusedGeometry out;
+  for (int d = 0; d < g.rank; ++d) {
+    if (g.shape[d] == 1) continue;
+    if (g.shape[d] == 0) {  // no elements: one empty dimension says it all
+      out = FusedGeometry{};
+      out.rank = 1;
+      return out;
+    }
+    if (out.rank > 0) {
+      const int last = out.rank - 1;
+      // The previous (outer) dimension steps over exactly one run of this one in every operand.
+      bool follows = true;
+      for (int k = 0; k < operands; ++k) {
+        follows = follows && out.strides[k][last] == g.strides[k][d] * g.shape[d];
+      }
+      if (follows) {
+        out.shape[last] *= g.shape[d];
+        for (int k = 0; k < operands; ++k) out.strides[k][last] = g.strides[k][d];
+        continue;
+      }
+    }
+    const int k = out.rank++;
+    out.shape[k] = g.shape[d];
+    for (int o = 0; o < operands; ++o) out.strides[o][k] = g.strides[o][d];
+  }
+  return out;
+}
 
 void check_program(const FusedProgram& p) {
   if (p.inputs.empty()) bad_program("the chain reads no input");
@@ -200,10 +460,25 @@ void check_program(const FusedProgram& p) {
     if (!is_float(d))
       bad_program("inputs must be f32, f16 or bf16, got " + std::string(to_string(d)));
   }
-  if (!is_float(p.output)) {
-    bad_program("the output must be f32, f16 or bf16, got " + std::string(to_string(p.output)));
+  if (p.scalar_inputs.size() > p.inputs.size()) {
+    bad_program("marks " + std::to_string(p.scalar_inputs.size()) + " inputs scalar, of " +
+                std::to_string(p.inputs.size()));
   }
   if (p.code.empty()) bad_program("the chain is empty");
+  const auto results = p.results();
+  if (static_cast<int>(results.size()) > kFusedMaxOutputs) {
+    bad_program("at most " + std::to_string(kFusedMaxOutputs) + " outputs, got " +
+                std::to_string(results.size()));
+  }
+  for (const auto& r : results) {
+    if (!is_float(r.dtype)) {
+      bad_program("the output must be f32, f16 or bf16, got " + std::string(to_string(r.dtype)));
+    }
+    if (r.reg < 0 || r.reg >= static_cast<int>(p.code.size())) {
+      bad_program("an output is register " + std::to_string(r.reg) + ", but the chain has " +
+                  std::to_string(p.code.size()) + " instructions");
+    }
+  }
   // The limit counts maps: the instructions that read an input or a scalar
   // are the chain's leaves, not maps.
   const auto maps = std::count_if(p.code.begin(), p.code.end(), [](const FusedInstr& in) {
@@ -220,6 +495,11 @@ void check_program(const FusedProgram& p) {
   const int slots = static_cast<int>(p.constants.size());
   for (int k = 0; k < static_cast<int>(p.code.size()); ++k) {
     const FusedInstr& in = p.code[static_cast<std::size_t>(k)];
+    const bool known = static_cast<int>(in.op) <= static_cast<int>(FusedOpcode::where);
+    if (!known) {
+      bad_program("instruction " + std::to_string(k) + " has unknown opcode " +
+                  std::to_string(static_cast<int>(in.op)));
+    }
     const std::string at = "instruction " + std::to_string(k) + " (" + opcode_name(in.op) + ")";
     // Operands are earlier instructions' registers (the program is in SSA form).
     const auto check_reg = [&](int r, const char* operand) {
@@ -243,19 +523,12 @@ void check_program(const FusedProgram& p) {
         }
         break;
       case FusedOpcode::constant: check_slot(in.index, "its value"); break;
-      case FusedOpcode::add:
-      case FusedOpcode::mul:
-        check_reg(in.a, "a");
-        check_reg(in.b, "b");
-        break;
       case FusedOpcode::axpby:
         check_reg(in.a, "x");
         check_reg(in.b, "y");
         check_slot(in.index, "alpha");
         check_slot(in.index + 1, "beta");
         break;
-      case FusedOpcode::relu:
-      case FusedOpcode::gelu_tanh: check_reg(in.a, "x"); break;
       case FusedOpcode::round:
         check_reg(in.a, "x");
         if (!is_float(in.dtype)) {
@@ -263,96 +536,28 @@ void check_program(const FusedProgram& p) {
                       "; cast() takes f32, f16 or bf16");
         }
         break;
-      default:
-        bad_program("instruction " + std::to_string(k) + " has unknown opcode " +
-                    std::to_string(static_cast<int>(in.op)));
+      default: {
+        const int arity = opcode_arity(in.op);
+        check_reg(in.a, arity == 1 ? "x" : "a");
+        if (arity > 1) check_reg(in.b, "b");
+        if (arity > 2) check_reg(in.c, "c");
+      }
     }
   }
 }
 
 std::string fused_source(const FusedProgram& p) {
   check_program(p);
-  const int v = elements_per_vector(p);
-  const int elements = v * vectors_per_thread(p);
+  const auto outputs = p.results();
   std::ostringstream s;
-  s << kPrelude << kFusedMaxInputs << "];\n  void* out;\n  float c[" << kFusedMaxConstants
-    << "];\n  loom_u64 n;\n  int vector_ok;\n};\n";
-  s << "#define LOOM_V " << v << "\n#define LOOM_U " << vectors_per_thread(p) << "\n";
-  s << "extern \"C\" __global__ void __launch_bounds__(" << kBlock << ") " << kFusedKernelName
-    << "(const loom_fused_params p) {\n";
-  // Block b owns kBlock * U consecutive vectors; thread t takes vectors t,
-  // t + kBlock, ...: each warp's accesses are contiguous, as in maps.cu.
-  s << "  const loom_u64 first = (loom_u64)blockIdx.x * " << kBlock << " * LOOM_U + threadIdx.x;\n";
-  s << "  loom_u64 at[LOOM_U];\n  bool whole[LOOM_U];\n";
-  s << "  #pragma unroll\n  for (int u = 0; u < LOOM_U; ++u) {\n"
-    << "    at[u] = (first + (loom_u64)u * " << kBlock << ") * LOOM_V;\n"
-    << "    whole[u] = p.vector_ok && at[u] + LOOM_V <= p.n;\n  }\n";
-  // Loads: every whole vector of every input first, as raw words, so that
-  // they are all in flight together; only then are they widened. (Widening
-  // in the branch that loads would make each load wait for its data before
-  // the next is issued: one DRAM latency a vector instead of one in all.)
-  const auto chunk_type = [&](DType d) {
-    return v * element_bytes(d) < kVectorBytes ? "loom_v8" : "loom_v16";
-  };
-  const auto chunk_count = [&](DType d) {
-    return std::max(1, v * element_bytes(d) / kVectorBytes);
-  };
-  for (std::size_t i = 0; i < p.inputs.size(); ++i) {
-    s << "  " << chunk_type(p.inputs[i]) << " raw" << i << "[LOOM_U][" << chunk_count(p.inputs[i])
-      << "];\n";
-  }
-  s << "  #pragma unroll\n  for (int u = 0; u < LOOM_U; ++u) {\n    if (whole[u]) {\n";
-  for (std::size_t i = 0; i < p.inputs.size(); ++i) {
-    const DType d = p.inputs[i];
-    const std::string chunk = chunk_type(d);
-    s << "      #pragma unroll\n      for (int j = 0; j < " << chunk_count(d) << "; ++j) raw" << i
-      << "[u][j] = ((const " << chunk << "*)((const " << storage_type(d) << "*)p.in[" << i
-      << "] + at[u]))[j];\n";
-  }
-  s << "    }\n  }\n";
-  // Widening, and the element-wise loads of a partial or misaligned vector.
-  for (std::size_t i = 0; i < p.inputs.size(); ++i) {
-    const DType d = p.inputs[i];
-    const std::string t = storage_type(d);
-    s << "  float x" << i << "[" << elements << "];\n";
-    s << "  #pragma unroll\n  for (int u = 0; u < LOOM_U; ++u) {\n"
-      << "    if (whole[u]) {\n"
-      << "      const " << t << "* e_ = (const " << t << "*)raw" << i << "[u];\n"
-      << "      #pragma unroll\n      for (int e = 0; e < LOOM_V; ++e) x" << i
-      << "[u * LOOM_V + e] = " << widen_expr(d, "e_[e]") << ";\n"
-      << "    } else {\n"
-      << "      const " << t << "* src = (const " << t << "*)p.in[" << i << "] + at[u];\n"
-      << "      #pragma unroll\n      for (int e = 0; e < LOOM_V; ++e) x" << i
-      << "[u * LOOM_V + e] = at[u] + e < p.n ? " << widen_expr(d, "src[e]") << " : 0.0f;\n"
-      << "    }\n  }\n";
-  }
-  // The chain, element by element, in registers.
-  s << "  float y[" << elements << "];\n";
-  s << "  #pragma unroll\n  for (int e = 0; e < " << elements << "; ++e) {\n";
-  for (std::size_t k = 0; k < p.code.size(); ++k) {
-    s << "    const float " << reg(static_cast<int>(k)) << " = " << instruction_expr(p.code[k])
-      << ";\n";
-  }
-  s << "    y[e] = " << reg(static_cast<int>(p.code.size()) - 1) << ";\n  }\n";
-  // Stores: one 16-byte vector a whole vector; 16-bit outputs are rounded
-  // two at a time into its words.
-  const DType o = p.output;
-  const std::string t = storage_type(o);
-  s << "  #pragma unroll\n  for (int u = 0; u < LOOM_U; ++u) {\n"
-    << "    " << t << "* dst = (" << t << "*)p.out + at[u];\n"
-    << "    if (whole[u]) {\n      loom_v16 raw;\n";
-  if (o == DType::f32) {
-    s << "      #pragma unroll\n      for (int e = 0; e < LOOM_V; ++e) raw.w[e] = "
-         "__float_as_uint(y[u * LOOM_V + e]);\n";
+  s << kPrelude << "#define LOOM_MATH __device__ __forceinline__\n"
+    << kMapMathText << "\n#undef LOOM_MATH\n"
+    << params_struct();
+  if (p.strided) {
+    emit_strided(s, p, outputs);
   } else {
-    s << "      #pragma unroll\n      for (int w = 0; w < LOOM_V / 2; ++w) raw.w[w] = "
-      << narrow_pair_expr(o, "y[u * LOOM_V + 2 * w]", "y[u * LOOM_V + 2 * w + 1]") << ";\n";
+    emit_vectorized(s, p, outputs);
   }
-  s << "      *(loom_v16*)dst = raw;\n"
-    << "    } else {\n"
-    << "      for (int e = 0; e < LOOM_V && at[u] + e < p.n; ++e) dst[e] = "
-    << narrow_expr(o, "y[u * LOOM_V + e]") << ";\n"
-    << "    }\n  }\n}\n";
   return s.str();
 }
 
@@ -499,11 +704,33 @@ class KernelCache {
 // Mirrors loom_fused_params in the generated source, field for field.
 struct FusedParams {
   const void* in[kFusedMaxInputs];
-  void* out;
+  void* out[kFusedMaxOutputs];
   float c[kFusedMaxConstants];
   unsigned long long n;
   int vector_ok;
+  int rank;
+  long long shape[kFusedMaxRank];
+  long long stride[kFusedMaxInputs + kFusedMaxOutputs][kFusedMaxRank];
 };
+
+unsigned machine_blocks() {
+  int device = 0;
+  int sms = 0;
+  LOOM_KERNEL_CHECK(cudaGetDevice(&device));
+  LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return static_cast<unsigned>(sms) * kBlocksPerSm;
+}
+
+void check_operand_counts(const FusedProgram& p, std::size_t inputs, std::size_t outputs) {
+  if (inputs != p.inputs.size()) {
+    bad_program("the chain reads " + std::to_string(p.inputs.size()) + " inputs, " +
+                std::to_string(inputs) + " given");
+  }
+  if (outputs != p.results().size()) {
+    bad_program("the chain writes " + std::to_string(p.results().size()) + " outputs, " +
+                std::to_string(outputs) + " given");
+  }
+}
 
 }  // namespace
 
@@ -514,28 +741,52 @@ void FusedKernel::prepare() const { (void)KernelCache::instance().get(source_); 
 
 void FusedKernel::launch(const std::vector<const void*>& inputs, void* out, std::size_t n,
                          StreamView stream) const {
-  if (inputs.size() != program_.inputs.size()) {
-    bad_program("the chain reads " + std::to_string(program_.inputs.size()) + " inputs, " +
-                std::to_string(inputs.size()) + " given");
-  }
-  if (n == 0) return;
+  launch(inputs, std::vector<void*>{out}, FusedGeometry::contiguous(program_, n), stream);
+}
+
+void FusedKernel::launch(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
+                         const FusedGeometry& geometry, StreamView stream) const {
+  check_operand_counts(program_, inputs.size(), outputs.size());
+  const std::int64_t count = geometry.numel();
+  if (count <= 0) return;
+  const auto n = static_cast<std::size_t>(count);
   const LoadedKernel k = KernelCache::instance().get(source_);
   FusedParams params{};
-  bool aligned = reinterpret_cast<std::uintptr_t>(out) % kVectorBytes == 0;
+  bool aligned = true;
+  const auto aligned_to_vector = [](const void* ptr) {
+    return reinterpret_cast<std::uintptr_t>(ptr) % kVectorBytes == 0;
+  };
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     params.in[i] = inputs[i];
-    aligned = aligned && reinterpret_cast<std::uintptr_t>(inputs[i]) % kVectorBytes == 0;
+    if (!program_.is_scalar_input(i)) aligned = aligned && aligned_to_vector(inputs[i]);
   }
-  params.out = out;
+  for (std::size_t j = 0; j < outputs.size(); ++j) {
+    params.out[j] = outputs[j];
+    aligned = aligned && aligned_to_vector(outputs[j]);
+  }
   std::copy(program_.constants.begin(), program_.constants.end(), params.c);
   params.n = n;
   params.vector_ok = aligned ? 1 : 0;
+  unsigned blocks = 0;
+  if (program_.strided) {
+    const int operands = static_cast<int>(inputs.size() + outputs.size());
+    const FusedGeometry merged = coalesce(geometry, operands);
+    params.rank = merged.rank;
+    for (int d = 0; d < merged.rank; ++d) {
+      params.shape[d] = merged.shape[d];
+      for (int o = 0; o < operands; ++o) params.stride[o][d] = merged.strides[o][d];
+    }
+    blocks =
+        static_cast<unsigned>(std::min<std::size_t>((n + kBlock - 1) / kBlock, machine_blocks()));
+  } else {
+    const auto results = program_.results();
+    const auto per_vector = static_cast<std::size_t>(elements_per_vector(results));
+    const std::size_t vectors = (n + per_vector - 1) / per_vector;
+    const std::size_t per_block =
+        std::size_t{kBlock} * static_cast<std::size_t>(vectors_per_thread(program_, results));
+    blocks = static_cast<unsigned>((vectors + per_block - 1) / per_block);
+  }
   void* args[] = {&params};
-  const auto per_vector = static_cast<std::size_t>(elements_per_vector(program_));
-  const std::size_t vectors = (n + per_vector - 1) / per_vector;
-  const std::size_t per_block =
-      std::size_t{kBlock} * static_cast<std::size_t>(vectors_per_thread(program_));
-  const auto blocks = static_cast<unsigned>((vectors + per_block - 1) / per_block);
   LOOM_KERNEL_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(k.kernel), dim3(blocks),
                                      dim3(kBlock), args, 0, stream));
 }
@@ -551,14 +802,14 @@ void fused_map(const FusedProgram& program, const std::vector<const void*>& inpu
 
 namespace {
 
-float load(DType d, const void* base, std::size_t i) {
+float load(DType d, const void* base, std::int64_t i) {
   if (d == DType::f32) return static_cast<const float*>(base)[i];
   std::uint16_t bits = 0;
   std::memcpy(&bits, static_cast<const std::uint16_t*>(base) + i, sizeof bits);
   return d == DType::f16 ? f16_bits_to_f32(bits) : bf16_bits_to_f32(bits);
 }
 
-void store(DType d, void* base, std::size_t i, float v) {
+void store(DType d, void* base, std::int64_t i, float v) {
   if (d == DType::f32) {
     static_cast<float*>(base)[i] = v;
     return;
@@ -575,49 +826,102 @@ float round_to(DType d, float v) {
   }
 }
 
+// One instruction over a block of elements (a, b, c: its operands' registers).
+template <std::size_t kChunk>
+void interpret(const FusedProgram& p, const FusedInstr& in, std::size_t count,
+               const std::array<float, kChunk>& a, const std::array<float, kChunk>& b,
+               const std::array<float, kChunk>& c, std::array<float, kChunk>& dst) {
+  const auto each = [&](auto f) {
+    for (std::size_t e = 0; e < count; ++e) dst[e] = f(e);
+  };
+  switch (in.op) {
+    case FusedOpcode::input:
+    case FusedOpcode::constant: return;  // read by the caller
+    case FusedOpcode::add: each([&](auto e) { return map_fn::Add{}(a[e], b[e]); }); return;
+    case FusedOpcode::mul: each([&](auto e) { return map_fn::Mul{}(a[e], b[e]); }); return;
+    case FusedOpcode::axpby: {
+      const map_fn::Axpby f{p.constants[static_cast<std::size_t>(in.index)],
+                            p.constants[static_cast<std::size_t>(in.index) + 1]};
+      each([&](auto e) { return f(a[e], b[e]); });
+      return;
+    }
+    case FusedOpcode::relu: each([&](auto e) { return map_fn::Relu{}(a[e]); }); return;
+    case FusedOpcode::gelu_tanh: each([&](auto e) { return map_fn::GeluTanh{}(a[e]); }); return;
+    case FusedOpcode::round: each([&](auto e) { return round_to(in.dtype, a[e]); }); return;
+    case FusedOpcode::where:
+      each([&](auto e) { return map_fn::Where{}(a[e], b[e], c[e]); });
+      return;
+#define LOOM_FUSED_UNARY(name) \
+  case FusedOpcode::name: each([&](auto e) { return map_fn::loom_map_##name(a[e]); }); return;
+      LOOM_UNARY_MATH_MAPS(LOOM_FUSED_UNARY)
+#undef LOOM_FUSED_UNARY
+#define LOOM_FUSED_BINARY(name) \
+  case FusedOpcode::name: each([&](auto e) { return map_fn::loom_map_##name(a[e], b[e]); }); return;
+      LOOM_BINARY_MATH_MAPS(LOOM_FUSED_BINARY)
+#undef LOOM_FUSED_BINARY
+  }
+}
+
 }  // namespace
 
 void fused_map_reference(const FusedProgram& p, const std::vector<const void*>& inputs, void* out,
                          std::size_t n) {
+  fused_map_reference(p, inputs, std::vector<void*>{out}, FusedGeometry::contiguous(p, n));
+}
+
+void fused_map_reference(const FusedProgram& p, const std::vector<const void*>& inputs,
+                         const std::vector<void*>& outputs, const FusedGeometry& geometry) {
   check_program(p);
-  if (inputs.size() != p.inputs.size()) {
-    bad_program("the chain reads " + std::to_string(p.inputs.size()) + " inputs, " +
-                std::to_string(inputs.size()) + " given");
-  }
+  check_operand_counts(p, inputs.size(), outputs.size());
+  const std::int64_t n = geometry.numel();
+  if (n <= 0) return;
+  const auto results = p.results();
+  const std::size_t operands = inputs.size() + outputs.size();
+  // Every element's offsets, in row-major order (an odometer over the shape).
+  std::vector<std::int64_t> offsets(operands, 0);
+  std::array<std::int64_t, kFusedMaxRank> index{};
+  const auto advance = [&] {
+    for (int d = geometry.rank - 1; d >= 0; --d) {
+      for (std::size_t k = 0; k < operands; ++k) offsets[k] += geometry.strides[k][d];
+      if (++index[static_cast<std::size_t>(d)] < geometry.shape[d]) return;
+      for (std::size_t k = 0; k < operands; ++k) {
+        offsets[k] -= geometry.strides[k][d] * geometry.shape[d];
+      }
+      index[static_cast<std::size_t>(d)] = 0;
+    }
+  };
   // A block of elements an instruction at a time: the dispatch is paid once
   // a block, not once an element.
   constexpr std::size_t kChunk = 256;
   std::vector<std::array<float, kChunk>> r(p.code.size());
-  for (std::size_t begin = 0; begin < n; begin += kChunk) {
-    const std::size_t count = std::min(kChunk, n - begin);
+  std::vector<std::array<std::int64_t, kChunk>> at(operands);
+  for (std::int64_t begin = 0; begin < n; begin += static_cast<std::int64_t>(kChunk)) {
+    const auto count = static_cast<std::size_t>(std::min<std::int64_t>(kChunk, n - begin));
+    for (std::size_t e = 0; e < count; ++e) {
+      for (std::size_t k = 0; k < operands; ++k) at[k][e] = offsets[k];
+      advance();
+    }
     for (std::size_t k = 0; k < p.code.size(); ++k) {
       const FusedInstr& in = p.code[k];
       auto& dst = r[k];
-      const auto& a = r[static_cast<std::size_t>(std::max(in.a, 0))];
-      const auto& b = r[static_cast<std::size_t>(std::max(in.b, 0))];
-      for (std::size_t e = 0; e < count; ++e) {
-        switch (in.op) {
-          case FusedOpcode::input:
-            dst[e] = load(p.inputs[static_cast<std::size_t>(in.index)],
-                          inputs[static_cast<std::size_t>(in.index)], begin + e);
-            break;
-          case FusedOpcode::constant:
-            dst[e] = p.constants[static_cast<std::size_t>(in.index)];
-            break;
-          case FusedOpcode::add: dst[e] = map_fn::Add{}(a[e], b[e]); break;
-          case FusedOpcode::mul: dst[e] = map_fn::Mul{}(a[e], b[e]); break;
-          case FusedOpcode::axpby:
-            dst[e] = map_fn::Axpby{p.constants[static_cast<std::size_t>(in.index)],
-                                   p.constants[static_cast<std::size_t>(in.index) + 1]}(a[e], b[e]);
-            break;
-          case FusedOpcode::relu: dst[e] = map_fn::Relu{}(a[e]); break;
-          case FusedOpcode::gelu_tanh: dst[e] = map_fn::GeluTanh{}(a[e]); break;
-          case FusedOpcode::round: dst[e] = round_to(in.dtype, a[e]); break;
-        }
+      const auto operand = [&](int reg) -> const std::array<float, kChunk>& {
+        return r[static_cast<std::size_t>(std::max(reg, 0))];
+      };
+      if (in.op == FusedOpcode::input) {
+        const auto i = static_cast<std::size_t>(in.index);
+        for (std::size_t e = 0; e < count; ++e) dst[e] = load(p.inputs[i], inputs[i], at[i][e]);
+      } else if (in.op == FusedOpcode::constant) {
+        dst.fill(p.constants[static_cast<std::size_t>(in.index)]);
+      } else {
+        interpret(p, in, count, operand(in.a), operand(in.b), operand(in.c), dst);
       }
     }
-    const auto& result = r.back();
-    for (std::size_t e = 0; e < count; ++e) store(p.output, out, begin + e, result[e]);
+    for (std::size_t j = 0; j < results.size(); ++j) {
+      const auto& value = r[static_cast<std::size_t>(results[j].reg)];
+      const auto& where = at[inputs.size() + j];
+      for (std::size_t e = 0; e < count; ++e)
+        store(results[j].dtype, outputs[j], where[e], value[e]);
+    }
   }
 }
 

@@ -33,13 +33,28 @@
 // chain asks, and the result is rounded once to the output dtype. The CPU
 // backend interprets the same program (fused_map_reference).
 //
-// Limits: kFusedMaxInputs inputs, kFusedMaxConstants scalars (each constant
-// and each axpby's alpha and beta), kFusedMaxMaps maps (instructions other
-// than reading an input or a scalar);
-// contiguous operands of f32, f16 or bf16.
+// Every map of maps.hpp is an instruction here, computed by the same
+// functions (map_math.inc, compiled into the generated source).
+//
+// Two forms of kernel, chosen by the program's layout:
+//   vectorized  contiguous operands of one length; inputs marked scalar are
+//               one element broadcast, read once a thread. Each thread moves
+//               16-byte vectors of every output.
+//   strided     any strides (slices, transposes, broadcasts with stride 0),
+//               one element a thread and step, offsets from a FusedGeometry
+//               walked innermost first (no division at rank 1).
+// A program has one or several outputs (kFusedMaxOutputs), each the value
+// of one register, in one pass.
+//
+// Limits: kFusedMaxInputs inputs, kFusedMaxOutputs outputs,
+// kFusedMaxConstants scalars (each constant and each axpby's alpha and
+// beta), kFusedMaxMaps maps (instructions other than reading an input or a
+// scalar); operands of f32, f16 or bf16.
 
 #include <loom/cuda_interop.hpp>
 #include <loom/dtype.hpp>
+
+#include "elementwise/maps.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -49,6 +64,8 @@
 namespace loom::kernels {
 
 inline constexpr int kFusedMaxInputs = 8;
+inline constexpr int kFusedMaxOutputs = 4;
+inline constexpr int kFusedMaxRank = 8;
 inline constexpr int kFusedMaxConstants = 32;
 inline constexpr int kFusedMaxMaps = 256;
 /// 16-byte vectors of the output each thread of the fused kernel moves;
@@ -57,25 +74,82 @@ inline constexpr int kFusedMaxMaps = 256;
 inline constexpr int kFusedVectorsPerThread = 2;
 inline constexpr const char* kFusedKernelName = "loom_fused_map";
 
-enum class FusedOpcode : std::uint8_t { input, constant, add, mul, axpby, relu, gelu_tanh, round };
+#define LOOM_FUSED_OPCODE(name) name,
+enum class FusedOpcode : std::uint8_t {
+  input,
+  constant,
+  add,
+  mul,
+  axpby,
+  relu,
+  gelu_tanh,
+  round,
+  LOOM_UNARY_MATH_MAPS(LOOM_FUSED_OPCODE) LOOM_BINARY_MATH_MAPS(LOOM_FUSED_OPCODE) where
+};
+#undef LOOM_FUSED_OPCODE
+
+/// The opcode's name ("cast" for round), as MapExpr::to_string writes it.
+const char* opcode_name(FusedOpcode op) noexcept;
+/// Operand registers the opcode reads: 0 to 3.
+int opcode_arity(FusedOpcode op) noexcept;
+/// The opcode of a map (every MapKind but cast, which is round).
+FusedOpcode opcode_of(MapKind kind);
 
 /// One instruction; its value is register k, k its position in the program.
 struct FusedInstr {
   FusedOpcode op = FusedOpcode::input;
   int a = -1;  ///< first operand register
-  int b = -1;  ///< second operand register (add, mul, axpby)
+  int b = -1;  ///< second operand register (binary maps, where's a)
   int index =
       0;  ///< input: the input; constant: its slot; axpby: alpha's slot (beta's is index + 1)
   DType dtype = DType::f32;  ///< round: the dtype rounded to
+  int c = -1;                ///< third operand register (where's b)
 };
 
-/// A fused chain in SSA form: the last instruction's value is the result.
+/// One result: the value of register `reg`, stored as `dtype`.
+struct FusedOutput {
+  int reg = 0;
+  DType dtype = DType::f32;
+};
+
+/// A fused chain in SSA form.
 struct FusedProgram {
   std::vector<DType> inputs;
+  /// With `outputs` empty: one result, the last instruction's value, of this dtype.
   DType output = DType::f32;
   std::vector<FusedInstr> code;
   std::vector<float> constants;
+  /// Several results (up to kFusedMaxOutputs); when set, `output` is unused.
+  std::vector<FusedOutput> outputs;
+  /// Vectorized form: the inputs that are one element read for every
+  /// element (empty: none). Ignored by the strided form.
+  std::vector<bool> scalar_inputs;
+  /// The strided form: every operand addressed through a FusedGeometry.
+  bool strided = false;
+
+  /// The results: `outputs`, or the single one `output` describes.
+  std::vector<FusedOutput> results() const;
+  bool is_scalar_input(std::size_t i) const noexcept {
+    return i < scalar_inputs.size() && scalar_inputs[i];
+  }
 };
+
+/// The shape all outputs share and each operand's strides in elements:
+/// inputs first (in order), then outputs. A contiguous launch of n elements
+/// is rank 1, shape n, strides 1 (0 for a scalar input).
+struct FusedGeometry {
+  int rank = 0;
+  std::int64_t shape[kFusedMaxRank] = {};
+  std::int64_t strides[kFusedMaxInputs + kFusedMaxOutputs][kFusedMaxRank] = {};
+  std::int64_t numel() const noexcept;
+  /// rank 1 over n elements, stride 1 for every operand but the scalar
+  /// inputs of `program` (0).
+  static FusedGeometry contiguous(const FusedProgram& program, std::size_t n);
+};
+
+/// Merges dimensions contiguous in every one of `operands` operands and
+/// drops extents of 1 (the same elements, fewer indices to compute).
+FusedGeometry coalesce(const FusedGeometry& geometry, int operands) noexcept;
 
 /// @throws InvalidArgument naming the first problem (bad register, slot,
 /// input, dtype, or a limit exceeded).
@@ -106,9 +180,13 @@ class FusedKernel {
   /// Enqueues out[i] = program(inputs...[i]) for i < n on `stream`: one
   /// kernel. Device pointers, contiguous. out may be one of the inputs
   /// (identical view). @throws InvalidArgument for the wrong number of
-  /// inputs; as prepare().
+  /// inputs or outputs; as prepare().
   void launch(const std::vector<const void*>& inputs, void* out, std::size_t n,
               StreamView stream) const;
+  /// The general form: several outputs, and the geometry the strided form
+  /// walks (the vectorized form reads its element count only).
+  void launch(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
+              const FusedGeometry& geometry, StreamView stream) const;
 
  private:
   FusedProgram program_;
@@ -124,5 +202,8 @@ void fused_map(const FusedProgram& program, const std::vector<const void*>& inpu
 /// The CPU reference: the same program, interpreted. Host pointers.
 void fused_map_reference(const FusedProgram& program, const std::vector<const void*>& inputs,
                          void* out, std::size_t n);
+/// The same over several outputs and any geometry (either form).
+void fused_map_reference(const FusedProgram& program, const std::vector<const void*>& inputs,
+                         const std::vector<void*>& outputs, const FusedGeometry& geometry);
 
 }  // namespace loom::kernels

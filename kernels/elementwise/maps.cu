@@ -61,11 +61,15 @@ __device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
-// out[o] = f(x[xi], y[yi]); y is not touched by unary maps (it may be null).
+// out[o] = f(x[xi], y[yi], z[zi]); y and z are touched only by the maps that
+// read them (either may be null otherwise).
 template <class F, class In, class Out>
-__device__ __forceinline__ void map_one(const F& f, const In* gX, const In* gY, Out* gOut,
-                                        std::int64_t o, std::int64_t xi, std::int64_t yi) {
-  if constexpr (F::kArity == 2) {
+__device__ __forceinline__ void map_one(const F& f, const In* gX, const In* gY, const In* gZ,
+                                        Out* gOut, std::int64_t o, std::int64_t xi, std::int64_t yi,
+                                        std::int64_t zi) {
+  if constexpr (F::kArity == 3) {
+    gOut[o] = narrow<Out>(f(widen(gX[xi]), widen(gY[yi]), widen(gZ[zi])));
+  } else if constexpr (F::kArity == 2) {
     gOut[o] = narrow<Out>(f(widen(gX[xi]), widen(gY[yi])));
   } else {
     gOut[o] = narrow<Out>(f(widen(gX[xi])));
@@ -132,20 +136,20 @@ __device__ __forceinline__ Pack<Out, N> narrow_pack(const float (&r)[N]) {
 // before it is written, by the same thread, in every variant.
 template <class F, class In, class Out>
 __global__ void __launch_bounds__(kBlock)
-    map_naive(F f, const In* gX, const In* gY, Out* gOut, std::size_t n) {
+    map_naive(F f, const In* gX, const In* gY, const In* gZ, Out* gOut, std::size_t n) {
   const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const auto at = static_cast<std::int64_t>(i);
-  if (i < n) map_one(f, gX, gY, gOut, at, at, at);
+  if (i < n) map_one(f, gX, gY, gZ, gOut, at, at, at, at);
 }
 
 template <class F, class In, class Out>
 __global__ void __launch_bounds__(kBlock)
-    map_grid_stride(F f, const In* gX, const In* gY, Out* gOut, std::size_t n) {
+    map_grid_stride(F f, const In* gX, const In* gY, const In* gZ, Out* gOut, std::size_t n) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
     const auto at = static_cast<std::int64_t>(i);
-    map_one(f, gX, gY, gOut, at, at, at);
+    map_one(f, gX, gY, gZ, gOut, at, at, at, at);
   }
 }
 
@@ -156,25 +160,28 @@ __global__ void __launch_bounds__(kBlock)
 // loads come before any store: the loads of a thread are in flight together.
 template <class F, class In, class Out>
 __global__ void __launch_bounds__(kBlock)
-    map_vectorized(F f, const In* gX, const In* gY, Out* gOut, std::size_t n, std::size_t head,
-                   std::size_t vectors) {
+    map_vectorized(F f, const In* gX, const In* gY, const In* gZ, Out* gOut, std::size_t n,
+                   std::size_t head, std::size_t vectors) {
   constexpr int kV = kElemsPerVector<In, Out>;
   constexpr int kU = kVectorsPerThread<In, Out>;
   using InPack = Pack<In, kV>;
   using OutPack = Pack<Out, kV>;
   const auto* gX4 = reinterpret_cast<const InPack*>(gX + head);
-  const auto* gY4 = reinterpret_cast<const InPack*>(F::kArity == 2 ? gY + head : nullptr);
+  const auto* gY4 = reinterpret_cast<const InPack*>(F::kArity >= 2 ? gY + head : nullptr);
+  const auto* gZ4 = reinterpret_cast<const InPack*>(F::kArity == 3 ? gZ + head : nullptr);
   auto* gOut4 = reinterpret_cast<OutPack*>(gOut + head);
   const std::size_t first = static_cast<std::size_t>(blockIdx.x) * kBlock * kU + threadIdx.x;
 
   InPack rX[kU];
-  InPack rY[F::kArity == 2 ? kU : 1];
+  InPack rY[F::kArity >= 2 ? kU : 1];
+  InPack rZ[F::kArity == 3 ? kU : 1];
 #pragma unroll
   for (int u = 0; u < kU; ++u) {
     const std::size_t v = first + static_cast<std::size_t>(u) * kBlock;
     if (v < vectors) {
       rX[u] = gX4[v];
-      if constexpr (F::kArity == 2) rY[u] = gY4[v];
+      if constexpr (F::kArity >= 2) rY[u] = gY4[v];
+      if constexpr (F::kArity == 3) rZ[u] = gZ4[v];
     }
   }
 #pragma unroll
@@ -184,7 +191,9 @@ __global__ void __launch_bounds__(kBlock)
       float rR[kV];
 #pragma unroll
       for (int e = 0; e < kV; ++e) {
-        if constexpr (F::kArity == 2) {
+        if constexpr (F::kArity == 3) {
+          rR[e] = f(widen(rX[u].v[e]), widen(rY[u].v[e]), widen(rZ[u].v[e]));
+        } else if constexpr (F::kArity == 2) {
           rR[e] = f(widen(rX[u].v[e]), widen(rY[u].v[e]));
         } else {
           rR[e] = f(widen(rX[u].v[e]));
@@ -200,11 +209,11 @@ __global__ void __launch_bounds__(kBlock)
   const std::size_t tail = head + vectors * kV;
   if (thread < head) {
     const auto at = static_cast<std::int64_t>(thread);
-    map_one(f, gX, gY, gOut, at, at, at);
+    map_one(f, gX, gY, gZ, gOut, at, at, at, at);
   }
   if (tail + thread < n) {
     const auto at = static_cast<std::int64_t>(tail + thread);
-    map_one(f, gX, gY, gOut, at, at, at);
+    map_one(f, gX, gY, gZ, gOut, at, at, at, at);
   }
 }
 
@@ -216,29 +225,42 @@ struct DeviceGeometry {
   std::int64_t out_strides[kMapMaxRank];
   std::int64_t x_strides[kMapMaxRank];
   std::int64_t y_strides[kMapMaxRank];
+  std::int64_t z_strides[kMapMaxRank];
 };
 
 // Each element's offsets come from its linear index, innermost dimension
-// first; one 64-bit division a dimension is the price of generality.
+// first; one 64-bit division a dimension is the price of generality. Rank 1
+// (a strided vector, or a scalar broadcast over a contiguous tensor: stride
+// 0) needs none, and takes its own loop (the rank is the same for the grid).
 template <class F, class In, class Out>
 __global__ void __launch_bounds__(kBlock)
-    map_strided_kernel(F f, const In* gX, const In* gY, Out* gOut, DeviceGeometry geometry,
-                       std::size_t n) {
+    map_strided_kernel(F f, const In* gX, const In* gY, const In* gZ, Out* gOut,
+                       DeviceGeometry geometry, std::size_t n) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (geometry.rank == 1) {
+    for (std::size_t i = first; i < n; i += stride) {
+      const auto at = static_cast<std::int64_t>(i);
+      map_one(f, gX, gY, gZ, gOut, at * geometry.out_strides[0], at * geometry.x_strides[0],
+              at * geometry.y_strides[0], at * geometry.z_strides[0]);
+    }
+    return;
+  }
+  for (std::size_t i = first; i < n; i += stride) {
     std::int64_t rest = static_cast<std::int64_t>(i);
     std::int64_t out_at = 0;
     std::int64_t x_at = 0;
     std::int64_t y_at = 0;
+    std::int64_t z_at = 0;
     for (int d = geometry.rank - 1; d >= 0; --d) {
       const std::int64_t index = rest % geometry.shape[d];
       rest /= geometry.shape[d];
       out_at += index * geometry.out_strides[d];
       x_at += index * geometry.x_strides[d];
       y_at += index * geometry.y_strides[d];
+      z_at += index * geometry.z_strides[d];
     }
-    map_one(f, gX, gY, gOut, out_at, x_at, y_at);
+    map_one(f, gX, gY, gZ, gOut, out_at, x_at, y_at, z_at);
   }
 }
 
@@ -262,12 +284,13 @@ bool aligned(const void* p, int alignment) {
 // The number of leading elements after which every operand is aligned to
 // its vector, if there is one below kV.
 template <class In, class Out>
-std::optional<std::size_t> aligning_head(const In* x, const In* y, Out* out) {
+std::optional<std::size_t> aligning_head(const In* x, const In* y, const In* z, Out* out) {
   constexpr int kV = kElemsPerVector<In, Out>;
   constexpr int kIn = kPackAlign<In, kV>;
   constexpr int kOut = kPackAlign<Out, kV>;
   for (std::size_t h = 0; h < static_cast<std::size_t>(kV); ++h) {
-    if (aligned(x + h, kIn) && (y == nullptr || aligned(y + h, kIn)) && aligned(out + h, kOut)) {
+    if (aligned(x + h, kIn) && (y == nullptr || aligned(y + h, kIn)) &&
+        (z == nullptr || aligned(z + h, kIn)) && aligned(out + h, kOut)) {
       return h;
     }
   }
@@ -275,23 +298,25 @@ std::optional<std::size_t> aligning_head(const In* x, const In* y, Out* out) {
 }
 
 template <class F, class In, class Out>
-void launch_contiguous(F f, const In* x, const In* y, Out* out, std::size_t n, StreamView stream,
-                       MapVariant variant) {
+void launch_contiguous(F f, const In* x, const In* y, const In* z, Out* out, std::size_t n,
+                       StreamView stream, MapVariant variant) {
+  if (F::kArity < 2) y = nullptr;
+  if (F::kArity < 3) z = nullptr;
   if (variant == MapVariant::automatic) variant = kMapDefault;
   std::optional<std::size_t> head;
   if (variant == MapVariant::vectorized) {
-    head = aligning_head(x, F::kArity == 2 ? y : nullptr, out);
+    head = aligning_head(x, y, z, out);
     if (!head) variant = MapVariant::grid_stride;
   }
   switch (variant) {
     case MapVariant::naive:
       loom::detail::launch_on_stream(stream, map_naive<F, In, Out>, blocks_for(n, kBlock), kBlock,
-                                     0, f, x, y, out, n);
+                                     0, f, x, y, z, out, n);
       break;
     case MapVariant::grid_stride:
       loom::detail::launch_on_stream(stream, map_grid_stride<F, In, Out>,
                                      std::min(blocks_for(n, kBlock), machine_blocks()), kBlock, 0,
-                                     f, x, y, out, n);
+                                     f, x, y, z, out, n);
       break;
     case MapVariant::automatic:
     case MapVariant::vectorized: {
@@ -300,8 +325,8 @@ void launch_contiguous(F f, const In* x, const In* y, Out* out, std::size_t n, S
       const std::size_t vectors = (n - h) / kV;
       constexpr std::size_t kPerBlock = std::size_t{kBlock} * kVectorsPerThread<In, Out>;
       loom::detail::launch_on_stream(stream, map_vectorized<F, In, Out>,
-                                     blocks_for(vectors, kPerBlock), kBlock, 0, f, x, y, out, n, h,
-                                     vectors);
+                                     blocks_for(vectors, kPerBlock), kBlock, 0, f, x, y, z, out, n,
+                                     h, vectors);
       break;
     }
   }
@@ -326,7 +351,8 @@ void map(MapKind kind, DType in, DType out, const MapOperands& operands, std::si
     using Out = std::remove_pointer_t<decltype(out_ptr)>;
     if (n == 0) return;
     launch_contiguous(f, static_cast<const In*>(operands.x), static_cast<const In*>(operands.y),
-                      static_cast<Out*>(operands.out), n, stream, variant);
+                      static_cast<const In*>(operands.z), static_cast<Out*>(operands.out), n,
+                      stream, variant);
   });
 }
 
@@ -345,13 +371,14 @@ void map_strided(MapKind kind, DType in, DType out, const MapOperands& operands,
       g.out_strides[d] = merged.out_strides[static_cast<std::size_t>(d)];
       g.x_strides[d] = merged.x_strides[static_cast<std::size_t>(d)];
       g.y_strides[d] = merged.y_strides[static_cast<std::size_t>(d)];
+      g.z_strides[d] = merged.z_strides[static_cast<std::size_t>(d)];
     }
     const auto n = static_cast<std::size_t>(count);
-    loom::detail::launch_on_stream(stream, map_strided_kernel<decltype(f), In, Out>,
-                                   std::min(blocks_for(n, kBlock), machine_blocks()), kBlock, 0, f,
-                                   static_cast<const In*>(operands.x),
-                                   static_cast<const In*>(operands.y),
-                                   static_cast<Out*>(operands.out), g, n);
+    loom::detail::launch_on_stream(
+        stream, map_strided_kernel<decltype(f), In, Out>,
+        std::min(blocks_for(n, kBlock), machine_blocks()), kBlock, 0, f,
+        static_cast<const In*>(operands.x), static_cast<const In*>(operands.y),
+        static_cast<const In*>(operands.z), static_cast<Out*>(operands.out), g, n);
     LOOM_KERNEL_CHECK_LAUNCH("elementwise strided map kernel launch");
   });
 }

@@ -1,12 +1,16 @@
 #pragma once
-// Elementwise maps: add, mul, axpby (alpha * x + beta * y), relu, gelu-tanh,
-// and cast between f32, f16 and bf16, each with its CPU reference.
+// Elementwise maps, each with its CPU reference: add, mul, axpby
+// (alpha * x + beta * y), relu, gelu-tanh, cast between f32, f16 and bf16;
+// the unary and binary maths of LOOM_UNARY_MATH_MAPS and
+// LOOM_BINARY_MATH_MAPS (exp, ..., sub, div, ..., comparisons, the
+// activations' backwards); and where(mask, a, b), the one ternary map.
+// Their arithmetic is map_math.inc.
 //
 // Every map computes in f32: inputs are widened on load and the result is
 // rounded once, to nearest even, on store to the output dtype.
 //
 // Which dtypes each map takes (the instantiations are bounded to these):
-//   add, mul, axpby, relu, gelu_tanh  one dtype for every operand: f32, f16 or bf16
+//   every map but cast                one dtype for every operand: f32, f16 or bf16
 //   cast                              any input and output of f32, f16, bf16 (9 pairs;
 //                                     the same dtype on both sides is a copy)
 // map_supports() says whether a combination is one of them.
@@ -29,7 +33,8 @@
 // Strided views (slices, transposes, any strides, inputs with zero strides)
 // take map_strided(): a grid-stride loop whose index arithmetic walks the
 // shape, up to rank kMapMaxRank (Dims::kMaxRank: every loom tensor).
-// Contiguous dimensions are merged first, so a slice of rows is rank 1 or 2.
+// Contiguous dimensions are merged first, so a slice of rows is rank 1 or 2,
+// and a rank-1 walk (a scalar broadcast over a contiguous tensor) divides nothing.
 
 #include <loom/cuda_interop.hpp>
 #include <loom/dtype.hpp>
@@ -38,11 +43,30 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace loom::kernels {
 
-enum class MapKind { add, mul, axpby, relu, gelu_tanh, cast };
+/// The maps that share one kernel a dtype (map_fn::UnaryMath, BinaryMath).
+// clang-format off
+#define LOOM_UNARY_MATH_MAPS(X) X(exp) X(log) X(sqrt) X(rsqrt) X(tanh) X(sigmoid) X(abs) X(neg)
+#define LOOM_BINARY_MATH_MAPS(X) X(sub) X(div) X(minimum) X(maximum) X(pow) \
+  X(gt) X(ge) X(lt) X(le) X(eq) X(relu_backward) X(gelu_tanh_backward)
+// clang-format on
+
+#define LOOM_MAP_KIND_ENUMERATOR(name) name,
+enum class MapKind {
+  add,
+  mul,
+  axpby,
+  relu,
+  gelu_tanh,
+  cast,
+  LOOM_UNARY_MATH_MAPS(LOOM_MAP_KIND_ENUMERATOR) LOOM_BINARY_MATH_MAPS(LOOM_MAP_KIND_ENUMERATOR)
+      where
+};
+#undef LOOM_MAP_KIND_ENUMERATOR
 enum class MapVariant { automatic, naive, grid_stride, vectorized };
 
 /// The variant `automatic` resolves to for contiguous data. vectorized: a
@@ -61,7 +85,9 @@ std::string_view to_string(MapKind kind) noexcept;
 std::string_view to_string(MapVariant variant) noexcept;
 /// "naive", "grid_stride", "vectorized", "automatic"; nullopt for any other name.
 std::optional<MapVariant> map_variant_from_string(std::string_view name) noexcept;
-/// 1 for relu, gelu_tanh, cast; 2 for add, mul, axpby.
+/// Every MapKind, in declaration order.
+std::span<const MapKind> all_map_kinds() noexcept;
+/// 1 for relu, gelu_tanh, cast and the unary maths; 3 for where; else 2.
 int arity(MapKind kind) noexcept;
 /// Whether `kind` is instantiated for inputs of `in` and an output of `out`.
 bool map_supports(MapKind kind, DType in, DType out) noexcept;
@@ -72,13 +98,14 @@ struct MapScalars {
   float beta = 1.0F;
 };
 
-/// A map's operands: y is null for unary maps. Device pointers for map(),
-/// host pointers for the references. out may equal x or y (in place), and
-/// must not partly overlap them.
+/// A map's operands: y is null for unary maps, z for all but where (whose
+/// x is the mask). Device pointers for map(), host pointers for the
+/// references. out may equal an input (in place), and must not partly overlap one.
 struct MapOperands {
   const void* x = nullptr;
   const void* y = nullptr;
   void* out = nullptr;
+  const void* z = nullptr;
 };
 
 /// Shape and per-operand strides (elements) of a strided map.
@@ -88,6 +115,7 @@ struct MapGeometry {
   std::array<std::int64_t, kMapMaxRank> out_strides{};
   std::array<std::int64_t, kMapMaxRank> x_strides{};
   std::array<std::int64_t, kMapMaxRank> y_strides{};
+  std::array<std::int64_t, kMapMaxRank> z_strides{};
   std::int64_t numel() const noexcept;
 };
 

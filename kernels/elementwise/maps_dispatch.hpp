@@ -1,8 +1,9 @@
 #pragma once
 // From (map, input dtype, output dtype) at run time to the one instantiation
 // that serves it, shared by the kernels (maps.cu) and the CPU references
-// (maps_reference.cpp). Only the combinations map_supports() lists are ever
-// instantiated: 5 maps x 3 dtypes + 9 casts = 24 per form.
+// (reference.cpp). Only the combinations map_supports() lists are ever
+// instantiated: 5 maps x 3 dtypes + 9 casts, and the unary maths, the binary
+// maths and where x 3 dtypes (one functor each, the map an argument): 33 per form.
 
 #include <loom/dtype.hpp>
 #include <loom/error.hpp>
@@ -22,8 +23,8 @@ using DTypeTag = std::integral_constant<DType, D>;
   throw InvalidArgument("elementwise " + std::string(to_string(kind)) + ": no kernel for " +
                         std::string(loom::to_string(in)) + " -> " +
                         std::string(loom::to_string(out)) +
-                        " (add, mul, axpby, relu and gelu_tanh take one dtype of f32, f16, "
-                        "bf16 for every operand; cast takes any pair of them)");
+                        " (every map but cast takes one dtype of f32, f16, bf16 for every "
+                        "operand; cast takes any pair of them)");
 }
 
 /// Calls fn(DTypeTag<d>) for d one of f32, f16, bf16.
@@ -49,11 +50,17 @@ void visit_map(MapKind kind, DType in, DType out, MapScalars scalars, Fn&& fn) {
     case MapKind::axpby: same(map_fn::Axpby{scalars.alpha, scalars.beta}); return;
     case MapKind::relu: same(map_fn::Relu{}); return;
     case MapKind::gelu_tanh: same(map_fn::GeluTanh{}); return;
+    case MapKind::where: same(map_fn::Where{}); return;
     case MapKind::cast:
       visit_float_dtype(in, [&](auto ti) {
         visit_float_dtype(out, [&](auto to) { fn(map_fn::Cast{}, ti, to); });
       });
       return;
+    default: break;
+  }
+  switch (arity(kind)) {
+    case 1: same(map_fn::UnaryMath{kind}); return;
+    default: same(map_fn::BinaryMath{kind}); return;
   }
 }
 

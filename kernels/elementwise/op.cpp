@@ -12,6 +12,7 @@
 #include "elementwise/vector_add.hpp"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -161,64 +162,73 @@ void require_no_partial_overlap(const Tensor& in, const Tensor& out, std::string
   }
 }
 
-kernels::MapGeometry geometry_of(const Tensor& out, const Tensor& x, const Tensor* y) {
-  kernels::MapGeometry g;
-  g.rank = out.rank();
-  for (int d = 0; d < out.rank(); ++d) {
-    const auto s = static_cast<std::size_t>(d);
-    g.shape[s] = out.shape()[d];
-    g.out_strides[s] = out.strides()[d];
-    g.x_strides[s] = x.strides()[d];
-    g.y_strides[s] = y != nullptr ? y->strides()[d] : 0;
-  }
-  return g;
+// The view of `in` that out's elements read: itself, or broadcast to out's shape.
+Tensor broadcast_view(const Tensor& in, const Shape& shape) {
+  return in.shape() == shape ? in : in.expand(shape);
 }
 
 // ---- the maps ---------------------------------------------------------------
 
+// The role of each input in messages, by map.
+std::vector<const char*> input_roles(MapKind kind) {
+  switch (kind) {
+    case MapKind::where: return {"mask", "a", "b"};
+    case MapKind::relu_backward:
+    case MapKind::gelu_tanh_backward: return {"grad", "x"};
+    default:
+      return kernels::arity(kind) == 1 ? std::vector<const char*>{"x"}
+                                       : std::vector<const char*>{"a", "b"};
+  }
+}
+
 class MapOp final : public Op {
  public:
-  MapOp(MapKind kind, Tensor x, Tensor y, Tensor out, kernels::MapScalars scalars)
-      : kind_(kind), x_(std::move(x)), y_(std::move(y)), out_(std::move(out)), scalars_(scalars) {}
+  MapOp(MapKind kind, std::vector<Tensor> inputs, Tensor out, kernels::MapScalars scalars)
+      : kind_(kind), inputs_(std::move(inputs)), out_(std::move(out)), scalars_(scalars) {}
   std::string_view name() const noexcept override { return kernels::to_string(kind_); }
-  std::vector<Tensor> reads() const override {
-    if (binary()) return {x_, y_};
-    return {x_};
-  }
+  std::vector<Tensor> reads() const override { return inputs_; }
   std::vector<Tensor> writes() const override { return {out_}; }
 
   void validate() const override {
     const std::string_view op = name();
     const std::initializer_list<DType> floats{DType::f32, DType::f16, DType::bf16};
-    detail::require_dtype_in(x_, floats, op, x_role());
-    if (binary()) detail::require_dtype_in(y_, floats, op, "b");
-    detail::require_dtype_in(out_, floats, op, "out");
-    if (binary() && y_.dtype() != x_.dtype()) {
-      reject(op, std::string(x_role()) + " and " + y_role() + " must have one dtype; got " +
-                     x_.describe() + " and " + y_.describe());
+    const auto roles = input_roles(kind_);
+    for (std::size_t i = 0; i < inputs_.size(); ++i) {
+      detail::require_dtype_in(inputs_[i], floats, op, roles[i]);
     }
-    if (kind_ != MapKind::cast && out_.dtype() != x_.dtype()) {
-      reject(op, "out must have the inputs' dtype " + std::string(to_string(x_.dtype())) +
+    detail::require_dtype_in(out_, floats, op, "out");
+    for (std::size_t i = 1; i < inputs_.size(); ++i) {
+      if (inputs_[i].dtype() != inputs_[0].dtype()) {
+        reject(op, std::string(roles[0]) + " and " + roles[i] + " must have one dtype; got " +
+                       inputs_[0].describe() + " and " + inputs_[i].describe());
+      }
+    }
+    if (kind_ != MapKind::cast && out_.dtype() != inputs_[0].dtype()) {
+      reject(op, "out must have the inputs' dtype " + std::string(to_string(inputs_[0].dtype())) +
                      " (cast converts); got " + out_.describe());
     }
-    require_same_shape(x_, out_, op, std::string(x_role()) + " and out");
-    require_same_memory(x_, out_, op);
-    if (binary()) {
-      require_same_shape(y_, out_, op, std::string(y_role()) + " and out");
-      require_same_memory(y_, out_, op);
+    for (std::size_t i = 0; i < inputs_.size(); ++i) {
+      // A cast converts one tensor to another: its shapes must agree.
+      if (kind_ == MapKind::cast) {
+        require_same_shape(inputs_[i], out_, op, std::string(roles[i]) + " and out");
+      } else {
+        detail::require_broadcastable(inputs_[i], out_.shape(), op, roles[i]);
+      }
+      require_same_memory(inputs_[i], out_, op);
+      // An out whose elements share memory is refused for every op, at
+      // submit (Graph::validate).
+      require_no_partial_overlap(inputs_[i], out_, op, roles[i]);
     }
-    // An out whose elements share memory is refused for every op, at submit
-    // (Graph::validate).
-    require_no_partial_overlap(x_, out_, op, x_role());
-    if (binary()) require_no_partial_overlap(y_, out_, op, y_role());
   }
 
   void run_cpu() const override {
-    if (contiguous()) {
-      kernels::map_reference(kind_, x_.dtype(), out_.dtype(), operands(), count(out_), scalars_);
+    const auto views = input_views();
+    if (contiguous(views)) {
+      kernels::map_reference(kind_, views[0].dtype(), out_.dtype(), operands(views), count(out_),
+                             scalars_);
     } else {
-      kernels::map_strided_reference(kind_, x_.dtype(), out_.dtype(), operands(), geometry(),
-                                     scalars_);
+      kernels::map_strided_reference(kind_, views[0].dtype(), out_.dtype(), operands(views),
+                                     geometry(views), scalars_);
     }
   }
 
@@ -226,28 +236,59 @@ class MapOp final : public Op {
   bool launches_through_loom() const noexcept override { return true; }
   void run_cuda(const ExecutionContext& ctx) const override {
     const StreamView stream(cuda_stream(ctx));
-    if (contiguous()) {
-      kernels::map(kind_, x_.dtype(), out_.dtype(), operands(), count(out_), stream, scalars_);
+    const auto views = input_views();
+    if (contiguous(views)) {
+      kernels::map(kind_, views[0].dtype(), out_.dtype(), operands(views), count(out_), stream,
+                   scalars_);
     } else {
-      kernels::map_strided(kind_, x_.dtype(), out_.dtype(), operands(), geometry(), stream,
-                           scalars_);
+      kernels::map_strided(kind_, views[0].dtype(), out_.dtype(), operands(views), geometry(views),
+                           stream, scalars_);
     }
   }
 
  private:
-  bool binary() const noexcept { return kernels::arity(kind_) == 2; }
-  const char* x_role() const noexcept { return binary() ? "a" : "x"; }
-  const char* y_role() const noexcept { return "b"; }
-  bool contiguous() const {
-    return x_.is_contiguous() && out_.is_contiguous() && (!binary() || y_.is_contiguous());
+  using Views = std::array<Tensor, 3>;
+
+  // The inputs as out's elements read them (broadcast to its shape).
+  Views input_views() const {
+    Views v;
+    for (std::size_t i = 0; i < inputs_.size(); ++i)
+      v[i] = broadcast_view(inputs_[i], out_.shape());
+    return v;
   }
-  kernels::MapOperands operands() const {
-    return {x_.data(), binary() ? y_.data() : nullptr, out_.data()};
+  bool contiguous(const Views& v) const {
+    if (!out_.is_contiguous()) return false;
+    for (std::size_t i = 0; i < inputs_.size(); ++i) {
+      if (!v[i].is_contiguous()) return false;
+    }
+    return true;
   }
-  kernels::MapGeometry geometry() const { return geometry_of(out_, x_, binary() ? &y_ : nullptr); }
+  kernels::MapOperands operands(const Views& v) const {
+    const auto at = [&](std::size_t i) -> const void* {
+      return i < inputs_.size() ? v[i].data() : nullptr;
+    };
+    return {at(0), at(1), out_.data(), at(2)};
+  }
+  kernels::MapGeometry geometry(const Views& v) const {
+    kernels::MapGeometry g;
+    g.rank = out_.rank();
+    const auto strides = [&](std::size_t i, int d) {
+      return i < inputs_.size() ? v[i].strides()[d] : 0;
+    };
+    for (int d = 0; d < out_.rank(); ++d) {
+      const auto s = static_cast<std::size_t>(d);
+      g.shape[s] = out_.shape()[d];
+      g.out_strides[s] = out_.strides()[d];
+      g.x_strides[s] = strides(0, d);
+      g.y_strides[s] = strides(1, d);
+      g.z_strides[s] = strides(2, d);
+    }
+    return g;
+  }
 
   MapKind kind_;
-  Tensor x_, y_, out_;
+  std::vector<Tensor> inputs_;
+  Tensor out_;
   kernels::MapScalars scalars_;
 };
 
@@ -269,7 +310,8 @@ MapExpr make_node(FusedOpcode op, std::vector<std::shared_ptr<const loom::detail
   return MapExpr(std::move(n));
 }
 
-// The expression in SSA form, shared subexpressions computed once.
+// The expressions in SSA form, shared subexpressions (within one expression
+// or across several) computed once.
 class Lowering {
  public:
   explicit Lowering(kernels::FusedProgram& p) : p_(p) {}
@@ -280,6 +322,7 @@ class Lowering {
     in.op = n->op;
     if (!n->args.empty()) in.a = lower(n->args[0].get());
     if (n->args.size() > 1) in.b = lower(n->args[1].get());
+    if (n->args.size() > 2) in.c = lower(n->args[2].get());
     switch (n->op) {
       case FusedOpcode::input: in.index = n->input; break;
       case FusedOpcode::constant: in.index = slot(n->value); break;
@@ -307,15 +350,25 @@ class Lowering {
 
 class FusedMap final : public Op {
  public:
-  // The chain is lowered and its source generated once, here; a malformed
-  // chain is reported by validate(), at submit, naming the task.
-  FusedMap(std::vector<Tensor> inputs, Tensor out, const MapExpr& expr)
-      : inputs_(std::move(inputs)), out_(std::move(out)) {
+  // The chains are lowered and their source generated once, here; a
+  // malformed chain is reported by validate(), at submit, naming the task.
+  FusedMap(std::vector<Tensor> inputs, std::vector<Tensor> outs, const std::vector<MapExpr>& exprs)
+      : inputs_(std::move(inputs)), outs_(std::move(outs)) {
     try {
+      if (exprs.size() != outs_.size()) {
+        throw InvalidArgument("fused_map: takes one expression an output; got " +
+                              std::to_string(outs_.size()) + " outs and " +
+                              std::to_string(exprs.size()) + " exprs");
+      }
       kernels::FusedProgram p;
       for (const auto& t : inputs_) p.inputs.push_back(t.defined() ? t.dtype() : DType::f32);
-      p.output = out_.defined() ? out_.dtype() : DType::f32;
-      Lowering(p).lower(node_of(expr).get());
+      p.strided = !vectorizable();
+      for (const auto& t : inputs_) p.scalar_inputs.push_back(t.defined() && t.numel() == 1);
+      Lowering lowering(p);
+      for (std::size_t j = 0; j < exprs.size(); ++j) {
+        const int reg = lowering.lower(node_of(exprs[j]).get());
+        p.outputs.push_back({reg, outs_[j].defined() ? outs_[j].dtype() : DType::f32});
+      }
       kernel_.emplace(std::move(p));
     } catch (const InvalidArgument& e) {
       problem_ = e.message();  // validate() rethrows it: "loom: " once
@@ -323,7 +376,7 @@ class FusedMap final : public Op {
   }
   std::string_view name() const noexcept override { return "fused_map"; }
   std::vector<Tensor> reads() const override { return inputs_; }
-  std::vector<Tensor> writes() const override { return {out_}; }
+  std::vector<Tensor> writes() const override { return outs_; }
 
   void validate() const override {
     constexpr std::string_view op = "fused_map";
@@ -333,15 +386,31 @@ class FusedMap final : public Op {
       reject(op, "takes at most " + std::to_string(kernels::kFusedMaxInputs) + " inputs, got " +
                      std::to_string(inputs_.size()));
     }
-    detail::require_dtype_in(out_, floats, op, "out");
-    detail::require_contiguous(out_, op, "out");
+    if (outs_.empty()) reject(op, "needs at least one output");
+    if (static_cast<int>(outs_.size()) > kernels::kFusedMaxOutputs) {
+      reject(op, "takes at most " + std::to_string(kernels::kFusedMaxOutputs) + " outputs, got " +
+                     std::to_string(outs_.size()));
+    }
+    for (std::size_t j = 0; j < outs_.size(); ++j) {
+      const std::string role = outs_.size() == 1 ? "out" : "output " + std::to_string(j);
+      detail::require_dtype_in(outs_[j], floats, op, role);
+      require_same_shape(outs_[j], outs_[0], op, "the outputs");
+      require_same_memory(outs_[j], outs_[0], op);
+      for (std::size_t k = 0; k < j; ++k) {
+        if (outs_[j].numel() > 0 && outs_[k].numel() > 0 &&
+            outs_[j].shares_storage_with(outs_[k]) && overlaps(outs_[j], outs_[k])) {
+          reject(op, "output " + std::to_string(j) + " " + outs_[j].describe() +
+                         " overlaps output " + std::to_string(k) + " " + outs_[k].describe() +
+                         "; each output needs memory of its own");
+        }
+      }
+    }
     for (std::size_t i = 0; i < inputs_.size(); ++i) {
       const std::string role = "input " + std::to_string(i);
       detail::require_dtype_in(inputs_[i], floats, op, role);
-      detail::require_contiguous(inputs_[i], op, role);
-      require_same_shape(inputs_[i], out_, op, role + " and out");
-      require_same_memory(inputs_[i], out_, op);
-      require_no_partial_overlap(inputs_[i], out_, op, role);
+      detail::require_broadcastable(inputs_[i], outs_[0].shape(), op, role);
+      require_same_memory(inputs_[i], outs_[0], op);
+      for (const auto& out : outs_) require_no_partial_overlap(inputs_[i], out, op, role);
     }
     if (!kernel_) throw InvalidArgument(problem_);
     // Compile now, on the submitting thread, rather than on the scheduling
@@ -351,65 +420,93 @@ class FusedMap final : public Op {
   }
 
   void run_cpu() const override {
-    kernels::fused_map_reference(kernel_->program(), pointers(), out_.data(), count(out_));
+    kernels::fused_map_reference(kernel_->program(), input_pointers(), output_pointers(),
+                                 geometry());
   }
   void run_cuda(const ExecutionContext& ctx) const override {
-    kernel_->launch(pointers(), out_.data(), count(out_), StreamView(cuda_stream(ctx)));
+    kernel_->launch(input_pointers(), output_pointers(), geometry(), StreamView(cuda_stream(ctx)));
   }
 
  private:
-  std::vector<const void*> pointers() const {
+  static bool overlaps(const Tensor& a, const Tensor& b) {
+    const auto [a0, a1] = byte_span(a);
+    const auto [b0, b1] = byte_span(b);
+    return a0 < b1 && b0 < a1;
+  }
+  // The vectorized kernel serves contiguous outputs and inputs that are
+  // either contiguous with out's shape or a single element; anything else
+  // (a slice, a transpose, a row broadcast) takes the strided one.
+  bool vectorizable() const {
+    if (outs_.empty()) return false;
+    for (const auto& o : outs_) {
+      if (!o.defined() || !o.is_contiguous()) return false;
+    }
+    for (const auto& t : inputs_) {
+      if (!t.defined()) return false;
+      if (t.numel() == 1) continue;
+      if (!(t.shape() == outs_[0].shape()) || !t.is_contiguous()) return false;
+    }
+    return true;
+  }
+  std::vector<const void*> input_pointers() const {
     std::vector<const void*> v;
     for (const auto& t : inputs_) v.push_back(t.data());
     return v;
   }
+  std::vector<void*> output_pointers() const {
+    std::vector<void*> v;
+    for (const auto& t : outs_) v.push_back(t.data());
+    return v;
+  }
+  // Every operand's strides over out's shape (inputs broadcast to it).
+  kernels::FusedGeometry geometry() const {
+    kernels::FusedGeometry g;
+    const Shape& shape = outs_[0].shape();
+    g.rank = shape.rank();
+    for (int d = 0; d < g.rank; ++d) g.shape[d] = shape[d];
+    std::size_t k = 0;
+    const auto add_strides = [&](const Tensor& view) {
+      for (int d = 0; d < g.rank; ++d) g.strides[k][d] = view.strides()[d];
+      ++k;
+    };
+    for (const auto& t : inputs_) add_strides(broadcast_view(t, shape));
+    for (const auto& t : outs_) add_strides(t);
+    if (g.rank == 0) {  // one element: rank 1 for the kernels
+      g.rank = 1;
+      g.shape[0] = 1;
+    }
+    return g;
+  }
 
   std::vector<Tensor> inputs_;
-  Tensor out_;
+  std::vector<Tensor> outs_;
   std::optional<kernels::FusedKernel> kernel_;
   std::string problem_;
 };
 
 void describe(const loom::detail::MapNode& n, std::ostringstream& s) {
-  const auto arg = [&](std::size_t i) { describe(*n.args[i], s); };
   switch (n.op) {
     case FusedOpcode::input: s << "in" << n.input; return;
     case FusedOpcode::constant: s << n.value; return;
-    case FusedOpcode::add:
-      s << "add(";
-      arg(0);
-      s << ", ";
-      arg(1);
-      s << ")";
-      return;
-    case FusedOpcode::mul:
-      s << "mul(";
-      arg(0);
-      s << ", ";
-      arg(1);
-      s << ")";
-      return;
     case FusedOpcode::axpby:
       s << "axpby(" << n.value << ", ";
-      arg(0);
+      describe(*n.args[0], s);
       s << ", " << n.beta << ", ";
-      arg(1);
-      s << ")";
-      return;
-    case FusedOpcode::relu:
-      s << "relu(";
-      arg(0);
-      s << ")";
-      return;
-    case FusedOpcode::gelu_tanh:
-      s << "gelu_tanh(";
-      arg(0);
+      describe(*n.args[1], s);
       s << ")";
       return;
     case FusedOpcode::round:
       s << "cast(";
-      arg(0);
+      describe(*n.args[0], s);
       s << ", " << to_string(n.dtype) << ")";
+      return;
+    default:
+      s << kernels::opcode_name(n.op) << "(";
+      for (std::size_t i = 0; i < n.args.size(); ++i) {
+        if (i > 0) s << ", ";
+        describe(*n.args[i], s);
+      }
+      s << ")";
       return;
   }
 }
@@ -424,23 +521,38 @@ OpPtr scale_copy(const Tensor& src, const Tensor& dst, float alpha) {
   return std::make_shared<ScaleCopy>(src, dst, alpha);
 }
 
+namespace {
+OpPtr map_op(MapKind kind, std::vector<Tensor> inputs, const Tensor& out,
+             kernels::MapScalars scalars = {}) {
+  return std::make_shared<MapOp>(kind, std::move(inputs), out, scalars);
+}
+}  // namespace
+
 OpPtr add(const Tensor& a, const Tensor& b, const Tensor& out) {
-  return std::make_shared<MapOp>(MapKind::add, a, b, out, kernels::MapScalars{});
+  return map_op(MapKind::add, {a, b}, out);
 }
 OpPtr mul(const Tensor& a, const Tensor& b, const Tensor& out) {
-  return std::make_shared<MapOp>(MapKind::mul, a, b, out, kernels::MapScalars{});
+  return map_op(MapKind::mul, {a, b}, out);
 }
 OpPtr axpby(float alpha, const Tensor& x, float beta, const Tensor& y, const Tensor& out) {
-  return std::make_shared<MapOp>(MapKind::axpby, x, y, out, kernels::MapScalars{alpha, beta});
+  return map_op(MapKind::axpby, {x, y}, out, kernels::MapScalars{alpha, beta});
 }
-OpPtr relu(const Tensor& x, const Tensor& out) {
-  return std::make_shared<MapOp>(MapKind::relu, x, Tensor{}, out, kernels::MapScalars{});
-}
-OpPtr gelu_tanh(const Tensor& x, const Tensor& out) {
-  return std::make_shared<MapOp>(MapKind::gelu_tanh, x, Tensor{}, out, kernels::MapScalars{});
-}
-OpPtr cast(const Tensor& x, const Tensor& out) {
-  return std::make_shared<MapOp>(MapKind::cast, x, Tensor{}, out, kernels::MapScalars{});
+OpPtr relu(const Tensor& x, const Tensor& out) { return map_op(MapKind::relu, {x}, out); }
+OpPtr gelu_tanh(const Tensor& x, const Tensor& out) { return map_op(MapKind::gelu_tanh, {x}, out); }
+OpPtr cast(const Tensor& x, const Tensor& out) { return map_op(MapKind::cast, {x}, out); }
+
+#define LOOM_UNARY_MAP_FACTORY(name) \
+  OpPtr name(const Tensor& x, const Tensor& out) { return map_op(MapKind::name, {x}, out); }
+LOOM_UNARY_MATH_MAPS(LOOM_UNARY_MAP_FACTORY)
+#undef LOOM_UNARY_MAP_FACTORY
+#define LOOM_BINARY_MAP_FACTORY(name)                               \
+  OpPtr name(const Tensor& a, const Tensor& b, const Tensor& out) { \
+    return map_op(MapKind::name, {a, b}, out);                      \
+  }
+LOOM_BINARY_MATH_MAPS(LOOM_BINARY_MAP_FACTORY)
+#undef LOOM_BINARY_MAP_FACTORY
+OpPtr where(const Tensor& mask, const Tensor& a, const Tensor& b, const Tensor& out) {
+  return map_op(MapKind::where, {mask, a, b}, out);
 }
 
 MapExpr::MapExpr(std::shared_ptr<const loom::detail::MapNode> node) noexcept
@@ -476,12 +588,32 @@ MapExpr gelu_tanh(const MapExpr& x) { return make_node(FusedOpcode::gelu_tanh, {
 MapExpr cast(const MapExpr& x, DType dtype) {
   return make_node(FusedOpcode::round, {node_of(x)}, 0.0F, 0.0F, dtype);
 }
+#define LOOM_UNARY_EXPR(name) \
+  MapExpr name(const MapExpr& x) { return make_node(FusedOpcode::name, {node_of(x)}); }
+LOOM_UNARY_MATH_MAPS(LOOM_UNARY_EXPR)
+#undef LOOM_UNARY_EXPR
+#define LOOM_BINARY_EXPR(name)                                     \
+  MapExpr name(const MapExpr& a, const MapExpr& b) {               \
+    return make_node(FusedOpcode::name, {node_of(a), node_of(b)}); \
+  }
+LOOM_BINARY_MATH_MAPS(LOOM_BINARY_EXPR)
+#undef LOOM_BINARY_EXPR
+MapExpr where(const MapExpr& mask, const MapExpr& a, const MapExpr& b) {
+  return make_node(FusedOpcode::where, {node_of(mask), node_of(a), node_of(b)});
+}
 MapExpr operator+(const MapExpr& a, const MapExpr& b) { return add(a, b); }
+MapExpr operator-(const MapExpr& a, const MapExpr& b) { return sub(a, b); }
+MapExpr operator/(const MapExpr& a, const MapExpr& b) { return div(a, b); }
+MapExpr operator-(const MapExpr& x) { return neg(x); }
 MapExpr operator*(const MapExpr& a, const MapExpr& b) { return mul(a, b); }
 MapExpr operator*(float s, const MapExpr& x) { return mul(MapExpr::constant(s), x); }
 
 OpPtr fused_map(std::vector<Tensor> inputs, const Tensor& out, const MapExpr& expr) {
-  return std::make_shared<FusedMap>(std::move(inputs), out, expr);
+  return std::make_shared<FusedMap>(std::move(inputs), std::vector<Tensor>{out},
+                                    std::vector<MapExpr>{expr});
+}
+OpPtr fused_map(std::vector<Tensor> inputs, std::vector<Tensor> outs, std::vector<MapExpr> exprs) {
+  return std::make_shared<FusedMap>(std::move(inputs), std::move(outs), exprs);
 }
 
 }  // namespace ops

@@ -34,15 +34,30 @@ void store(void* base, std::int64_t i, float v) {
 }
 
 template <DType In, DType Out, class F>
-void apply_at(const F& f, const MapOperands& ops, std::int64_t o, std::int64_t xi,
-              std::int64_t yi) {
-  if constexpr (F::kArity == 2) {
+void apply_at(const F& f, const MapOperands& ops, std::int64_t o, std::int64_t xi, std::int64_t yi,
+              std::int64_t zi) {
+  if constexpr (F::kArity == 3) {
+    store<Out>(ops.out, o, f(load<In>(ops.x, xi), load<In>(ops.y, yi), load<In>(ops.z, zi)));
+  } else if constexpr (F::kArity == 2) {
+    (void)zi;
     store<Out>(ops.out, o, f(load<In>(ops.x, xi), load<In>(ops.y, yi)));
   } else {
     (void)yi;
+    (void)zi;
     store<Out>(ops.out, o, f(load<In>(ops.x, xi)));
   }
 }
+
+#define LOOM_MAP_KIND_ENTRY(name) MapKind::name,
+constexpr MapKind kAllKinds[] = {MapKind::add,
+                                 MapKind::mul,
+                                 MapKind::axpby,
+                                 MapKind::relu,
+                                 MapKind::gelu_tanh,
+                                 MapKind::cast,
+                                 LOOM_UNARY_MATH_MAPS(LOOM_MAP_KIND_ENTRY)
+                                     LOOM_BINARY_MATH_MAPS(LOOM_MAP_KIND_ENTRY) MapKind::where};
+#undef LOOM_MAP_KIND_ENTRY
 
 }  // namespace
 
@@ -54,9 +69,16 @@ std::string_view to_string(MapKind kind) noexcept {
     case MapKind::relu: return "relu";
     case MapKind::gelu_tanh: return "gelu_tanh";
     case MapKind::cast: return "cast";
+    case MapKind::where: return "where";
+#define LOOM_MAP_KIND_NAME(name) \
+  case MapKind::name: return #name;
+      LOOM_UNARY_MATH_MAPS(LOOM_MAP_KIND_NAME) LOOM_BINARY_MATH_MAPS(LOOM_MAP_KIND_NAME)
+#undef LOOM_MAP_KIND_NAME
   }
   return "unknown";
 }
+
+std::span<const MapKind> all_map_kinds() noexcept { return kAllKinds; }
 
 std::string_view to_string(MapVariant variant) noexcept {
   switch (variant) {
@@ -77,7 +99,16 @@ std::optional<MapVariant> map_variant_from_string(std::string_view name) noexcep
 }
 
 int arity(MapKind kind) noexcept {
-  return kind == MapKind::add || kind == MapKind::mul || kind == MapKind::axpby ? 2 : 1;
+  switch (kind) {
+    case MapKind::relu:
+    case MapKind::gelu_tanh:
+    case MapKind::cast: return 1;
+    case MapKind::where: return 3;
+#define LOOM_MAP_KIND_UNARY(name) case MapKind::name:
+      LOOM_UNARY_MATH_MAPS(LOOM_MAP_KIND_UNARY) return 1;
+#undef LOOM_MAP_KIND_UNARY
+    default: return 2;
+  }
 }
 
 bool map_supports(MapKind kind, DType in, DType out) noexcept {
@@ -108,11 +139,12 @@ MapGeometry coalesce(const MapGeometry& g) noexcept {
         return outer[last] == inner[s] * g.shape[s];
       };
       if (follows(out.out_strides, g.out_strides) && follows(out.x_strides, g.x_strides) &&
-          follows(out.y_strides, g.y_strides)) {
+          follows(out.y_strides, g.y_strides) && follows(out.z_strides, g.z_strides)) {
         out.shape[last] *= g.shape[s];
         out.out_strides[last] = g.out_strides[s];
         out.x_strides[last] = g.x_strides[s];
         out.y_strides[last] = g.y_strides[s];
+        out.z_strides[last] = g.z_strides[s];
         continue;
       }
     }
@@ -121,6 +153,7 @@ MapGeometry coalesce(const MapGeometry& g) noexcept {
     out.out_strides[k] = g.out_strides[s];
     out.x_strides[k] = g.x_strides[s];
     out.y_strides[k] = g.y_strides[s];
+    out.z_strides[k] = g.z_strides[s];
   }
   return out;
 }
@@ -132,7 +165,7 @@ void map_reference(MapKind kind, DType in, DType out, const MapOperands& operand
     constexpr DType kOut = decltype(out_tag)::value;
     for (std::size_t i = 0; i < n; ++i) {
       const auto at = static_cast<std::int64_t>(i);
-      apply_at<kIn, kOut>(f, operands, at, at, at);
+      apply_at<kIn, kOut>(f, operands, at, at, at, at);
     }
   });
 }
@@ -149,17 +182,20 @@ void map_strided_reference(MapKind kind, DType in, DType out, const MapOperands&
     std::int64_t o = 0;
     std::int64_t x = 0;
     std::int64_t y = 0;
+    std::int64_t z = 0;
     for (std::int64_t i = 0; i < n; ++i) {
-      apply_at<kIn, kOut>(f, operands, o, x, y);
+      apply_at<kIn, kOut>(f, operands, o, x, y, z);
       for (int d = geometry.rank - 1; d >= 0; --d) {
         const auto s = static_cast<std::size_t>(d);
         o += geometry.out_strides[s];
         x += geometry.x_strides[s];
         y += geometry.y_strides[s];
+        z += geometry.z_strides[s];
         if (++index[s] < geometry.shape[s]) break;
         o -= geometry.out_strides[s] * geometry.shape[s];
         x -= geometry.x_strides[s] * geometry.shape[s];
         y -= geometry.y_strides[s] * geometry.shape[s];
+        z -= geometry.z_strides[s] * geometry.shape[s];
         index[s] = 0;
       }
     }

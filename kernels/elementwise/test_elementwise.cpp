@@ -34,8 +34,7 @@ using loom::test::cpu;
 using loom::test::HostArray;
 
 constexpr DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16};
-constexpr MapKind kKinds[] = {MapKind::add,  MapKind::mul,       MapKind::axpby,
-                              MapKind::relu, MapKind::gelu_tanh, MapKind::cast};
+const auto kKinds = loom::kernels::all_map_kinds();
 
 // ---- the references -------------------------------------------------------------
 
@@ -188,16 +187,9 @@ HostArray read_back(const loom::Tensor& t) {
 }
 
 loom::OpPtr make_op(MapKind kind, const loom::Tensor& x, const loom::Tensor& y,
-                    const loom::Tensor& out, loom::kernels::MapScalars s) {
-  switch (kind) {
-    case MapKind::add: return loom::ops::add(x, y, out);
-    case MapKind::mul: return loom::ops::mul(x, y, out);
-    case MapKind::axpby: return loom::ops::axpby(s.alpha, x, s.beta, y, out);
-    case MapKind::relu: return loom::ops::relu(x, out);
-    case MapKind::gelu_tanh: return loom::ops::gelu_tanh(x, out);
-    case MapKind::cast: return loom::ops::cast(x, out);
-  }
-  return nullptr;
+                    const loom::Tensor& out, loom::kernels::MapScalars s,
+                    const loom::Tensor& z = {}) {
+  return loom::test::make_map_op(kind, x, y, z, out, s);
 }
 
 TEST(ElementwiseOps, EveryMapAndDtypeThroughAGraphOnTheCpuBackend) {
@@ -209,16 +201,17 @@ TEST(ElementwiseOps, EveryMapAndDtypeThroughAGraphOnTheCpuBackend) {
     for (DType in : kFloatTypes) {
       for (DType out_dtype : kFloatTypes) {
         if (!loom::kernels::map_supports(kind, in, out_dtype)) continue;
-        const HostArray x = loom::test::random_array(in, n, rng);
-        const HostArray y = loom::test::random_array(in, n, rng);
+        const auto [x, y, z] = loom::test::map_inputs(kind, in, n, rng);
         HostArray want(out_dtype, n);
-        loom::kernels::map_reference(kind, in, out_dtype, {x.data(), y.data(), want.data()}, n, s);
+        loom::kernels::map_reference(kind, in, out_dtype,
+                                     {x.data(), y.data(), want.data(), z.data()}, n, s);
         auto tx = host_tensor(rt, x, {static_cast<std::int64_t>(n)});
         auto ty = host_tensor(rt, y, {static_cast<std::int64_t>(n)});
+        auto tz = host_tensor(rt, z, {static_cast<std::int64_t>(n)});
         auto tout = rt.tensor(out_dtype, {static_cast<std::int64_t>(n)});
         std::memset(tout.data(), 0xFF, tout.nbytes());
         loom::Graph g;
-        g.add(make_op(kind, tx, ty, tout, s));
+        g.add(make_op(kind, tx, ty, tout, s, tz));
         rt.submit(g).wait();
         EXPECT_EQ(loom::test::compare(read_back(tout), want, true), "")
             << to_string(kind) << " " << to_string(in) << " -> " << to_string(out_dtype);
@@ -286,7 +279,12 @@ TEST(ElementwiseOps, BadInputsAreRejectedAtSubmitNamingTheTask) {
   expect_rejected(rt, loom::ops::add(a, i, b), "must be one of f32, f16, bf16");
   expect_rejected(rt, loom::ops::add(a, h, b), "one dtype");
   expect_rejected(rt, loom::ops::relu(a, h), "cast converts");
-  expect_rejected(rt, loom::ops::mul(a, short_one, b), "one shape");
+  expect_rejected(rt, loom::ops::mul(a, short_one, b),
+                  "mul: b [7] does not broadcast to out's shape [8]");
+  expect_rejected(rt, loom::ops::add(matrix, a.slice(0, 0, 4), a.slice(0, 0, 4)),
+                  "does not broadcast");
+  expect_rejected(rt, loom::ops::cast(a.slice(0, 0, 1), b),
+                  "one shape");  // a cast does not broadcast
   expect_rejected(rt, loom::ops::gelu_tanh(a, loom::Tensor()), "undefined");
   expect_rejected(rt, loom::ops::cast(i, a), "must be one of");
   // out overlapping an input without being the same view
@@ -397,9 +395,17 @@ TEST(ElementwiseFusion, BadChainsAreRejectedAtSubmitNamingTheTask) {
   expect_rejected(rt, loom::ops::fused_map({a}, b, MapExpr::input(1)), "malformed");
   expect_rejected(rt, loom::ops::fused_map({a}, b, MapExpr(nullptr)), "empty MapExpr");
   expect_rejected(rt, loom::ops::fused_map({}, b, x), "at least one input");
-  expect_rejected(rt, loom::ops::fused_map({m.transpose(0, 1)}, b, x), "contiguous");
+  expect_rejected(rt, loom::ops::fused_map({m.transpose(0, 1)}, b, x), "does not broadcast");
   expect_rejected(rt, loom::ops::fused_map({rt.tensor<std::int32_t>({8})}, b, x), "must be one of");
-  expect_rejected(rt, loom::ops::fused_map({a}, rt.tensor<float>({9}), x), "one shape");
+  expect_rejected(rt, loom::ops::fused_map({a}, rt.tensor<float>({9}), x), "does not broadcast");
+  expect_rejected(rt, loom::ops::fused_map({a}, {b, rt.tensor<float>({2, 4})}, {x, x}),
+                  "one shape");
+  expect_rejected(rt, loom::ops::fused_map({a}, {b, b}, {x, x}), "overlaps output 0");
+  expect_rejected(rt, loom::ops::fused_map({a}, {b}, {x, x}),
+                  "one expression an output; got 1 outs and 2 exprs");
+  expect_rejected(
+      rt, loom::ops::fused_map({a}, std::vector<loom::Tensor>(5, b), std::vector<MapExpr>(5, x)),
+      "at most 4 outputs");
   std::vector<loom::Tensor> nine(9, a);
   expect_rejected(rt, loom::ops::fused_map(nine, b, x), "at most 8 inputs");
   MapExpr e = x;
@@ -509,10 +515,10 @@ TEST(ElementwiseFusion, GeneratedKernelsMoveWholeVectors) {
   const std::string bf16 = source(DType::bf16, DType::bf16);
   EXPECT_TRUE(has(bf16, "#define LOOM_V 8\n#define LOOM_U 2\n")) << bf16;
   EXPECT_TRUE(has(bf16, "loom_v16 raw0[LOOM_U][1];")) << bf16;
-  EXPECT_TRUE(has(bf16, "raw.w[w] = loom_f2bf2(")) << bf16;
-  EXPECT_FALSE(has(bf16, "tanhf")) << bf16;
+  EXPECT_TRUE(has(bf16, "raw[w / 4].w[w % 4] = loom_f2bf2(")) << bf16;
+  EXPECT_TRUE(has(bf16, "= loom_map_gelu_tanh(r2);")) << bf16;  // map_math.inc's, as the maps'
   const std::string f16 = source(DType::f16, DType::f16);
-  EXPECT_TRUE(has(f16, "raw.w[w] = loom_f2h2(")) << f16;
+  EXPECT_TRUE(has(f16, "raw[w / 4].w[w % 4] = loom_f2h2(")) << f16;
   const std::string widening = source(DType::f16, DType::f32);  // 8-byte input vectors, 4 a thread
   EXPECT_TRUE(has(widening, "#define LOOM_V 4\n#define LOOM_U 4\n")) << widening;
   EXPECT_TRUE(has(widening, "loom_v8 raw0[LOOM_U][1];")) << widening;
@@ -532,6 +538,314 @@ TEST(ElementwiseFusion, ACompileErrorCarriesTheLog) {
   } catch (const loom::Error& e) {
     EXPECT_NE(std::string(e.what()).find("could not compile"), std::string::npos) << e.what();
   }
+}
+
+// ---- the maps added for a training step ------------------------------------------
+
+float one(MapKind kind, float x, float y = 0.0F, float z = 0.0F) {
+  float out = -7.0F;
+  loom::kernels::map_reference(kind, DType::f32, DType::f32, {&x, &y, &out, &z}, 1);
+  return out;
+}
+
+TEST(ElementwiseReference, TheNewMapsOnHandCheckedCases) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::nanf("");
+  EXPECT_EQ(one(MapKind::exp, 0.0F), 1.0F);
+  EXPECT_NEAR(one(MapKind::exp, 1.0F), 2.7182817F, 1e-6);
+  EXPECT_EQ(one(MapKind::exp, -inf), 0.0F);
+  EXPECT_EQ(one(MapKind::log, 1.0F), 0.0F);
+  EXPECT_EQ(one(MapKind::log, 0.0F), -inf);
+  EXPECT_TRUE(std::isnan(one(MapKind::log, -1.0F)));
+  EXPECT_EQ(one(MapKind::sqrt, 4.0F), 2.0F);
+  EXPECT_EQ(one(MapKind::rsqrt, 4.0F), 0.5F);
+  EXPECT_EQ(one(MapKind::rsqrt, 0.0F), inf);
+  EXPECT_EQ(one(MapKind::tanh, 0.0F), 0.0F);
+  EXPECT_EQ(one(MapKind::tanh, 30.0F), 1.0F);
+  EXPECT_EQ(one(MapKind::sigmoid, 0.0F), 0.5F);
+  EXPECT_EQ(one(MapKind::sigmoid, 100.0F), 1.0F);
+  EXPECT_LT(one(MapKind::sigmoid, -100.0F), 1e-40F);
+  EXPECT_EQ(one(MapKind::abs, -2.5F), 2.5F);
+  EXPECT_EQ(one(MapKind::neg, 2.5F), -2.5F);
+  EXPECT_EQ(one(MapKind::sub, 3.0F, 4.5F), -1.5F);
+  EXPECT_EQ(one(MapKind::div, 1.0F, 4.0F), 0.25F);
+  EXPECT_EQ(one(MapKind::div, 1.0F, 0.0F), inf);
+  EXPECT_EQ(one(MapKind::minimum, 1.0F, 2.0F), 1.0F);
+  EXPECT_EQ(one(MapKind::maximum, 1.0F, 2.0F), 2.0F);
+  EXPECT_TRUE(std::isnan(one(MapKind::minimum, 1.0F, nan))) << "NaN propagates, as torch's";
+  EXPECT_TRUE(std::isnan(one(MapKind::minimum, nan, 1.0F)));
+  EXPECT_TRUE(std::isnan(one(MapKind::maximum, 1.0F, nan)));
+  EXPECT_TRUE(std::isnan(one(MapKind::maximum, nan, 1.0F)));
+  EXPECT_EQ(one(MapKind::pow, 2.0F, 3.0F), 8.0F);
+  EXPECT_EQ(one(MapKind::pow, 4.0F, 0.5F), 2.0F);
+  EXPECT_EQ(one(MapKind::gt, 1.0F, 1.0F), 0.0F);
+  EXPECT_EQ(one(MapKind::ge, 1.0F, 1.0F), 1.0F);
+  EXPECT_EQ(one(MapKind::lt, 0.5F, 1.0F), 1.0F);
+  EXPECT_EQ(one(MapKind::le, 2.0F, 1.0F), 0.0F);
+  EXPECT_EQ(one(MapKind::eq, 2.0F, 2.0F), 1.0F);
+  EXPECT_EQ(one(MapKind::eq, nan, nan), 0.0F);
+  EXPECT_EQ(one(MapKind::gt, nan, 0.0F), 0.0F);
+  EXPECT_EQ(one(MapKind::where, 0.0F, 5.0F, 6.0F), 6.0F);
+  EXPECT_EQ(one(MapKind::where, 1.0F, 5.0F, 6.0F), 5.0F);
+  EXPECT_EQ(one(MapKind::where, -0.0F, 5.0F, 6.0F), 6.0F);
+  EXPECT_EQ(one(MapKind::relu_backward, 3.0F, 0.5F), 3.0F);
+  EXPECT_EQ(one(MapKind::relu_backward, 3.0F, 0.0F), 0.0F);
+  EXPECT_EQ(one(MapKind::relu_backward, 3.0F, -1.0F), 0.0F);
+  EXPECT_EQ(one(MapKind::gelu_tanh_backward, 1.0F, 0.0F), 0.5F);
+  EXPECT_EQ(one(MapKind::gelu_tanh_backward, 2.0F, 0.0F), 1.0F);
+}
+
+// gelu_tanh_backward is the derivative of gelu_tanh: against a central
+// difference of the forward map in double over [-6, 6].
+TEST(ElementwiseReference, GeluBackwardIsTheForwardsDerivative) {
+  const auto gelu = [](double v) {
+    return 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+  };
+  for (int k = -6 * 32; k <= 6 * 32; ++k) {
+    const double v = k / 32.0;
+    const double h = 1e-5;
+    const double want = (gelu(v + h) - gelu(v - h)) / (2 * h);
+    EXPECT_NEAR(one(MapKind::gelu_tanh_backward, 1.0F, static_cast<float>(v)), want, 2e-6) << v;
+    EXPECT_NEAR(one(MapKind::gelu_tanh_backward, -3.0F, static_cast<float>(v)), -3.0 * want, 6e-6)
+        << v;
+  }
+}
+
+// Inputs broadcast to out's shape by NumPy's rule: a row [N] over [B, N], a
+// column [B, 1], a scalar of shape [] or [1], on every map kind's arity.
+TEST(ElementwiseOps, InputsBroadcastToTheOutputsShape) {
+  loom::Runtime rt(cpu(2));
+  const std::int64_t rows = 3;
+  const std::int64_t cols = 5;
+  auto h = rt.tensor<float>({rows, cols});
+  auto row = rt.tensor<float>({cols});
+  auto column = rt.tensor<float>({rows, 1});
+  auto scalar = rt.tensor<float>({});
+  auto one_element = rt.tensor<float>({1});
+  for (std::int64_t i = 0; i < rows * cols; ++i) h.data_as<float>()[i] = static_cast<float>(i) - 7;
+  for (std::int64_t j = 0; j < cols; ++j) row.data_as<float>()[j] = 0.5F * static_cast<float>(j);
+  for (std::int64_t i = 0; i < rows; ++i) column.data_as<float>()[i] = static_cast<float>(i % 2);
+  scalar.data_as<float>()[0] = 3.0F;
+  one_element.data_as<float>()[0] = -2.0F;
+  auto biased = rt.tensor<float>({rows, cols});
+  auto scaled = rt.tensor<float>({rows, cols});
+  auto shifted = rt.tensor<float>({rows, cols});
+  auto picked = rt.tensor<float>({rows, cols});
+  auto outer = rt.tensor<float>({rows, cols});
+  loom::Graph g;
+  g.add(loom::ops::add(h, row, biased));
+  g.add(loom::ops::mul(h, scalar, scaled));
+  g.add(loom::ops::sub(one_element, h, shifted));
+  g.add(loom::ops::where(column, h, row, picked));
+  g.add(loom::ops::mul(column, row, outer));  // [3, 1] x [5] -> [3, 5]
+  rt.submit(g).wait();
+  for (std::int64_t i = 0; i < rows; ++i) {
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const float x = h.data_as<float>()[i * cols + j];
+      const float r = row.data_as<float>()[j];
+      const float c = column.data_as<float>()[i];
+      const auto at = i * cols + j;
+      EXPECT_EQ(biased.data_as<float>()[at], x + r);
+      EXPECT_EQ(scaled.data_as<float>()[at], x * 3.0F);
+      EXPECT_EQ(shifted.data_as<float>()[at], -2.0F - x);
+      EXPECT_EQ(picked.data_as<float>()[at], c != 0.0F ? x : r);
+      EXPECT_EQ(outer.data_as<float>()[at], c * r);
+    }
+  }
+}
+
+// Empty tensors and dimensions of extent 1 on every path.
+TEST(ElementwiseOps, EmptyAndSizeOneDimensions) {
+  loom::Runtime rt(cpu(1));
+  auto empty = rt.tensor<float>({0, 4});
+  auto empty_out = rt.tensor<float>({0, 4});
+  auto row = rt.tensor<float>({4});
+  auto ones = rt.tensor<float>({1, 1, 3});
+  auto ones_out = rt.tensor<float>({1, 1, 3});
+  for (int k = 0; k < 3; ++k) ones.data_as<float>()[k] = static_cast<float>(k) + 1;
+  loom::Graph g;
+  g.add(loom::ops::exp(empty, empty_out));
+  g.add(loom::ops::add(empty, row, empty_out));
+  g.add(loom::ops::fused_map({empty, row}, empty_out, MapExpr::input(0) - MapExpr::input(1)));
+  g.add(loom::ops::div(ones, ones.transpose(0, 1), ones_out));
+  rt.submit(g).wait();
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(ones_out.data_as<float>()[k], 1.0F);
+}
+
+// A hyperparameter in a tensor: a compiled graph replays with the value the
+// tensor holds at each replay, recompiling nothing.
+TEST(ElementwiseOps, AScalarTensorIsReadAtEveryReplay) {
+  loom::Runtime rt(cpu(1));
+  auto w = rt.tensor<float>({4});
+  auto grad = rt.tensor<float>({4});
+  auto lr = rt.tensor<float>({1});
+  for (int k = 0; k < 4; ++k) {
+    w.data_as<float>()[k] = 1.0F;
+    grad.data_as<float>()[k] = static_cast<float>(k);
+  }
+  const auto in = [](int i) { return MapExpr::input(i); };
+  loom::Graph g;
+  g.add(loom::ops::fused_map({w, grad, lr}, w, in(0) - in(2) * in(1)), {.name = "sgd"});
+  auto exe = rt.compile(g);
+  lr.data_as<float>()[0] = 0.5F;
+  exe.run().wait();
+  EXPECT_EQ(w.data_as<float>()[3], 1.0F - 1.5F);
+  lr.data_as<float>()[0] = 0.25F;
+  exe.run().wait();
+  EXPECT_EQ(w.data_as<float>()[3], 1.0F - 1.5F - 0.75F);
+}
+
+// ---- fusion of the new maps -------------------------------------------------------
+
+// Every map in a fused chain equals the map alone, on the CPU backend (the
+// same functions; the GPU test checks the generated kernel).
+TEST(ElementwiseFusion, EveryMapFusedEqualsTheMapAlone) {
+  loom::Runtime rt(cpu(2));
+  auto rng = loom::test::seeded_engine();
+  const std::int64_t n = 1000;
+  const auto x = MapExpr::input(0);
+  const auto y = MapExpr::input(1);
+  const auto z = MapExpr::input(2);
+  for (MapKind kind : kKinds) {
+    if (kind == MapKind::cast) continue;  // a chain's cast rounds inside: tested above
+    for (DType d : kFloatTypes) {
+      const auto [hx, hy, hz] = loom::test::map_inputs(kind, d, static_cast<std::size_t>(n), rng);
+      auto tx = host_tensor(rt, hx, {n});
+      auto ty = host_tensor(rt, hy, {n});
+      auto tz = host_tensor(rt, hz, {n});
+      auto alone = rt.tensor(d, {n});
+      auto fused = rt.tensor(d, {n});
+      const loom::kernels::MapScalars s{1.5F, -0.75F};
+      MapExpr e = x;
+      switch (kind) {
+        case MapKind::add: e = x + y; break;
+        case MapKind::mul: e = x * y; break;
+        case MapKind::axpby: e = loom::ops::axpby(s.alpha, x, s.beta, y); break;
+        case MapKind::relu: e = loom::ops::relu(x); break;
+        case MapKind::gelu_tanh: e = loom::ops::gelu_tanh(x); break;
+        case MapKind::where: e = loom::ops::where(x, y, z); break;
+#define LOOM_TEST_UNARY(name) \
+  case MapKind::name: e = loom::ops::name(x); break;
+          LOOM_UNARY_MATH_MAPS(LOOM_TEST_UNARY)
+#undef LOOM_TEST_UNARY
+#define LOOM_TEST_BINARY(name) \
+  case MapKind::name: e = loom::ops::name(x, y); break;
+          LOOM_BINARY_MATH_MAPS(LOOM_TEST_BINARY)
+#undef LOOM_TEST_BINARY
+        default: break;
+      }
+      loom::Graph g;
+      g.add(make_op(kind, tx, ty, alone, s, tz));
+      g.add(loom::ops::fused_map({tx, ty, tz}, fused, e));
+      rt.submit(g).wait();
+      EXPECT_EQ(loom::test::compare(read_back(fused), read_back(alone), true), "")
+          << to_string(kind) << " " << to_string(d) << ": " << e.to_string();
+    }
+  }
+}
+
+// Several outputs from one pass; broadcast, scalar and strided inputs; a
+// transposed output.
+TEST(ElementwiseFusion, SeveralOutputsAndAnyLayout) {
+  loom::Runtime rt(cpu(2));
+  const std::int64_t rows = 4;
+  const std::int64_t cols = 6;
+  auto a = rt.tensor<float>({rows, cols});
+  auto bias = rt.tensor<float>({cols});
+  auto s = rt.tensor<float>({1});
+  for (std::int64_t i = 0; i < rows * cols; ++i)
+    a.data_as<float>()[i] = static_cast<float>(i % 7) - 3;
+  for (std::int64_t j = 0; j < cols; ++j) bias.data_as<float>()[j] = static_cast<float>(j) / 4;
+  s.data_as<float>()[0] = 2.0F;
+  const auto in = [](int i) { return MapExpr::input(i); };
+  const auto pre = in(0) + in(1);  // shared: computed once
+  auto act = rt.tensor<float>({rows, cols});
+  auto mask = rt.tensor(DType::bf16, {rows, cols});
+  auto scaled_t = rt.tensor<float>({cols, rows});
+  loom::Graph g;
+  g.add(loom::ops::fused_map({a, bias, s}, {act, mask},
+                             {loom::ops::relu(pre), loom::ops::gt(pre, MapExpr::constant(0.0F))}));
+  // A transposed input and a transposed output: the strided form.
+  g.add(loom::ops::fused_map({a.transpose(0, 1), s}, scaled_t, in(0) * in(1)));
+  rt.submit(g).wait();
+  for (std::int64_t i = 0; i < rows; ++i) {
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const float p = a.data_as<float>()[i * cols + j] + bias.data_as<float>()[j];
+      EXPECT_EQ(act.data_as<float>()[i * cols + j], p < 0 ? 0.0F : p);
+      const auto bits = static_cast<const std::uint16_t*>(mask.data())[i * cols + j];
+      EXPECT_EQ(bits, p > 0 ? 0x3F80 : 0x0000) << i << "," << j;
+      EXPECT_EQ(scaled_t.data_as<float>()[j * rows + i], 2.0F * a.data_as<float>()[i * cols + j]);
+    }
+  }
+  loom::Graph t;
+  auto out_t = rt.tensor<float>({cols, rows});
+  t.add(loom::ops::fused_map({a, s}, out_t.transpose(0, 1), in(0) - in(1)));  // a strided output
+  rt.submit(t).wait();
+  for (std::int64_t i = 0; i < rows; ++i) {
+    for (std::int64_t j = 0; j < cols; ++j) {
+      EXPECT_EQ(out_t.data_as<float>()[j * rows + i], a.data_as<float>()[i * cols + j] - 2.0F);
+    }
+  }
+  EXPECT_EQ(MapExpr(loom::ops::where(in(0), -in(1), in(2) / in(0))).to_string(),
+            "where(in0, neg(in1), div(in2, in0))");
+}
+
+// The generated source of every opcode, the strided form and several outputs
+// compile with NVRTC (no GPU needed).
+TEST(ElementwiseFusion, EveryOpcodeAndFormCompilesWithNvrtc) {
+  std::string why;
+  if (!loom::kernels::nvrtc_available(&why)) GTEST_SKIP() << why;
+  using Op = loom::kernels::FusedOpcode;
+  loom::kernels::FusedProgram p;
+  p.inputs = {DType::bf16, DType::f32, DType::f16};
+  p.scalar_inputs = {false, true, false};
+  p.code = {{Op::input, -1, -1, 0}, {Op::input, -1, -1, 1}, {Op::input, -1, -1, 2}};
+  for (MapKind kind : kKinds) {
+    if (kind == MapKind::cast || kind == MapKind::axpby) continue;
+    loom::kernels::FusedInstr i{loom::kernels::opcode_of(kind), 0, 1, 0, DType::f32, 2};
+    const int last = static_cast<int>(p.code.size()) - 1;
+    i.a = last;  // a chain: each map reads the previous one's value
+    p.code.push_back(i);
+  }
+  const int last = static_cast<int>(p.code.size()) - 1;
+  p.outputs = {{last, DType::f32}, {last - 1, DType::bf16}, {0, DType::f16}};
+  for (bool strided : {false, true}) {
+    p.strided = strided;
+    const std::string source = loom::kernels::fused_source(p);
+    EXPECT_GT(loom::kernels::nvrtc_compile(source, 9, 0).size(), 0U) << source;
+  }
+}
+
+// Several outputs over one DAG: the CPU interpretation of the program against
+// its maps run one by one.
+TEST(ElementwiseFusion, TheInterpreterWalksAnyGeometry) {
+  using Op = loom::kernels::FusedOpcode;
+  loom::kernels::FusedProgram p;
+  p.inputs = {DType::f32, DType::f32};
+  p.strided = true;
+  p.code = {{Op::input, -1, -1, 0}, {Op::input, -1, -1, 1}, {Op::sub, 0, 1}, {Op::exp, 2}};
+  p.outputs = {{2, DType::f32}, {3, DType::f32}};
+  const std::vector<float> x{1, 2, 3, 4, 5, 6};
+  const float y = 0.5F;
+  std::vector<float> diff(6, -1.0F);
+  std::vector<float> e(6, -1.0F);
+  loom::kernels::FusedGeometry g;
+  g.rank = 2;
+  g.shape[0] = 2;
+  g.shape[1] = 3;
+  g.strides[0][0] = 1;  // x read transposed: x is [3, 2]
+  g.strides[0][1] = 2;
+  g.strides[1][0] = 0;  // y a scalar
+  g.strides[1][1] = 0;
+  g.strides[2][0] = 3;
+  g.strides[2][1] = 1;
+  g.strides[3][0] = 3;
+  g.strides[3][1] = 1;
+  loom::kernels::fused_map_reference(p, {x.data(), &y}, {diff.data(), e.data()}, g);
+  EXPECT_EQ(diff, (std::vector<float>{0.5F, 2.5F, 4.5F, 1.5F, 3.5F, 5.5F}));
+  EXPECT_EQ(e[1], std::exp(2.5F));
+  const auto merged = loom::kernels::coalesce(g, 4);
+  EXPECT_EQ(merged.rank, 2);
 }
 
 }  // namespace

@@ -33,8 +33,7 @@ using loom::ops::MapExpr;
 using loom::test::HostArray;
 
 constexpr DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16};
-constexpr MapKind kKinds[] = {MapKind::add,  MapKind::mul,       MapKind::axpby,
-                              MapKind::relu, MapKind::gelu_tanh, MapKind::cast};
+const auto kKinds = loom::kernels::all_map_kinds();
 constexpr MapVariant kVariants[] = {MapVariant::naive, MapVariant::grid_stride,
                                     MapVariant::vectorized, MapVariant::automatic};
 constexpr std::size_t kSizes[] = {1, 31, 4097, 1000003};
@@ -80,21 +79,25 @@ struct Offsets {
   std::size_t x = 0;
   std::size_t y = 0;
   std::size_t out = 0;
+  std::size_t z = 0;
 };
 
 // Runs one map on the GPU and compares it with the reference; "" when equal.
 std::string check_map(MapKind kind, DType in, DType out, MapVariant variant, const HostArray& x,
-                      const HostArray& y, const HostArray& want, Offsets off = {}) {
+                      const HostArray& y, const HostArray& want, Offsets off = {},
+                      const HostArray* z = nullptr) {
   const std::size_t n = x.size();
   DeviceArray dx(in, n, off.x);
   DeviceArray dy(in, n, off.y);
+  DeviceArray dz(in, n, off.z);
   DeviceArray dout(out, n, off.out);
   dx.upload(x);
   dy.upload(y);
+  dz.upload(z != nullptr ? *z : y);
   dout.poison();
   loom::detail::Stream stream(0, 0);
-  loom::kernels::map(kind, in, out, {dx.data(), dy.data(), dout.data()}, n, stream.view(), kScalars,
-                     variant);
+  loom::kernels::map(kind, in, out, {dx.data(), dy.data(), dout.data(), dz.data()}, n,
+                     stream.view(), kScalars, variant);
   stream.synchronize();
   std::string trespass;
   const HostArray got = dout.download(&trespass);
@@ -115,13 +118,12 @@ TEST(ElementwiseGpu, EveryMapVariantAndDtypeMatchesTheReference) {
       for (DType out : kFloatTypes) {
         if (!loom::kernels::map_supports(kind, in, out)) continue;
         for (std::size_t n : kSizes) {
-          const HostArray x = loom::test::random_array(in, n, rng);
-          const HostArray y = loom::test::random_array(in, n, rng);
+          const auto [x, y, z] = loom::test::map_inputs(kind, in, n, rng);
           HostArray want(out, n);
-          loom::kernels::map_reference(kind, in, out, {x.data(), y.data(), want.data()}, n,
-                                       kScalars);
+          loom::kernels::map_reference(kind, in, out, {x.data(), y.data(), want.data(), z.data()},
+                                       n, kScalars);
           for (MapVariant v : kVariants) {
-            EXPECT_EQ(check_map(kind, in, out, v, x, y, want), "")
+            EXPECT_EQ(check_map(kind, in, out, v, x, y, want, {}, &z), "")
                 << label(kind, in, out) << " " << to_string(v) << " n=" << n;
           }
         }
@@ -453,7 +455,184 @@ TEST(ElementwiseGpu, BadInputsAreRejectedAtSubmitNamingTheTask) {
   expect_rejected(loom::ops::add(a, host, a), "memory");
   expect_rejected(loom::ops::relu(host, host), "host");
   expect_rejected(loom::ops::mul(a, h, a), "one dtype");
-  expect_rejected(loom::ops::fused_map({a, h}, a.slice(0, 0, 4), MapExpr::input(0)), "one shape");
+  expect_rejected(loom::ops::fused_map({a, h}, a.slice(0, 0, 4), MapExpr::input(0)),
+                  "does not broadcast");
+}
+
+// ---- the maps added for a training step ------------------------------------------
+
+// where's mask misaligned on its own, and the three-input vectorized path.
+TEST(ElementwiseGpu, WhereTakesTheVectorizedPathOrItsFallback) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::seeded_engine();
+  const Offsets offsets[] = {{0, 0, 0, 0}, {1, 1, 1, 1}, {0, 0, 0, 3}, {2, 1, 0, 0}};
+  for (DType d : kFloatTypes) {
+    for (std::size_t n : {std::size_t{31}, std::size_t{1000003}}) {
+      const auto [x, y, z] = loom::test::map_inputs(MapKind::where, d, n, rng);
+      HostArray want(d, n);
+      loom::kernels::map_reference(MapKind::where, d, d,
+                                   {x.data(), y.data(), want.data(), z.data()}, n);
+      for (const Offsets& off : offsets) {
+        EXPECT_EQ(check_map(MapKind::where, d, d, MapVariant::vectorized, x, y, want, off, &z), "")
+            << to_string(d) << " n=" << n << " offsets " << off.x << "," << off.y << "," << off.z
+            << "," << off.out;
+      }
+    }
+  }
+}
+
+// Every map through a graph with broadcast operands (a row, a column, a
+// scalar tensor) and a transposed one, against the same graph on the CPU
+// backend.
+TEST(ElementwiseGpu, BroadcastAndStridedMapsMatchTheCpuBackend) {
+  LOOM_REQUIRE_GPU();
+  constexpr std::int64_t kRows = 67, kCols = 257;
+  auto rng = loom::test::seeded_engine();
+  for (MapKind kind : kKinds) {
+    if (kind == MapKind::cast) continue;  // a cast does not broadcast
+    for (DType d : kFloatTypes) {
+      const auto n = static_cast<std::size_t>(kRows * kCols);
+      auto [x, y, z] = loom::test::map_inputs(kind, d, n, rng);
+      const auto run = [&](loom::Runtime& rt) {
+        auto tx = to_device(rt, x, {kRows, kCols});
+        auto ty = to_device(rt, y, {kRows, kCols});
+        auto tz = to_device(rt, z, {kRows, kCols});
+        auto row = ty.slice(0, 3, 4).reshape({kCols});  // [N]
+        auto column = tz.slice(1, 5, 6);                // [B, 1], strided
+        auto scalar = ty.slice(0, 0, 1).slice(1, 0, 1).reshape({1});
+        auto transposed = rt.tensor(d, {kCols, kRows});
+        auto a = rt.tensor(d, {kRows, kCols});
+        auto b = rt.tensor(d, {kRows, kCols});
+        auto c = rt.tensor(d, {kCols, kRows});
+        loom::Graph g;
+        const auto op = [&](const loom::Tensor& p, const loom::Tensor& q, const loom::Tensor& r,
+                            const loom::Tensor& out) {
+          switch (loom::kernels::arity(kind)) {
+            case 1: return loom::test::make_map_op(kind, p, p, p, out);
+            case 2: return loom::test::make_map_op(kind, p, q, q, out);
+            default: return loom::test::make_map_op(kind, p, q, r, out);
+          }
+        };
+        g.add(op(tx, row, column, a));
+        g.add(op(tx, scalar, row, b));
+        g.add(op(tx.transpose(0, 1), ty.transpose(0, 1), column.transpose(0, 1), c));
+        rt.submit(g).wait();
+        return std::array<HostArray, 3>{to_host(rt, a), to_host(rt, b), to_host(rt, c)};
+      };
+      loom::Runtime gpu;
+      loom::Runtime cpu({.backend = loom::Backend::cpu, .workers = 2});
+      const auto got = run(gpu);
+      const auto want = run(cpu);
+      for (std::size_t k = 0; k < got.size(); ++k) {
+        EXPECT_EQ(loom::test::compare(got[k], want[k], loom::test::exact(kind)), "")
+            << to_string(kind) << " " << to_string(d) << " case " << k;
+      }
+    }
+  }
+}
+
+// A learning rate in a device tensor: a compiled graph replays with the
+// value uploaded before each replay.
+TEST(ElementwiseGpu, AScalarTensorIsReadAtEveryReplayOfACompiledGraph) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  const std::vector<float> ones(1000, 1.0F);
+  std::vector<float> grads(1000);
+  for (std::size_t i = 0; i < grads.size(); ++i) grads[i] = static_cast<float>(i % 10);
+  auto w = rt.upload(std::span<const float>(ones), {1000});
+  auto grad = rt.upload(std::span<const float>(grads), {1000});
+  auto lr = rt.tensor<float>({1});
+  auto step = rt.tensor<float>({1000});
+  const auto in = [](int i) { return MapExpr::input(i); };
+  loom::Graph g;
+  g.add(loom::ops::mul(grad, lr, step), {.name = "scale"});
+  g.add(loom::ops::fused_map({w, step}, w, in(0) - in(1)),
+        {.name = "sgd"});  // after: it reads step
+  auto exe = rt.compile(g);
+  const float lr1 = 0.5F;
+  const float lr2 = 0.25F;
+  rt.upload_into(lr, std::span<const float>(&lr1, 1)).wait();
+  exe.run().wait();
+  rt.upload_into(lr, std::span<const float>(&lr2, 1)).wait();
+  exe.run().wait();
+  const auto got = rt.download<float>(w);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i], 1.0F - 0.5F * grads[i] - 0.25F * grads[i]) << i;
+  }
+}
+
+// The fused kernel's forms on the device against its CPU interpretation:
+// several outputs of mixed dtypes, scalar inputs, the strided form with
+// transposed, broadcast and sliced operands, every opcode in one chain.
+TEST(ElementwiseGpu, FusedFormsMatchTheirCpuInterpretation) {
+  LOOM_REQUIRE_GPU();
+  using Op = loom::kernels::FusedOpcode;
+  auto rng = loom::test::seeded_engine();
+  loom::kernels::FusedProgram p;
+  p.inputs = {DType::f32, DType::bf16, DType::f16};
+  p.scalar_inputs = {false, true, false};
+  p.code = {{Op::input, -1, -1, 0}, {Op::input, -1, -1, 1}, {Op::input, -1, -1, 2}};
+  // Every map of the inputs themselves (exact on both sides, so no
+  // comparison can flip on an ulp), and the sum of all their values.
+  std::vector<int> values;
+  for (MapKind kind : kKinds) {
+    if (kind == MapKind::cast || kind == MapKind::axpby) continue;
+    values.push_back(static_cast<int>(p.code.size()));
+    p.code.push_back({loom::kernels::opcode_of(kind), 0, 1, 0, DType::f32, 2});
+  }
+  int sum = values[0];
+  for (std::size_t k = 1; k < values.size(); ++k) {
+    p.code.push_back({Op::add, sum, values[k]});
+    sum = static_cast<int>(p.code.size()) - 1;
+  }
+  p.outputs = {{sum, DType::f32}, {values.back(), DType::bf16}, {values[2], DType::f16}};
+  for (bool strided : {false, true}) {
+    p.strided = strided;
+    const std::int64_t rows = 301;
+    const std::int64_t cols = 173;
+    const auto n = static_cast<std::size_t>(rows * cols);
+    const HostArray x = loom::test::random_array(DType::f32, n, rng, 0.1F, 2.0F);
+    const HostArray s = loom::test::random_array(DType::bf16, 1, rng, 0.1F, 2.0F);
+    const HostArray z = loom::test::random_array(DType::f16, 2 * n, rng, 0.1F, 2.0F);
+    loom::kernels::FusedGeometry g = loom::kernels::FusedGeometry::contiguous(p, n);
+    if (strided) {  // x transposed, s broadcast, z every other column, output 1 transposed
+      g.rank = 2;
+      g.shape[0] = rows;
+      g.shape[1] = cols;
+      const std::int64_t strides[6][2] = {{1, rows}, {0, 0},    {2 * cols, 2},
+                                          {cols, 1}, {1, rows}, {cols, 1}};
+      for (int k = 0; k < 6; ++k) {
+        g.strides[k][0] = strides[k][0];
+        g.strides[k][1] = strides[k][1];
+      }
+    }
+    HostArray want0(DType::f32, n);
+    HostArray want1(DType::bf16, n);
+    HostArray want2(DType::f16, n);
+    loom::kernels::fused_map_reference(p, {x.data(), s.data(), z.data()},
+                                       {want0.data(), want1.data(), want2.data()}, g);
+    DeviceArray dx(DType::f32, n, 0);
+    DeviceArray ds(DType::bf16, 1, 0);
+    DeviceArray dz(DType::f16, 2 * n, 0);
+    DeviceArray d0(DType::f32, n, 0);
+    DeviceArray d1(DType::bf16, n, 0);
+    DeviceArray d2(DType::f16, n, 0);
+    dx.upload(x);
+    ds.upload(s);
+    dz.upload(z);
+    d0.poison();
+    d1.poison();
+    d2.poison();
+    loom::detail::Stream stream(0, 0);
+    loom::kernels::FusedKernel(p).launch({dx.data(), ds.data(), dz.data()},
+                                         {d0.data(), d1.data(), d2.data()}, g, stream.view());
+    stream.synchronize();
+    std::string trespass;
+    EXPECT_EQ(loom::test::compare(d0.download(&trespass), want0, false), "") << strided;
+    EXPECT_EQ(loom::test::compare(d1.download(&trespass), want1, false), "") << strided;
+    EXPECT_EQ(loom::test::compare(d2.download(&trespass), want2, false), "") << strided;
+    EXPECT_EQ(trespass, "");
+  }
 }
 
 }  // namespace

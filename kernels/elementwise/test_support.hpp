@@ -3,6 +3,8 @@
 // bytes, random fill, and the comparison with its tolerance by map and dtype.
 
 #include <loom/dtype.hpp>
+#include <loom/ops/elementwise.hpp>
+#include <loom/tensor.hpp>
 
 #include "common/convert.hpp"
 #include "elementwise/maps.hpp"
@@ -65,12 +67,68 @@ inline HostArray random_array(DType d, std::size_t n, std::mt19937_64& rng, floa
   return a;
 }
 
-/// Maps whose result is one correctly rounded operation are exact on both
-/// sides; axpby (a fused multiply-add on the GPU) and gelu_tanh (the GPU's
-/// exp2f and fast division, a few ulp of f32) get a tolerance of about two
-/// units in the last place of a 16-bit output dtype, and 1e-5 relative for f32.
+/// Maps whose result is one correctly rounded operation (or a selection)
+/// are exact on both sides; axpby (a fused multiply-add on the GPU) and the
+/// maps built on CUDA's math functions (exp, log, tanh, pow, rsqrt, ...: a
+/// few ulp of f32) get a tolerance of about two units in the last place of a
+/// 16-bit output dtype, and 1e-5 relative for f32.
 inline bool exact(kernels::MapKind k) {
-  return k != kernels::MapKind::axpby && k != kernels::MapKind::gelu_tanh;
+  using K = kernels::MapKind;
+  switch (k) {
+    case K::axpby:
+    case K::gelu_tanh:
+    case K::exp:
+    case K::log:
+    case K::rsqrt:
+    case K::tanh:
+    case K::sigmoid:
+    case K::pow:
+    case K::gelu_tanh_backward: return false;
+    default: return true;
+  }
+}
+
+/// The op of one map over x (and y, z where it reads them): a test's way to
+/// reach every map by its kind.
+inline OpPtr make_map_op(kernels::MapKind kind, const Tensor& x, const Tensor& y, const Tensor& z,
+                         const Tensor& out, kernels::MapScalars s = {1.25F, -0.5F}) {
+  using K = kernels::MapKind;
+  switch (kind) {
+    case K::add: return ops::add(x, y, out);
+    case K::mul: return ops::mul(x, y, out);
+    case K::axpby: return ops::axpby(s.alpha, x, s.beta, y, out);
+    case K::relu: return ops::relu(x, out);
+    case K::gelu_tanh: return ops::gelu_tanh(x, out);
+    case K::cast: return ops::cast(x, out);
+    case K::where: return ops::where(x, y, z, out);
+#define LOOM_TEST_UNARY(name) \
+  case K::name: return ops::name(x, out);
+      LOOM_UNARY_MATH_MAPS(LOOM_TEST_UNARY)
+#undef LOOM_TEST_UNARY
+#define LOOM_TEST_BINARY(name) \
+  case K::name: return ops::name(x, y, out);
+      LOOM_BINARY_MATH_MAPS(LOOM_TEST_BINARY)
+#undef LOOM_TEST_BINARY
+  }
+  return nullptr;
+}
+
+/// The inputs of one map (z for where only), n elements each, drawn where
+/// the map is interesting: positive for log, sqrt, rsqrt and pow's base; a
+/// 0/1 mask for where; for the comparisons, every seventh b equal to a.
+struct MapInputs {
+  HostArray x, y, z;
+};
+inline MapInputs map_inputs(kernels::MapKind k, DType d, std::size_t n, std::mt19937_64& rng) {
+  using K = kernels::MapKind;
+  const bool positive = k == K::log || k == K::sqrt || k == K::rsqrt || k == K::pow;
+  MapInputs in{random_array(d, n, rng, positive ? 0.05F : -2.0F, positive ? 4.0F : 2.0F),
+               random_array(d, n, rng), random_array(d, n, rng)};
+  if (k == K::where) {
+    for (std::size_t i = 0; i < n; ++i) in.x.set(i, in.x.get(i) < 0.0F ? 0.0F : 1.0F);
+  }
+  for (std::size_t i = 0; i < n; i += 7) in.y.set(i, in.x.get(i));
+  return in;
 }
 
 inline bool close(float got, float want, DType out, bool exact_match) {

@@ -5,14 +5,25 @@
 /// Maps: every element of the output from the elements at the same index of
 /// the inputs, computed in f32 and rounded once (to nearest even) to the
 /// output's dtype. Which dtypes each takes:
-///   add, mul, axpby, relu, gelu_tanh  one dtype for all operands: f32, f16 or bf16
-///   cast                              any of f32, f16, bf16 to any of them
-/// Shapes must be equal (no broadcasting). Strided views (slices,
-/// transposes) are accepted, up to rank 8 (every loom tensor); contiguous
-/// tensors take the vectorized path. The output may be one of the inputs
-/// (the same view: in place), but may not overlap an input otherwise, nor
-/// itself (a view with a zero stride). Everything is checked at submit, and
-/// a rejection names the task.
+///   every map but cast   one dtype for all operands: f32, f16 or bf16
+///   cast                 any of f32, f16, bf16 to any of them
+/// Broadcasting: an input's shape need only broadcast to out's (NumPy's
+/// rule, dimensions aligned at the last: each equal or 1), as if expanded
+/// with Tensor::expand; so a bias [N] adds to every row of [B, N], and a
+/// tensor of shape [] or [1] is a scalar operand, read on the device at run
+/// time (a hyperparameter that a compiled graph replays with new values:
+/// write the tensor, replay). cast's shapes must be equal.
+/// Strided views (slices, transposes, expanded views) are accepted, up to
+/// rank 8 (every loom tensor); contiguous tensors take the vectorized path.
+/// The output may be one of the inputs (the same view: in place), but may not
+/// overlap an input otherwise, nor itself (a view with a zero stride).
+/// Everything is checked at submit, and a rejection names the task.
+///
+/// Comparisons (gt, ge, lt, le, eq) give masks in their operands' dtype, 1
+/// where true and 0 where false (false where either is NaN), for where() and
+/// for multiplying with. The GPU's exp, log, tanh, pow, rsqrt and the like
+/// are CUDA's (within 2 ulp or so of the CPU backend's); the rest are exact
+/// or correctly rounded on both.
 ///
 /// Fusion: a chain of maps, composed as a MapExpr over the inputs of
 /// fused_map(), runs as one kernel, compiled at run time for the device (once
@@ -67,6 +78,45 @@ LOOM_API OpPtr gelu_tanh(const Tensor& x, const Tensor& out);
 /// out = x converted to out's dtype (f32, f16, bf16), rounding to nearest even.
 LOOM_API OpPtr cast(const Tensor& x, const Tensor& out);
 
+/// out = e^x.
+LOOM_API OpPtr exp(const Tensor& x, const Tensor& out);
+/// out = ln x (NaN below 0, -inf at 0).
+LOOM_API OpPtr log(const Tensor& x, const Tensor& out);
+LOOM_API OpPtr sqrt(const Tensor& x, const Tensor& out);
+/// out = 1 / sqrt(x).
+LOOM_API OpPtr rsqrt(const Tensor& x, const Tensor& out);
+LOOM_API OpPtr tanh(const Tensor& x, const Tensor& out);
+/// out = 1 / (1 + e^-x).
+LOOM_API OpPtr sigmoid(const Tensor& x, const Tensor& out);
+LOOM_API OpPtr abs(const Tensor& x, const Tensor& out);
+/// out = -x.
+LOOM_API OpPtr neg(const Tensor& x, const Tensor& out);
+
+/// out = a - b.
+LOOM_API OpPtr sub(const Tensor& a, const Tensor& b, const Tensor& out);
+/// out = a / b (IEEE division).
+LOOM_API OpPtr div(const Tensor& a, const Tensor& b, const Tensor& out);
+/// The smaller of a and b; NaN if either is NaN (as torch.minimum).
+LOOM_API OpPtr minimum(const Tensor& a, const Tensor& b, const Tensor& out);
+/// The larger of a and b; NaN if either is NaN.
+LOOM_API OpPtr maximum(const Tensor& a, const Tensor& b, const Tensor& out);
+/// out = a^b (powf: NaN for a negative a and a non-integer b).
+LOOM_API OpPtr pow(const Tensor& a, const Tensor& b, const Tensor& out);
+/// Masks: out = 1 where a > b (>=, <, <=, ==), else 0.
+LOOM_API OpPtr gt(const Tensor& a, const Tensor& b, const Tensor& out);
+LOOM_API OpPtr ge(const Tensor& a, const Tensor& b, const Tensor& out);
+LOOM_API OpPtr lt(const Tensor& a, const Tensor& b, const Tensor& out);
+LOOM_API OpPtr le(const Tensor& a, const Tensor& b, const Tensor& out);
+LOOM_API OpPtr eq(const Tensor& a, const Tensor& b, const Tensor& out);
+/// out = a where mask is not 0, else b (all three broadcast to out's shape;
+/// the mask has the dtype of a and b, as the comparisons make it).
+LOOM_API OpPtr where(const Tensor& mask, const Tensor& a, const Tensor& b, const Tensor& out);
+
+/// Backwards of the activations: out = grad * relu'(x) (grad where x > 0,
+/// else 0) and grad * gelu_tanh'(x), x being the activation's input.
+LOOM_API OpPtr relu_backward(const Tensor& grad, const Tensor& x, const Tensor& out);
+LOOM_API OpPtr gelu_tanh_backward(const Tensor& grad, const Tensor& x, const Tensor& out);
+
 /// An expression over the inputs of fused_map(): a chain (or any DAG) of
 /// maps. Values are f32 inside; cast() rounds where the chain asks.
 class LOOM_API MapExpr {
@@ -91,19 +141,54 @@ LOOM_API MapExpr mul(const MapExpr& a, const MapExpr& b);
 LOOM_API MapExpr axpby(float alpha, const MapExpr& x, float beta, const MapExpr& y);
 LOOM_API MapExpr relu(const MapExpr& x);
 LOOM_API MapExpr gelu_tanh(const MapExpr& x);
+LOOM_API MapExpr exp(const MapExpr& x);
+LOOM_API MapExpr log(const MapExpr& x);
+LOOM_API MapExpr sqrt(const MapExpr& x);
+LOOM_API MapExpr rsqrt(const MapExpr& x);
+LOOM_API MapExpr tanh(const MapExpr& x);
+LOOM_API MapExpr sigmoid(const MapExpr& x);
+LOOM_API MapExpr abs(const MapExpr& x);
+LOOM_API MapExpr neg(const MapExpr& x);
+LOOM_API MapExpr sub(const MapExpr& a, const MapExpr& b);
+LOOM_API MapExpr div(const MapExpr& a, const MapExpr& b);
+LOOM_API MapExpr minimum(const MapExpr& a, const MapExpr& b);
+LOOM_API MapExpr maximum(const MapExpr& a, const MapExpr& b);
+LOOM_API MapExpr pow(const MapExpr& a, const MapExpr& b);
+LOOM_API MapExpr gt(const MapExpr& a, const MapExpr& b);
+LOOM_API MapExpr ge(const MapExpr& a, const MapExpr& b);
+LOOM_API MapExpr lt(const MapExpr& a, const MapExpr& b);
+LOOM_API MapExpr le(const MapExpr& a, const MapExpr& b);
+LOOM_API MapExpr eq(const MapExpr& a, const MapExpr& b);
+LOOM_API MapExpr where(const MapExpr& mask, const MapExpr& a, const MapExpr& b);
+LOOM_API MapExpr relu_backward(const MapExpr& grad, const MapExpr& x);
+LOOM_API MapExpr gelu_tanh_backward(const MapExpr& grad, const MapExpr& x);
 /// x rounded to `dtype` (f32, f16 or bf16; checked at submit), as a cast to a
 /// tensor of that dtype and back would.
 LOOM_API MapExpr cast(const MapExpr& x, DType dtype);
 LOOM_API MapExpr operator+(const MapExpr& a, const MapExpr& b);
 LOOM_API MapExpr operator*(const MapExpr& a, const MapExpr& b);
 LOOM_API MapExpr operator*(float s, const MapExpr& x);
+LOOM_API MapExpr operator-(const MapExpr& a, const MapExpr& b);
+LOOM_API MapExpr operator/(const MapExpr& a, const MapExpr& b);
+LOOM_API MapExpr operator-(const MapExpr& x);
 
 /// out = expr(inputs...), one kernel for the whole chain. Inputs and out are
-/// contiguous f32, f16 or bf16 tensors of one shape in one memory space (at
-/// most 8 inputs, 32 scalars, 256 maps); out may be one of the inputs.
-/// On the CUDA backend the chain is compiled with NVRTC the first time it is
-/// seen (at submit where a GPU is visible), then cached for the process.
+/// f32, f16 or bf16 tensors in one memory space (at most 8 inputs, 32
+/// scalars, 256 maps). Inputs broadcast to out's shape as the maps' do (a
+/// [1] input is a scalar read on the device); any strides are accepted (a
+/// kernel that walks the shape serves them; contiguous operands and
+/// broadcast scalars take the vectorized one). out may be one of the inputs
+/// (the same view). On the CUDA backend the chain is compiled with NVRTC
+/// the first time it is seen (at submit where a GPU is visible), then cached
+/// for the process.
 LOOM_API OpPtr fused_map(std::vector<Tensor> inputs, const Tensor& out, const MapExpr& expr);
+/// Several results of one pass over the inputs: outs[k] = exprs[k](inputs...),
+/// one kernel (at most 4 outputs, of one shape, none overlapping another;
+/// each may be an input, the same view). Shared subexpressions are computed
+/// once. For example a value and its gradient, or an SGD step's new weight
+/// and new momentum.
+LOOM_API OpPtr fused_map(std::vector<Tensor> inputs, std::vector<Tensor> outs,
+                         std::vector<MapExpr> exprs);
 
 }  // namespace ops
 }  // namespace loom
