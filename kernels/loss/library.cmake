@@ -1,0 +1,5 @@
+# kernels/loss: sources of libloom (src/CMakeLists.txt includes this).
+list(APPEND loom_family_sources
+  ${CMAKE_CURRENT_LIST_DIR}/loss.cu
+  ${CMAKE_CURRENT_LIST_DIR}/reference.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/op.cpp)
