@@ -58,12 +58,14 @@ kernels::MatrixRef<T> matrix(const Tensor& t, T* data) {
 
 class Matmul final : public Op {
  public:
-  Matmul(Tensor a, Tensor b, Tensor c, float alpha, float beta)
-      : a_(std::move(a)), b_(std::move(b)), c_(std::move(c)), alpha_(alpha), beta_(beta) {}
+  Matmul(Tensor a, Tensor b, Tensor c, MatmulEpilogue epilogue)
+      : a_(std::move(a)), b_(std::move(b)), c_(std::move(c)), epilogue_(std::move(epilogue)) {}
   std::string_view name() const noexcept override { return kName; }
   std::vector<Tensor> reads() const override {
-    if (beta_ == 0.0F) return {a_, b_};
-    return {a_, b_, c_};
+    std::vector<Tensor> r{a_, b_};
+    if (epilogue_.beta != 0.0F) r.push_back(c_);
+    if (epilogue_.bias.defined()) r.push_back(epilogue_.bias);
+    return r;
   }
   std::vector<Tensor> writes() const override { return {c_}; }
   void validate() const override {
@@ -84,6 +86,7 @@ class Matmul final : public Op {
       reject(kName, "c must not share storage with a or b (the kernels read a and b while " +
                         std::string("writing c)"));
     }
+    validate_epilogue();
   }
   void run_cpu() const override { kernels::sgemm_reference(args()); }
   // Its kernels go through launch_on_stream, nothing else: a compiled graph describes them.
@@ -95,28 +98,62 @@ class Matmul final : public Op {
   }
 
  private:
+  void validate_epilogue() const {
+    switch (epilogue_.activation) {
+      case Activation::none:
+      case Activation::relu:
+      case Activation::gelu_tanh: break;
+      default:
+        reject(kName, "unknown activation " +
+                          std::to_string(static_cast<int>(epilogue_.activation)) +
+                          " (none, relu, gelu_tanh)");
+    }
+    const Tensor& bias = epilogue_.bias;
+    if (!bias.defined()) return;
+    require_dtype(bias, DType::f32, kName, "bias");
+    detail::require_broadcastable(bias, c_.shape(), kName, "bias");
+    require_same_memory(bias, c_, kName);
+    if (bias.shares_storage_with(c_)) {
+      reject(kName, "bias must not share storage with c (c is written while bias is read)");
+    }
+  }
+
   kernels::SgemmArgs args() const {
     kernels::SgemmArgs p;
     p.m = a_.size(0);
     p.n = b_.size(1);
     p.k = a_.size(1);
-    p.alpha = alpha_;
-    p.beta = beta_;
+    p.alpha = epilogue_.alpha;
+    p.beta = epilogue_.beta;
     p.a = matrix<const float>(a_, a_.data_as<float>());
     p.b = matrix<const float>(b_, b_.data_as<float>());
     p.c = matrix<float>(c_, c_.data_as<float>());
+    if (epilogue_.bias.defined()) {
+      // Broadcast to c's shape: a dimension the bias lacks or has at extent 1 gets stride 0.
+      const Tensor bias = epilogue_.bias.expand(c_.shape());
+      p.bias = {bias.data_as<float>(), bias.strides()[0], bias.strides()[1]};
+    }
+    p.activation = static_cast<kernels::SgemmActivation>(epilogue_.activation);
     return p;
   }
 
   Tensor a_, b_, c_;
-  float alpha_;
-  float beta_;
+  MatmulEpilogue epilogue_;
 };
 
 }  // namespace
 
 OpPtr matmul(const Tensor& a, const Tensor& b, const Tensor& c, float alpha, float beta) {
-  return std::make_shared<Matmul>(a, b, c, alpha, beta);
+  return std::make_shared<Matmul>(a, b, c, MatmulEpilogue{.alpha = alpha, .beta = beta});
+}
+
+OpPtr matmul(const Tensor& a, const Tensor& b, const Tensor& c, const MatmulEpilogue& epilogue) {
+  return std::make_shared<Matmul>(a, b, c, epilogue);
 }
 
 }  // namespace loom::ops
+
+static_assert(static_cast<int>(loom::ops::Activation::relu) ==
+                  static_cast<int>(loom::kernels::SgemmActivation::relu) &&
+              static_cast<int>(loom::ops::Activation::gelu_tanh) ==
+                  static_cast<int>(loom::kernels::SgemmActivation::gelu_tanh));

@@ -1,6 +1,7 @@
 // The CPU reference for SGEMM: blocked over N and K so that a panel of B and
 // the accumulators stay in cache, accumulating in double so that its own
 // rounding is negligible beside the GPU kernels'.
+#include "elementwise/functors.hpp"
 #include "gemm/sgemm.hpp"
 
 #include <algorithm>
@@ -21,6 +22,15 @@ void pack_b(const SgemmArgs& p, std::int64_t k0, std::int64_t kb, std::int64_t n
     for (std::int64_t j = 0; j < nb; ++j) {
       panel[static_cast<std::size_t>(kk * nb + j)] = row[(n0 + j) * p.b.col_stride];
     }
+  }
+}
+
+// The activation on the f32 value, as the kernels apply it.
+float activate(SgemmActivation activation, float v) {
+  switch (activation) {
+    case SgemmActivation::relu: return map_fn::loom_map_relu(v);
+    case SgemmActivation::gelu_tanh: return map_fn::loom_map_gelu_tanh(v);
+    default: return v;
   }
 }
 
@@ -52,7 +62,11 @@ void sgemm_reference(const SgemmArgs& p) {
         const double scaled =
             static_cast<double>(p.alpha) * acc[static_cast<std::size_t>(i * nb + j)];
         // beta == 0 ignores C, NaN included, as the kernels do.
-        c = static_cast<float>(p.beta == 0.0F ? scaled : scaled + static_cast<double>(p.beta) * c);
+        double v = p.beta == 0.0F ? scaled : scaled + static_cast<double>(p.beta) * c;
+        if (p.bias.data != nullptr) {
+          v += p.bias.data[i * p.bias.row_stride + (n0 + j) * p.bias.col_stride];
+        }
+        c = activate(p.activation, static_cast<float>(v));
       }
     }
   }

@@ -26,6 +26,12 @@
 // Any M, N, K: blocks at the edges take a predicated path (elements outside
 // the matrix read as zero, stores masked). beta == 0 never reads C, so a NaN
 // in C does not leak into the result.
+//
+// The epilogue, in every variant, as each element of C is stored:
+//   C = act(alpha * A B + beta * C + bias)
+// bias is a matrix with zero strides where it broadcasts (a bias a column:
+// row stride 0; a bias a row: column stride 0), act none, relu or
+// gelu_tanh (the elementwise maps' functions, elementwise/map_math.inc).
 
 #include <loom/cuda_interop.hpp>
 
@@ -55,7 +61,10 @@ struct MatrixRef {
   std::int64_t col_stride = 0;
 };
 
-/// The problem: C (m x n) = alpha * A (m x k) * B (k x n) + beta * C.
+/// The epilogue's activation.
+enum class SgemmActivation : std::uint8_t { none, relu, gelu_tanh };
+
+/// The problem: C (m x n) = act(alpha * A (m x k) * B (k x n) + beta * C + bias).
 struct SgemmArgs {
   std::int64_t m = 0, n = 0, k = 0;
   float alpha = 1.0F;
@@ -63,14 +72,18 @@ struct SgemmArgs {
   MatrixRef<const float> a;
   MatrixRef<const float> b;
   MatrixRef<float> c;
+  /// Null data: no bias. Zero strides broadcast it (see the header comment).
+  MatrixRef<const float> bias;
+  SgemmActivation activation = SgemmActivation::none;
   /// Where its pointers are: a compiled graph re-points a launch that takes it.
-  static constexpr std::array<std::size_t, 3> loom_pointer_offsets();
+  static constexpr std::array<std::size_t, 4> loom_pointer_offsets();
 };
 
-constexpr std::array<std::size_t, 3> SgemmArgs::loom_pointer_offsets() {
+constexpr std::array<std::size_t, 4> SgemmArgs::loom_pointer_offsets() {
   return {offsetof(SgemmArgs, a) + offsetof(MatrixRef<const float>, data),
           offsetof(SgemmArgs, b) + offsetof(MatrixRef<const float>, data),
-          offsetof(SgemmArgs, c) + offsetof(MatrixRef<float>, data)};
+          offsetof(SgemmArgs, c) + offsetof(MatrixRef<float>, data),
+          offsetof(SgemmArgs, bias) + offsetof(MatrixRef<const float>, data)};
 }
 static_assert(std::is_standard_layout_v<SgemmArgs>, "offsetof needs a standard layout");
 

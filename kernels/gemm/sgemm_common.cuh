@@ -2,6 +2,7 @@
 // Device helpers shared by the SGEMM variants: the operands as CuTe tensors,
 // predicated tile loads, and the epilogue that honours beta == 0.
 
+#include "elementwise/functors.hpp"
 #include "gemm/sgemm.hpp"
 
 #include <cute/tensor.hpp>
@@ -29,9 +30,18 @@ __device__ inline auto tensor_c(const SgemmArgs& p) {
                      make_stride(p.c.row_stride, p.c.col_stride));
 }
 
-/// alpha * acc + beta * c, where beta == 0 leaves c unread (it may be NaN).
-__device__ __forceinline__ void store_scaled(float& c, float acc, float alpha, float beta) {
-  c = beta == 0.0F ? alpha * acc : fmaf(beta, c, alpha * acc);
+/// c = act(alpha * acc + beta * c + bias(m, n)), where beta == 0 leaves c
+/// unread (it may be NaN). The branches are on values every thread shares.
+__device__ __forceinline__ void store_epilogue(float& c, float acc, std::int64_t m, std::int64_t n,
+                                               const SgemmArgs& p) {
+  float v = p.beta == 0.0F ? p.alpha * acc : fmaf(p.beta, c, p.alpha * acc);
+  if (p.bias.data != nullptr) v += p.bias.data[m * p.bias.row_stride + n * p.bias.col_stride];
+  switch (p.activation) {
+    case SgemmActivation::relu: v = map_fn::loom_map_relu(v); break;
+    case SgemmActivation::gelu_tanh: v = map_fn::loom_map_gelu_tanh(v); break;
+    default: break;
+  }
+  c = v;
 }
 
 /// s(i) = g(i) where the coordinate cg(i) lies inside `bounds`, else 0: the
@@ -45,14 +55,15 @@ __device__ __forceinline__ void load_predicated(const TG& g, const TC& cg, TS&& 
   for (int i = 0; i < size(s); ++i) s(i) = elem_less(cg(i), bounds) ? g(i) : 0.0F;
 }
 
-/// Stores one thread's accumulators to its partition of C, masked to `bounds`.
+/// Stores one thread's accumulators to its partition of C, masked to
+/// `bounds`, through the epilogue (cg(i) is element i's (m, n)).
 template <class TR, class TG, class TC, class Bounds>
 __device__ __forceinline__ void store_predicated(const TR& r, TG&& g, const TC& cg,
-                                                 const Bounds& bounds, float alpha, float beta) {
+                                                 const Bounds& bounds, const SgemmArgs& p) {
   using namespace cute;
   CUTE_UNROLL
   for (int i = 0; i < size(r); ++i) {
-    if (elem_less(cg(i), bounds)) store_scaled(g(i), r(i), alpha, beta);
+    if (elem_less(cg(i), bounds)) store_epilogue(g(i), r(i), get<0>(cg(i)), get<1>(cg(i)), p);
   }
 }
 

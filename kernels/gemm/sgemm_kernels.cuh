@@ -35,7 +35,7 @@ __global__ void sgemm_naive(SgemmArgs p) {
   for (std::int64_t k = 0; k < p.k; ++k) {
     acc = fmaf(a[k * p.a.col_stride], b[k * p.b.row_stride], acc);
   }
-  store_scaled(p.c.data[m * p.c.row_stride + n * p.c.col_stride], acc, p.alpha, p.beta);
+  store_epilogue(p.c.data[m * p.c.row_stride + n * p.c.col_stride], acc, m, n, p);
 }
 
 // ---------------------------------------------------------------- tiled_manual
@@ -63,7 +63,7 @@ __global__ void sgemm_tiled_manual(SgemmArgs p) {
     __syncthreads();
   }
   if (m < p.m && n < p.n) {
-    store_scaled(p.c.data[m * p.c.row_stride + n * p.c.col_stride], acc, p.alpha, p.beta);
+    store_epilogue(p.c.data[m * p.c.row_stride + n * p.c.col_stride], acc, m, n, p);
   }
 }
 
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kTile* kTile) sgemm_tiled_cute(SgemmArgs p) {
     gemm(tCsA, tCsB, tCrC);  // (1,BK) x (1,BK) -> (1,1)
     __syncthreads();
   }
-  store_predicated(tCrC, tCgC, tCcC, shape(mC), p.alpha, p.beta);
+  store_predicated(tCrC, tCgC, tCcC, shape(mC), p);
 }
 
 // ---------------------------------------------------------------- register_tiled
@@ -197,7 +197,7 @@ __global__ void __launch_bounds__(kRegThreads) sgemm_register_tiled(SgemmArgs p)
     }
     __syncthreads();
   }
-  store_predicated(tCrC, tCgC, tCcC, shape(mC), p.alpha, p.beta);
+  store_predicated(tCrC, tCgC, tCcC, shape(mC), p);
 }
 
 }  // namespace

@@ -224,7 +224,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     if (has_next) store_tile(stage ^ 1);
     __syncthreads();
   }
-  store_predicated(tCrC, tCgC, tCcC, shape(mC), p.alpha, p.beta);
+  store_predicated(tCrC, tCgC, tCcC, shape(mC), p);
 }
 
 // The tiles the benchmark sweeps (SgemmWarpTile).

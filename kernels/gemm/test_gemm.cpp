@@ -12,6 +12,7 @@
 #include "gemm/sgemm.hpp"
 #include "gemm/test_support.hpp"
 #include "support/cpu.hpp"
+#include "support/rejection.hpp"
 #include "support/seed.hpp"
 
 #include <cmath>
@@ -239,6 +240,57 @@ TEST(MatmulCpu, BadInputsAreRejectedAtSubmitNamingTheTask) {
   auto square = rt.tensor<float>({6, 6});
   expect_rejected(rt, square, square, square, "must not share storage");
   expect_rejected(rt, loom::Tensor(), b, c, "undefined");
+}
+
+// c = act(alpha a b + beta c + bias), the bias broadcast along rows ([N],
+// [1, N]) or columns ([M, 1]), through a graph on the CPU backend.
+TEST(MatmulCpu, TheEpilogueAddsABiasAndActivates) {
+  loom::Runtime rt(cpu(2));
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  const std::int64_t m = 13, n = 7, k = 21;
+  using loom::ops::Activation;
+  for (int kind = 0; kind < 4; ++kind) {  // none, [N], [1, N], [M, 1]
+    for (Activation act : {Activation::none, Activation::relu, Activation::gelu_tanh}) {
+      auto a = operand(rt, m, k, Order::row_major, rng);
+      auto b = operand(rt, k, n, Order::col_major, rng);
+      auto c = operand(rt, m, n, Order::row_major, rng);
+      const loom::Shape shapes[] = {{}, {n}, {1, n}, {m, 1}};
+      loom::Tensor bias;
+      if (kind > 0) {
+        bias = rt.tensor<float>(shapes[kind]);
+        fill_random(bias, rng);
+      }
+      const HostMatrix ha = to_host(a), hb = to_host(b), hc0 = to_host(c);
+      loom::Graph g;
+      g.add(loom::ops::matmul(a, b, c,
+                              {.alpha = 1.25F, .beta = -0.5F, .bias = bias, .activation = act}));
+      rt.submit(g).wait();
+      const HostMatrix plain = triple_loop(ha, hb, hc0, 1.25F, -0.5F);
+      const HostMatrix got = to_host(c);
+      for (std::int64_t i = 0; i < m; ++i) {
+        for (std::int64_t j = 0; j < n; ++j) {
+          double v = plain.at(i, j);
+          if (kind > 0) v += bias.data_as<float>()[kind == 3 ? i : j];
+          if (act == Activation::relu) v = std::max(v, 0.0);
+          if (act == Activation::gelu_tanh) {
+            v = 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+          }
+          EXPECT_NEAR(got.at(i, j), v, 1e-4) << "bias " << kind << " activation "
+                                             << static_cast<int>(act) << " at " << i << "," << j;
+        }
+      }
+    }
+  }
+  auto a = rt.tensor<float>({4, 6});
+  auto b = rt.tensor<float>({6, 5});
+  auto c = rt.tensor<float>({4, 5});
+  const auto rejected = [&](loom::ops::MatmulEpilogue e, const std::string& words) {
+    loom::test::expect_rejected(rt, loom::ops::matmul(a, b, c, e), words, "product");
+  };
+  rejected({.bias = rt.tensor<float>({4})}, "bias [4] does not broadcast to out's shape [4, 5]");
+  rejected({.bias = rt.tensor<std::int32_t>({5})}, "bias must be f32");
+  rejected({.bias = c.slice(0, 0, 1)}, "bias must not share storage with c");
+  rejected({.activation = static_cast<Activation>(7)}, "unknown activation 7");
 }
 
 TEST(MatmulCpu, SlicesOfWiderMatricesKeepTheirLeadingDimension) {

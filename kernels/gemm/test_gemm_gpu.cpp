@@ -45,6 +45,8 @@ struct Case {
   std::int64_t pad = 0;     // extra elements a row (column) of every operand
   std::int64_t offset = 0;  // elements before each operand: misaligns it
   float alpha = 1.0F, beta = 0.0F;
+  int bias = 0;  // the epilogue's bias: 0 none, 1 a value a column (n), 2 a value a row (m)
+  loom::kernels::SgemmActivation activation = loom::kernels::SgemmActivation::none;
 };
 
 std::string describe(const Case& c, SgemmVariant v, SgemmWarpTile tile) {
@@ -53,7 +55,8 @@ std::string describe(const Case& c, SgemmVariant v, SgemmWarpTile tile) {
          " " + std::to_string(c.shape.m) + "x" + std::to_string(c.shape.n) + "x" +
          std::to_string(c.shape.k) + " A " + to_string(c.a) + " B " + to_string(c.b) + " C " +
          to_string(c.c) + " pad " + std::to_string(c.pad) + " offset " + std::to_string(c.offset) +
-         " alpha " + std::to_string(c.alpha) + " beta " + std::to_string(c.beta);
+         " alpha " + std::to_string(c.alpha) + " beta " + std::to_string(c.beta) + " bias " +
+         std::to_string(c.bias) + " activation " + std::to_string(static_cast<int>(c.activation));
 }
 
 std::size_t buffer_size(const HostMatrix& h, std::int64_t offset) {
@@ -97,6 +100,18 @@ void check_case(const Case& t, SgemmVariant variant, SgemmWarpTile tile) {
   p.a = a.ref<const float>(da.data() + t.offset);
   p.b = b.ref<const float>(db.data() + t.offset);
   p.c = c0.ref<float>(dc.data() + t.offset);
+  // The bias: a value a column (row stride 0) or a row (column stride 0).
+  std::vector<float> bias(static_cast<std::size_t>(t.bias == 2 ? m : n));
+  std::uniform_real_distribution<float> dist(-1.0F, 1.0F);
+  for (auto& v : bias) v = dist(rng);
+  loom::test::DeviceBuffer<float> dbias(bias.size());
+  dbias.upload(bias);
+  const auto bias_ref = [&](const float* data) -> loom::kernels::MatrixRef<const float> {
+    if (t.bias == 0) return {};
+    return {data, t.bias == 2 ? 1 : 0, t.bias == 1 ? 1 : 0};
+  };
+  p.bias = bias_ref(dbias.data());
+  p.activation = t.activation;
   loom::detail::Stream stream(0, 0);
   loom::kernels::sgemm(p, stream.view(), variant, tile);
   stream.synchronize();
@@ -109,8 +124,16 @@ void check_case(const Case& t, SgemmVariant variant, SgemmWarpTile tile) {
   h.a = a.ref<const float>(a.data.data());
   h.b = b.ref<const float>(b.data.data());
   h.c = expected.ref<float>(expected.data.data());
+  h.bias = bias_ref(bias.data());
   loom::kernels::sgemm_reference(h);
-  const HostMatrix mag = loom::test::gemm::magnitudes(a, b, c0, t.alpha, poison_c ? 0.0F : t.beta);
+  HostMatrix mag = loom::test::gemm::magnitudes(a, b, c0, t.alpha, poison_c ? 0.0F : t.beta);
+  if (t.bias != 0) {
+    for (std::int64_t i = 0; i < m; ++i) {
+      for (std::int64_t j = 0; j < n; ++j) {
+        mag.at(i, j) += std::fabs(bias[static_cast<std::size_t>(t.bias == 2 ? i : j)]);
+      }
+    }
+  }
   std::string first;
   EXPECT_EQ(loom::test::gemm::count_mismatches(got, expected, mag, k, &first), 0)
       << describe(t, variant, tile) << "; first: " << first;
@@ -154,6 +177,32 @@ TEST_P(SgemmGpu, EveryLayoutAtAwkwardShapes) {
         for (Order ob : {Order::row_major, Order::col_major}) {
           check_case({.shape = s, .a = oa, .b = ob, .alpha = 1.5F, .beta = -0.75F}, GetParam(),
                      tile);
+        }
+      }
+    }
+  }
+}
+
+// The epilogue (a bias a column or a row, relu, gelu_tanh, with and without
+// beta) in every variant and tile, at awkward shapes.
+TEST_P(SgemmGpu, TheEpilogueInEveryVariant) {
+  LOOM_REQUIRE_GPU();
+  using loom::kernels::SgemmActivation;
+  for (SgemmWarpTile tile : tiles()) {
+    for (const Shape3& s : {Shape3{1, 1, 1}, Shape3{33, 65, 17}, Shape3{130, 129, 64}}) {
+      for (int bias : {0, 1, 2}) {
+        for (SgemmActivation act :
+             {SgemmActivation::none, SgemmActivation::relu, SgemmActivation::gelu_tanh}) {
+          for (float beta : {0.0F, -0.5F}) {
+            check_case({.shape = s,
+                        .a = Order::row_major,
+                        .b = Order::col_major,
+                        .alpha = 1.5F,
+                        .beta = beta,
+                        .bias = bias,
+                        .activation = act},
+                       GetParam(), tile);
+          }
         }
       }
     }

@@ -6,6 +6,8 @@
 #include <loom/op.hpp>
 #include <loom/tensor.hpp>
 
+#include <cstdint>
+
 namespace loom::ops {
 
 /// c = alpha * a * b + beta * c over 2-D f32 tensors: a is M x K, b is K x N,
@@ -27,5 +29,28 @@ namespace loom::ops {
 /// Thread-safe: builds an op and touches no data.
 LOOM_API OpPtr matmul(const Tensor& a, const Tensor& b, const Tensor& c, float alpha = 1.0F,
                       float beta = 0.0F);
+
+/// The activation a matmul's epilogue applies.
+enum class Activation : std::uint8_t { none, relu, gelu_tanh };
+
+/// What happens to each element of c as it is stored, in the same kernel:
+///   c = activation(alpha * a b + beta * c + bias)
+/// bias (f32, optional) broadcasts to c's shape by NumPy's rule: [N] or
+/// [1, N] adds bias[n] to every row (a linear layer's bias), [M, 1] adds
+/// bias[m] to every column; its layout may be strided. relu and gelu_tanh
+/// are the elementwise maps' (loom/ops/elementwise.hpp).
+struct MatmulEpilogue {
+  float alpha = 1.0F;
+  float beta = 0.0F;
+  Tensor bias{};
+  Activation activation = Activation::none;
+};
+
+/// c = epilogue(a b): a linear layer's forward in one kernel.
+/// @code
+/// g.add(loom::ops::matmul(x, w, h, {.bias = b, .activation = loom::ops::Activation::relu}));
+/// @endcode
+LOOM_API OpPtr matmul(const Tensor& a, const Tensor& b, const Tensor& c,
+                      const MatmulEpilogue& epilogue);
 
 }  // namespace loom::ops
