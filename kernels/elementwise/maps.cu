@@ -76,6 +76,15 @@ __device__ __forceinline__ void map_one(const F& f, const In* gX, const In* gY, 
   }
 }
 
+// Element `at` of a contiguous map: a broadcast input (its bit set) is read
+// at 0 for every element.
+template <class F, class In, class Out>
+__device__ __forceinline__ void map_at(const F& f, const In* gX, const In* gY, const In* gZ,
+                                       Out* gOut, std::int64_t at, unsigned broadcast) {
+  map_one(f, gX, gY, gZ, gOut, at, (broadcast & kBroadcastX) != 0 ? 0 : at,
+          (broadcast & kBroadcastY) != 0 ? 0 : at, (broadcast & kBroadcastZ) != 0 ? 0 : at);
+}
+
 // Elements one vector holds: 16 bytes of the output, so that every store
 // instruction of a warp writes 512 contiguous bytes. L1 merges no stores
 // across instructions: were the output wider than 16 bytes a thread (as when
@@ -135,21 +144,21 @@ __device__ __forceinline__ Pack<Out, N> narrow_pack(const float (&r)[N]) {
 // Not __restrict__: out may be x or y (in place); each element is read
 // before it is written, by the same thread, in every variant.
 template <class F, class In, class Out>
-__global__ void __launch_bounds__(kBlock)
-    map_naive(F f, const In* gX, const In* gY, const In* gZ, Out* gOut, std::size_t n) {
+__global__ void __launch_bounds__(kBlock) map_naive(F f, const In* gX, const In* gY, const In* gZ,
+                                                    Out* gOut, std::size_t n, unsigned broadcast) {
   const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const auto at = static_cast<std::int64_t>(i);
-  if (i < n) map_one(f, gX, gY, gZ, gOut, at, at, at, at);
+  if (i < n) map_at(f, gX, gY, gZ, gOut, at, broadcast);
 }
 
 template <class F, class In, class Out>
 __global__ void __launch_bounds__(kBlock)
-    map_grid_stride(F f, const In* gX, const In* gY, const In* gZ, Out* gOut, std::size_t n) {
+    map_grid_stride(F f, const In* gX, const In* gY, const In* gZ, Out* gOut, std::size_t n,
+                    unsigned broadcast) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
-    const auto at = static_cast<std::int64_t>(i);
-    map_one(f, gX, gY, gZ, gOut, at, at, at, at);
+    map_at(f, gX, gY, gZ, gOut, static_cast<std::int64_t>(i), broadcast);
   }
 }
 
@@ -161,14 +170,30 @@ __global__ void __launch_bounds__(kBlock)
 template <class F, class In, class Out>
 __global__ void __launch_bounds__(kBlock)
     map_vectorized(F f, const In* gX, const In* gY, const In* gZ, Out* gOut, std::size_t n,
-                   std::size_t head, std::size_t vectors) {
+                   std::size_t head, std::size_t vectors, unsigned broadcast) {
   constexpr int kV = kElemsPerVector<In, Out>;
   constexpr int kU = kVectorsPerThread<In, Out>;
   using InPack = Pack<In, kV>;
   using OutPack = Pack<Out, kV>;
-  const auto* gX4 = reinterpret_cast<const InPack*>(gX + head);
-  const auto* gY4 = reinterpret_cast<const InPack*>(F::kArity >= 2 ? gY + head : nullptr);
-  const auto* gZ4 = reinterpret_cast<const InPack*>(F::kArity == 3 ? gZ + head : nullptr);
+  // A broadcast input is one value, read once and copied into every vector.
+  const auto vector_of = [&](const In* g, unsigned bit) -> const InPack* {
+    return g == nullptr || (broadcast & bit) != 0 ? nullptr
+                                                  : reinterpret_cast<const InPack*>(g + head);
+  };
+  const auto splat = [&](const In* g, unsigned bit) {
+    InPack p{};
+    if (g != nullptr && (broadcast & bit) != 0) {
+#pragma unroll
+      for (int e = 0; e < kV; ++e) p.v[e] = g[0];
+    }
+    return p;
+  };
+  const InPack* gX4 = vector_of(gX, kBroadcastX);
+  const InPack* gY4 = vector_of(F::kArity >= 2 ? gY : nullptr, kBroadcastY);
+  const InPack* gZ4 = vector_of(F::kArity == 3 ? gZ : nullptr, kBroadcastZ);
+  const InPack sX = splat(gX, kBroadcastX);
+  const InPack sY = splat(F::kArity >= 2 ? gY : nullptr, kBroadcastY);
+  const InPack sZ = splat(F::kArity == 3 ? gZ : nullptr, kBroadcastZ);
   auto* gOut4 = reinterpret_cast<OutPack*>(gOut + head);
   const std::size_t first = static_cast<std::size_t>(blockIdx.x) * kBlock * kU + threadIdx.x;
 
@@ -179,9 +204,9 @@ __global__ void __launch_bounds__(kBlock)
   for (int u = 0; u < kU; ++u) {
     const std::size_t v = first + static_cast<std::size_t>(u) * kBlock;
     if (v < vectors) {
-      rX[u] = gX4[v];
-      if constexpr (F::kArity >= 2) rY[u] = gY4[v];
-      if constexpr (F::kArity == 3) rZ[u] = gZ4[v];
+      rX[u] = gX4 != nullptr ? gX4[v] : sX;
+      if constexpr (F::kArity >= 2) rY[u] = gY4 != nullptr ? gY4[v] : sY;
+      if constexpr (F::kArity == 3) rZ[u] = gZ4 != nullptr ? gZ4[v] : sZ;
     }
   }
 #pragma unroll
@@ -207,13 +232,9 @@ __global__ void __launch_bounds__(kBlock)
   // last whole one), fewer than kV elements each: the grid's first threads.
   const std::size_t thread = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::size_t tail = head + vectors * kV;
-  if (thread < head) {
-    const auto at = static_cast<std::int64_t>(thread);
-    map_one(f, gX, gY, gZ, gOut, at, at, at, at);
-  }
+  if (thread < head) map_at(f, gX, gY, gZ, gOut, static_cast<std::int64_t>(thread), broadcast);
   if (tail + thread < n) {
-    const auto at = static_cast<std::int64_t>(tail + thread);
-    map_one(f, gX, gY, gZ, gOut, at, at, at, at);
+    map_at(f, gX, gY, gZ, gOut, static_cast<std::int64_t>(tail + thread), broadcast);
   }
 }
 
@@ -289,7 +310,7 @@ std::optional<std::size_t> aligning_head(const In* x, const In* y, const In* z, 
   constexpr int kIn = kPackAlign<In, kV>;
   constexpr int kOut = kPackAlign<Out, kV>;
   for (std::size_t h = 0; h < static_cast<std::size_t>(kV); ++h) {
-    if (aligned(x + h, kIn) && (y == nullptr || aligned(y + h, kIn)) &&
+    if ((x == nullptr || aligned(x + h, kIn)) && (y == nullptr || aligned(y + h, kIn)) &&
         (z == nullptr || aligned(z + h, kIn)) && aligned(out + h, kOut)) {
       return h;
     }
@@ -299,24 +320,27 @@ std::optional<std::size_t> aligning_head(const In* x, const In* y, const In* z, 
 
 template <class F, class In, class Out>
 void launch_contiguous(F f, const In* x, const In* y, const In* z, Out* out, std::size_t n,
-                       StreamView stream, MapVariant variant) {
+                       StreamView stream, MapVariant variant, unsigned broadcast) {
   if (F::kArity < 2) y = nullptr;
   if (F::kArity < 3) z = nullptr;
   if (variant == MapVariant::automatic) variant = kMapDefault;
   std::optional<std::size_t> head;
   if (variant == MapVariant::vectorized) {
-    head = aligning_head(x, y, z, out);
+    // Broadcast inputs are read a value at a time: their alignment is free.
+    head = aligning_head((broadcast & kBroadcastX) != 0 ? nullptr : x,
+                         (broadcast & kBroadcastY) != 0 ? nullptr : y,
+                         (broadcast & kBroadcastZ) != 0 ? nullptr : z, out);
     if (!head) variant = MapVariant::grid_stride;
   }
   switch (variant) {
     case MapVariant::naive:
       loom::detail::launch_on_stream(stream, map_naive<F, In, Out>, blocks_for(n, kBlock), kBlock,
-                                     0, f, x, y, z, out, n);
+                                     0, f, x, y, z, out, n, broadcast);
       break;
     case MapVariant::grid_stride:
       loom::detail::launch_on_stream(stream, map_grid_stride<F, In, Out>,
                                      std::min(blocks_for(n, kBlock), machine_blocks()), kBlock, 0,
-                                     f, x, y, z, out, n);
+                                     f, x, y, z, out, n, broadcast);
       break;
     case MapVariant::automatic:
     case MapVariant::vectorized: {
@@ -326,7 +350,7 @@ void launch_contiguous(F f, const In* x, const In* y, const In* z, Out* out, std
       constexpr std::size_t kPerBlock = std::size_t{kBlock} * kVectorsPerThread<In, Out>;
       loom::detail::launch_on_stream(stream, map_vectorized<F, In, Out>,
                                      blocks_for(vectors, kPerBlock), kBlock, 0, f, x, y, z, out, n,
-                                     h, vectors);
+                                     h, vectors, broadcast);
       break;
     }
   }
@@ -352,7 +376,7 @@ void map(MapKind kind, DType in, DType out, const MapOperands& operands, std::si
     if (n == 0) return;
     launch_contiguous(f, static_cast<const In*>(operands.x), static_cast<const In*>(operands.y),
                       static_cast<const In*>(operands.z), static_cast<Out*>(operands.out), n,
-                      stream, variant);
+                      stream, variant, operands.broadcast);
   });
 }
 

@@ -101,12 +101,19 @@ struct MapScalars {
 /// A map's operands: y is null for unary maps, z for all but where (whose
 /// x is the mask). Device pointers for map(), host pointers for the
 /// references. out may equal an input (in place), and must not partly overlap one.
+/// For map() and map_reference(), an input whose bit is set in `broadcast`
+/// (kBroadcastX, kBroadcastY, kBroadcastZ) is one element read for every
+/// element of out (a scalar operand: a learning rate in a tensor).
 struct MapOperands {
   const void* x = nullptr;
   const void* y = nullptr;
   void* out = nullptr;
   const void* z = nullptr;
+  unsigned broadcast = 0;
 };
+inline constexpr unsigned kBroadcastX = 1;
+inline constexpr unsigned kBroadcastY = 2;
+inline constexpr unsigned kBroadcastZ = 4;
 
 /// Shape and per-operand strides (elements) of a strided map.
 struct MapGeometry {

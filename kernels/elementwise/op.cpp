@@ -256,10 +256,12 @@ class MapOp final : public Op {
       v[i] = broadcast_view(inputs_[i], out_.shape());
     return v;
   }
+  // The contiguous kernels serve a contiguous out and inputs that are
+  // either contiguous over out's shape or one element (broadcast: read once).
   bool contiguous(const Views& v) const {
     if (!out_.is_contiguous()) return false;
     for (std::size_t i = 0; i < inputs_.size(); ++i) {
-      if (!v[i].is_contiguous()) return false;
+      if (!v[i].is_contiguous() && inputs_[i].numel() != 1) return false;
     }
     return true;
   }
@@ -267,7 +269,12 @@ class MapOp final : public Op {
     const auto at = [&](std::size_t i) -> const void* {
       return i < inputs_.size() ? v[i].data() : nullptr;
     };
-    return {at(0), at(1), out_.data(), at(2)};
+    kernels::MapOperands o{at(0), at(1), out_.data(), at(2)};
+    constexpr unsigned kBits[] = {kernels::kBroadcastX, kernels::kBroadcastY, kernels::kBroadcastZ};
+    for (std::size_t i = 0; i < inputs_.size(); ++i) {
+      if (inputs_[i].numel() == 1 && out_.numel() != 1) o.broadcast |= kBits[i];
+    }
+    return o;
   }
   kernels::MapGeometry geometry(const Views& v) const {
     kernels::MapGeometry g;
@@ -444,7 +451,8 @@ class FusedMap final : public Op {
     for (const auto& t : inputs_) {
       if (!t.defined()) return false;
       if (t.numel() == 1) continue;
-      if (!(t.shape() == outs_[0].shape()) || !t.is_contiguous()) return false;
+      if (!detail::broadcasts_to(t.shape(), outs_[0].shape())) return false;
+      if (!broadcast_view(t, outs_[0].shape()).is_contiguous()) return false;
     }
     return true;
   }

@@ -165,7 +165,10 @@ void map_reference(MapKind kind, DType in, DType out, const MapOperands& operand
     constexpr DType kOut = decltype(out_tag)::value;
     for (std::size_t i = 0; i < n; ++i) {
       const auto at = static_cast<std::int64_t>(i);
-      apply_at<kIn, kOut>(f, operands, at, at, at, at);
+      const auto pick = [&](unsigned bit) -> std::int64_t {
+        return (operands.broadcast & bit) != 0 ? 0 : at;
+      };
+      apply_at<kIn, kOut>(f, operands, at, pick(kBroadcastX), pick(kBroadcastY), pick(kBroadcastZ));
     }
   });
 }

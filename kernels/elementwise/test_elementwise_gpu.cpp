@@ -465,7 +465,8 @@ TEST(ElementwiseGpu, BadInputsAreRejectedAtSubmitNamingTheTask) {
 TEST(ElementwiseGpu, WhereTakesTheVectorizedPathOrItsFallback) {
   LOOM_REQUIRE_GPU();
   auto rng = loom::test::seeded_engine();
-  const Offsets offsets[] = {{0, 0, 0, 0}, {1, 1, 1, 1}, {0, 0, 0, 3}, {2, 1, 0, 0}};
+  // {x (the mask), y, out, z}: the mask misaligned alone, then b, then several.
+  const Offsets offsets[] = {{0, 0, 0, 0}, {1, 1, 1, 1}, {3, 0, 0, 0}, {0, 0, 0, 3}, {2, 1, 0, 0}};
   for (DType d : kFloatTypes) {
     for (std::size_t n : {std::size_t{31}, std::size_t{1000003}}) {
       const auto [x, y, z] = loom::test::map_inputs(MapKind::where, d, n, rng);
@@ -500,7 +501,6 @@ TEST(ElementwiseGpu, BroadcastAndStridedMapsMatchTheCpuBackend) {
         auto row = ty.slice(0, 3, 4).reshape({kCols});  // [N]
         auto column = tz.slice(1, 5, 6);                // [B, 1], strided
         auto scalar = ty.slice(0, 0, 1).slice(1, 0, 1).reshape({1});
-        auto transposed = rt.tensor(d, {kCols, kRows});
         auto a = rt.tensor(d, {kRows, kCols});
         auto b = rt.tensor(d, {kRows, kCols});
         auto c = rt.tensor(d, {kCols, kRows});
@@ -580,13 +580,21 @@ TEST(ElementwiseGpu, FusedFormsMatchTheirCpuInterpretation) {
     values.push_back(static_cast<int>(p.code.size()));
     p.code.push_back({loom::kernels::opcode_of(kind), 0, 1, 0, DType::f32, 2});
   }
+  p.constants = {1.5F, -0.25F, 3.0F};
+  values.push_back(static_cast<int>(p.code.size()));
+  p.code.push_back({Op::axpby, 0, 2, 0});  // 1.5 x - 0.25 z
+  values.push_back(static_cast<int>(p.code.size()));
+  p.code.push_back({Op::constant, -1, -1, 2});
+  values.push_back(static_cast<int>(p.code.size()));
+  p.code.push_back({Op::round, 0, -1, 0, DType::bf16});
   int sum = values[0];
   for (std::size_t k = 1; k < values.size(); ++k) {
     p.code.push_back({Op::add, sum, values[k]});
     sum = static_cast<int>(p.code.size()) - 1;
   }
   p.outputs = {{sum, DType::f32}, {values.back(), DType::bf16}, {values[2], DType::f16}};
-  for (bool strided : {false, true}) {
+  for (const auto& [strided, misalign] :
+       {std::pair{false, 0}, std::pair{false, 1}, std::pair{true, 0}}) {
     p.strided = strided;
     const std::int64_t rows = 301;
     const std::int64_t cols = 173;
@@ -611,7 +619,8 @@ TEST(ElementwiseGpu, FusedFormsMatchTheirCpuInterpretation) {
     HostArray want2(DType::f16, n);
     loom::kernels::fused_map_reference(p, {x.data(), s.data(), z.data()},
                                        {want0.data(), want1.data(), want2.data()}, g);
-    DeviceArray dx(DType::f32, n, 0);
+    // A misaligned x sends the vectorized form down its element-wise path.
+    DeviceArray dx(DType::f32, n, static_cast<std::size_t>(misalign));
     DeviceArray ds(DType::bf16, 1, 0);
     DeviceArray dz(DType::f16, 2 * n, 0);
     DeviceArray d0(DType::f32, n, 0);
@@ -628,10 +637,51 @@ TEST(ElementwiseGpu, FusedFormsMatchTheirCpuInterpretation) {
                                          {d0.data(), d1.data(), d2.data()}, g, stream.view());
     stream.synchronize();
     std::string trespass;
-    EXPECT_EQ(loom::test::compare(d0.download(&trespass), want0, false), "") << strided;
-    EXPECT_EQ(loom::test::compare(d1.download(&trespass), want1, false), "") << strided;
-    EXPECT_EQ(loom::test::compare(d2.download(&trespass), want2, false), "") << strided;
+    EXPECT_EQ(loom::test::compare(d0.download(&trespass), want0, false), "") << strided << misalign;
+    EXPECT_EQ(loom::test::compare(d1.download(&trespass), want1, false), "") << strided << misalign;
+    EXPECT_EQ(loom::test::compare(d2.download(&trespass), want2, false), "") << strided << misalign;
     EXPECT_EQ(trespass, "");
+  }
+}
+
+// A one-element operand on the contiguous kernels (every variant): read once
+// a thread, its alignment free, the others' vectorized or peeled.
+TEST(ElementwiseGpu, ScalarOperandsTakeTheContiguousKernels) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::seeded_engine();
+  for (DType d : kFloatTypes) {
+    for (std::size_t n : {std::size_t{1}, std::size_t{33}, std::size_t{1000003}}) {
+      const auto [x, y, z] = loom::test::map_inputs(MapKind::where, d, n, rng);
+      for (const auto& [kind, bits] :
+           {std::pair{MapKind::mul, loom::kernels::kBroadcastY},
+            std::pair{MapKind::sub, loom::kernels::kBroadcastX},
+            std::pair{MapKind::where, loom::kernels::kBroadcastY | loom::kernels::kBroadcastZ}}) {
+        HostArray want(d, n);
+        loom::kernels::MapOperands host{x.data(), y.data(), want.data(), z.data(), bits};
+        loom::kernels::map_reference(kind, d, d, host, n);
+        for (std::size_t misalign : {std::size_t{0}, std::size_t{1}}) {
+          DeviceArray dx(d, n, misalign);
+          DeviceArray dy(d, n, 0);
+          DeviceArray dz(d, n, 3);
+          DeviceArray dout(d, n, misalign);
+          dx.upload(x);
+          dy.upload(y);
+          dz.upload(z);
+          for (MapVariant v : kVariants) {
+            dout.poison();
+            loom::detail::Stream stream(0, 0);
+            loom::kernels::map(kind, d, d, {dx.data(), dy.data(), dout.data(), dz.data(), bits}, n,
+                               stream.view(), {}, v);
+            stream.synchronize();
+            std::string trespass;
+            EXPECT_EQ(loom::test::compare(dout.download(&trespass), want, true), "")
+                << to_string(kind) << " " << to_string(d) << " n=" << n << " " << to_string(v)
+                << " misalign " << misalign;
+            EXPECT_EQ(trespass, "");
+          }
+        }
+      }
+    }
   }
 }
 

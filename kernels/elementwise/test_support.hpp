@@ -68,8 +68,9 @@ inline HostArray random_array(DType d, std::size_t n, std::mt19937_64& rng, floa
 }
 
 /// Maps whose result is one correctly rounded operation (or a selection)
-/// are exact on both sides; axpby (a fused multiply-add on the GPU) and the
-/// maps built on CUDA's math functions (exp, log, tanh, pow, rsqrt, ...: a
+/// are exact on both sides; axpby (both sides round each product and the sum
+/// alike, but it keeps the tolerance it was first given) and the maps built
+/// on CUDA's math functions (exp, log, tanh, pow, rsqrt, ...: a
 /// few ulp of f32) get a tolerance of about two units in the last place of a
 /// 16-bit output dtype, and 1e-5 relative for f32.
 inline bool exact(kernels::MapKind k) {
