@@ -147,6 +147,18 @@ if [ -x "$allreduce" ] && command -v mpirun >/dev/null; then
   done
 fi
 
+# A training step at full size (its time a step), and PyTorch's figures for
+# the same ops and step (bench/torch_anchors.py), in the same call.
+step_lines=""
+if [ -x "$LOOM_BUILD_DIR/samples/loom_mlp_training" ]; then
+  timeout 240 "$LOOM_BUILD_DIR/samples/loom_mlp_training" --time >"$logs/mlp_training.log" 2>&1
+  step_lines+="mlp_training: $(status $?); $(grep -E '^step time' "$logs/mlp_training.log")"$'\n'
+fi
+if command -v python3 >/dev/null; then
+  timeout 300 python3 bench/torch_anchors.py >"$logs/torch_anchors.log" 2>&1
+  step_lines+="torch anchors: $(status $?)"$'\n'"$(grep -E 'cross_entropy|mlp_step' "$logs/torch_anchors.log")"$'\n'
+fi
+
 sanitizer_lines=""
 if [ "${LOOM_COMPUTE_SANITIZER:-0}" = "1" ] && command -v compute-sanitizer >/dev/null; then
   # Timing tests and the child-process fault test are left out (a sanitizer
@@ -182,6 +194,7 @@ echo "flagship:  $(status $flagship_rc)"
 grep -vE '^\s*$' "$logs/image_pipeline.log" | tail -7
 echo "$bench_lines"
 [ -n "$comm_lines" ] && echo "$comm_lines"
+[ -n "$step_lines" ] && echo "$step_lines"
 [ -n "$sanitizer_lines" ] && echo "$sanitizer_lines"
 [ -n "$baseline_lines" ] && echo "$baseline_lines"
 if command -v python3 >/dev/null; then
