@@ -9,6 +9,7 @@
 #include <loom/ops/elementwise.hpp>
 #include <loom/ops/gemm.hpp>
 #include <loom/ops/image.hpp>
+#include <loom/ops/index.hpp>
 #include <loom/ops/loss.hpp>
 #include <loom/ops/reduction.hpp>
 #include <loom/ops/softmax.hpp>

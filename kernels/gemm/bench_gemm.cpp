@@ -150,7 +150,10 @@ void BM_Sgemm(benchmark::State& state) {
     stop.synchronize();
     return stop.elapsed_ms_since(start) / reps;
   };
-  const auto run_loom = [&] { loom::kernels::sgemm(p, stream.view(), variant, tile); };
+  DeviceMatrix workspace(loom::kernels::sgemm_workspace_bytes(p, variant) / sizeof(float) + 1);
+  const auto run_loom = [&] {
+    loom::kernels::sgemm(p, stream.view(), variant, tile, workspace.data());
+  };
   const auto run_cublas = [&] { cublas.sgemm(ref); };
 
   double loom_ms = 0;
@@ -194,6 +197,19 @@ void sgemm_arguments(benchmark::internal::Benchmark* b) {
   const auto warp = static_cast<std::int64_t>(SgemmVariant::warp_tiled);
   for (int layout = 1; layout < 4; ++layout) {
     for (int t : {0, 1}) b->Args({warp, t, 4096, 4096, 4096, layout});
+  }
+  // A classifier's step (samples/mlp_training): the skinny products (logits,
+  // their weight gradient with A transposed, the hidden layer's gradient with
+  // B transposed) and the wide ones, skinny against warp_tiled at 64 x 64.
+  const auto skinny = static_cast<std::int64_t>(SgemmVariant::skinny);
+  for (const auto& s : std::vector<std::vector<std::int64_t>>{
+           {256, 10, 1024, 0}, {1024, 10, 256, 1}, {256, 1024, 10, 2}, {10, 1024, 256, 0}}) {
+    b->Args({skinny, 0, s[0], s[1], s[2], s[3]});
+    b->Args({warp, 3, s[0], s[1], s[2], s[3]});
+  }
+  for (const auto& s :
+       std::vector<std::vector<std::int64_t>>{{256, 1024, 512, 0}, {512, 1024, 256, 1}}) {
+    b->Args({warp, 3, s[0], s[1], s[2], s[3]});
   }
 }
 

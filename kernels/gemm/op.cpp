@@ -94,7 +94,10 @@ class Matmul final : public Op {
   void run_cuda(const ExecutionContext& ctx) const override {
     const kernels::SgemmArgs p = args();
     const auto tile = kernels::default_warp_tile(p.m, p.n, ctx.properties().sm_count);
-    kernels::sgemm(p, StreamView(cuda_stream(ctx)), kernels::kSgemmDefault, tile);
+    const auto variant = kernels::choose_sgemm_variant(p);
+    const std::size_t bytes = kernels::sgemm_workspace_bytes(p, variant);
+    kernels::sgemm(p, StreamView(cuda_stream(ctx)), variant, tile,
+                   bytes > 0 ? ctx.workspace(bytes) : nullptr);
   }
 
  private:

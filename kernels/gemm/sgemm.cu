@@ -6,12 +6,14 @@
 #include "common/check.hpp"
 #include "common/launch.hpp"
 #include "gemm/sgemm_kernels.cuh"
+#include "gemm/sgemm_skinny.cuh"
 #include "gemm/sgemm_warp_tiled.hpp"
 
 #include <loom/error.hpp>
 
 #include <cute/tensor.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -43,6 +45,31 @@ void check_extents(const SgemmArgs& p) {
   }
 }
 
+void launch_skinny(const SgemmArgs& p, StreamView stream, void* workspace) {
+  const SkinnyPlan plan = plan_skinny(p, workspace != nullptr);
+  const SgemmArgs& q = plan.q;
+  const std::int64_t slices = plan.slices;
+  const std::int64_t k_slice = plan.k_slice;
+  auto* partial = static_cast<float*>(workspace);
+  const dim3 grid(tiles(q.m, kSkinnyRows), static_cast<unsigned>(slices));
+  const auto launch = [&](auto kernel) {
+    loom::detail::launch_on_stream(stream, kernel, grid, kSkinnyLanes, 0, q, partial, k_slice);
+  };
+  if (q.n <= 8) {
+    launch(sgemm_skinny_n<8>);
+  } else if (q.n <= 16) {
+    launch(sgemm_skinny_n<16>);
+  } else {
+    launch(sgemm_skinny_n<kSkinnyMaxN>);
+  }
+  LOOM_KERNEL_CHECK_LAUNCH("sgemm skinny kernel launch");
+  if (slices > 1) {
+    loom::detail::launch_on_stream(stream, sgemm_skinny_reduce, tiles(q.m * q.n, 256), 256, 0, q,
+                                   static_cast<const float*>(partial), slices);
+    LOOM_KERNEL_CHECK_LAUNCH("sgemm skinny reduction launch");
+  }
+}
+
 bool unit_stride_operands(const SgemmArgs& p) {
   return (p.a.row_stride == 1 || p.a.col_stride == 1) &&
          (p.b.row_stride == 1 || p.b.col_stride == 1);
@@ -57,6 +84,7 @@ std::string_view to_string(SgemmVariant variant) noexcept {
     case SgemmVariant::tiled_cute: return "tiled_cute";
     case SgemmVariant::register_tiled: return "register_tiled";
     case SgemmVariant::warp_tiled: return "warp_tiled";
+    case SgemmVariant::skinny: return "skinny";
   }
   return "unknown";
 }
@@ -83,11 +111,31 @@ SgemmWarpTile default_warp_tile(std::int64_t m, std::int64_t n, int sm_count) no
   return blocks(128, 128) >= sm_count ? SgemmWarpTile::t128x128x16 : SgemmWarpTile::t64x64x8;
 }
 
-void sgemm(const SgemmArgs& args, StreamView stream, SgemmVariant variant, SgemmWarpTile tile) {
+SgemmVariant choose_sgemm_variant(const SgemmArgs& args) noexcept {
+  return skinny_shape(args) ? SgemmVariant::skinny : kSgemmDefault;
+}
+
+std::size_t sgemm_workspace_bytes(const SgemmArgs& args, SgemmVariant variant) noexcept {
+  if (variant != SgemmVariant::skinny || !skinny_shape(args)) return 0;
+  const SkinnyPlan plan = plan_skinny(args, true);
+  return plan.slices > 1
+             ? static_cast<std::size_t>(plan.slices * plan.q.m * plan.q.n) * sizeof(float)
+             : 0;
+}
+
+void sgemm(const SgemmArgs& args, StreamView stream, SgemmVariant variant, SgemmWarpTile tile,
+           void* workspace) {
   check_extents(args);
   if (args.m == 0 || args.n == 0) return;
   // C = beta C: no tiles to walk, whatever the variant.
   if (args.k == 0) variant = SgemmVariant::naive;
+  if (variant == SgemmVariant::skinny) {
+    if (skinny_shape(args)) {
+      launch_skinny(args, stream, workspace);
+      return;
+    }
+    variant = kSgemmDefault;
+  }
   if (variant == SgemmVariant::warp_tiled && !unit_stride_operands(args)) {
     variant = SgemmVariant::register_tiled;
   }
@@ -113,6 +161,7 @@ void sgemm(const SgemmArgs& args, StreamView stream, SgemmVariant variant, Sgemm
                                      kRegThreads, 0, args);
       break;
     case SgemmVariant::warp_tiled: sgemm_detail::sgemm_warp_tiled(args, stream, tile); return;
+    case SgemmVariant::skinny: return;  // dispatched above
   }
   LOOM_KERNEL_CHECK_LAUNCH("sgemm kernel launch");
 }

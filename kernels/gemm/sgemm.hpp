@@ -22,6 +22,11 @@
 //                   the operand's layout and alignment allow; two shared
 //                   buffers so the next tile's loads overlap this tile's math.
 //                   The default.
+//   skinny          C with at most 32 columns (or rows: the transposed
+//                   problem): a warp a block computing 4 rows over a slice of
+//                   K, slices summed in a fixed order (sgemm_skinny.cuh).
+//                   What choose_sgemm_variant picks for such shapes; a shape
+//                   wider both ways runs the default instead.
 //
 // Any M, N, K: blocks at the edges take a predicated path (elements outside
 // the matrix read as zero, stores masked). beta == 0 never reads C, so a NaN
@@ -43,7 +48,7 @@
 
 namespace loom::kernels {
 
-enum class SgemmVariant { naive, tiled_manual, tiled_cute, register_tiled, warp_tiled };
+enum class SgemmVariant { naive, tiled_manual, tiled_cute, register_tiled, warp_tiled, skinny };
 
 /// Block tiles of warp_tiled (BM x BN x BK), swept by the benchmark.
 enum class SgemmWarpTile { t128x128x8, t128x128x16, t128x64x8, t64x64x8 };
@@ -92,13 +97,24 @@ static_assert(std::is_standard_layout_v<SgemmArgs>, "offsetof needs a standard l
 /// bench_gemm's tile sweep).
 SgemmWarpTile default_warp_tile(std::int64_t m, std::int64_t n, int sm_count) noexcept;
 
+/// The variant for a shape: skinny where C has at most 32 columns or rows
+/// (and K is not empty), else the default. A first rule, to be tuned from
+/// bench_gemm's small shapes.
+SgemmVariant choose_sgemm_variant(const SgemmArgs& args) noexcept;
+
+/// Device scratch sgemm() can use for this shape and variant (skinny's
+/// partial sums over slices of K; 0 for the others). With less, skinny
+/// runs K in one slice: correct, with fewer blocks.
+std::size_t sgemm_workspace_bytes(const SgemmArgs& args, SgemmVariant variant) noexcept;
+
 /// Enqueues C = alpha * A * B + beta * C on `stream`; device pointers. m or n
 /// of 0 launches nothing; k of 0 scales C by beta. Extents must fit in int
 /// (2^31 - 1). warp_tiled needs each of A and B to have a unit stride (row-
-/// or column-major); other layouts fall back to register_tiled.
+/// or column-major); other layouts fall back to register_tiled. `workspace`
+/// holds sgemm_workspace_bytes(args, variant) bytes, or is null.
 /// @throws CudaError if a launch fails; InvalidArgument for extents too large.
 void sgemm(const SgemmArgs& args, StreamView stream, SgemmVariant variant = kSgemmDefault,
-           SgemmWarpTile tile = SgemmWarpTile::t128x128x8);
+           SgemmWarpTile tile = SgemmWarpTile::t128x128x8, void* workspace = nullptr);
 
 /// The CPU reference, on host pointers: blocked, accumulating in double, so
 /// its error is far below the GPU's and tests can compare against it.

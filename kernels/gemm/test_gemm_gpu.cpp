@@ -112,8 +112,13 @@ void check_case(const Case& t, SgemmVariant variant, SgemmWarpTile tile) {
   };
   p.bias = bias_ref(dbias.data());
   p.activation = t.activation;
+  // Skinny sums slices of K in a workspace when given one (else one slice).
+  const std::size_t workspace_bytes = loom::kernels::sgemm_workspace_bytes(p, variant);
+  loom::test::DeviceBuffer<float> workspace(workspace_bytes / sizeof(float) + 1);
+  workspace.poison();
   loom::detail::Stream stream(0, 0);
-  loom::kernels::sgemm(p, stream.view(), variant, tile);
+  loom::kernels::sgemm(p, stream.view(), variant, tile,
+                       workspace_bytes > 0 ? workspace.data() : nullptr);
   stream.synchronize();
   const auto raw = dc.download();
 
@@ -209,6 +214,35 @@ TEST_P(SgemmGpu, TheEpilogueInEveryVariant) {
   }
 }
 
+// The small shapes of a classifier's step (logits N = 10, their weight
+// gradient, the transposed problem M = 10) and the edges of skinny's
+// instantiations, every variant (wide ones run the default).
+TEST_P(SgemmGpu, SkinnyShapes) {
+  LOOM_REQUIRE_GPU();
+  using loom::kernels::SgemmActivation;
+  for (const Shape3& s :
+       {Shape3{256, 10, 1024}, Shape3{1024, 10, 256}, Shape3{10, 1024, 256}, Shape3{1, 1, 5000},
+        Shape3{33, 32, 4097}, Shape3{31, 33, 64}, Shape3{300, 8, 7}}) {
+    for (Order oa : {Order::row_major, Order::col_major}) {
+      check_case({.shape = s,
+                  .a = oa,
+                  .b = Order::row_major,
+                  .alpha = 1.0F,
+                  .beta = 0.0F,
+                  .bias = 1,
+                  .activation = SgemmActivation::relu},
+                 GetParam(), tiles().front());
+      check_case({.shape = s,
+                  .a = oa,
+                  .b = Order::col_major,
+                  .c = Order::col_major,
+                  .alpha = 0.5F,
+                  .beta = 1.0F},
+                 GetParam(), tiles().front());
+    }
+  }
+}
+
 TEST_P(SgemmGpu, ColumnMajorC) {
   LOOM_REQUIRE_GPU();
   for (SgemmWarpTile tile : tiles()) {
@@ -269,7 +303,7 @@ TEST_P(SgemmGpu, EmptyKScalesCAndEmptyMLaunchesNothing) {
 INSTANTIATE_TEST_SUITE_P(Variants, SgemmGpu,
                          ::testing::Values(SgemmVariant::naive, SgemmVariant::tiled_manual,
                                            SgemmVariant::tiled_cute, SgemmVariant::register_tiled,
-                                           SgemmVariant::warp_tiled),
+                                           SgemmVariant::warp_tiled, SgemmVariant::skinny),
                          [](const auto& param_info) {
                            return std::string(to_string(param_info.param));
                          });

@@ -29,6 +29,7 @@ using namespace loom::emulated;  // NOLINT: the kernel's code reads CUDA's names
 }  // namespace loom::kernels::sgemm_detail
 
 #include "gemm/sgemm_kernels.cuh"
+#include "gemm/sgemm_skinny.cuh"
 #include "gemm/sgemm_warp_tiled.cuh"
 
 namespace {
@@ -63,9 +64,32 @@ void run_warp_tiled(const SgemmArgs& p) {
   }
 }
 
+// sgemm()'s skinny launches, emulated: the same plan, one slice or several.
+void run_skinny(const SgemmArgs& p, bool with_workspace) {
+  const emu::SkinnyPlan plan = emu::plan_skinny(p, with_workspace);
+  const SgemmArgs& q = plan.q;
+  std::vector<float> partial(static_cast<std::size_t>(plan.slices * q.m * q.n), std::nanf(""));
+  const dim3 grid(tiles(q.m, emu::kSkinnyRows), static_cast<unsigned>(plan.slices));
+  const auto launch = [&](auto kernel) {
+    run_grid(grid, dim3(emu::kSkinnyLanes), [&] { kernel(q, partial.data(), plan.k_slice); });
+  };
+  if (q.n <= 8) {
+    launch(emu::sgemm_skinny_n<8>);
+  } else if (q.n <= 16) {
+    launch(emu::sgemm_skinny_n<16>);
+  } else {
+    launch(emu::sgemm_skinny_n<emu::kSkinnyMaxN>);
+  }
+  if (plan.slices > 1) {
+    run_grid(dim3(tiles(q.m * q.n, 256)), dim3(256),
+             [&] { emu::sgemm_skinny_reduce(q, partial.data(), plan.slices); });
+  }
+}
+
 // The launches of sgemm(), emulated.
 void run(const SgemmArgs& p, SgemmVariant variant, SgemmWarpTile tile) {
   switch (variant) {
+    case SgemmVariant::skinny: run_skinny(p, true); break;
     case SgemmVariant::naive:
       run_grid(dim3(tiles(p.n, emu::kNaiveX), tiles(p.m, emu::kNaiveY)),
                dim3(emu::kNaiveX, emu::kNaiveY), [&] { emu::sgemm_naive(p); });
@@ -182,6 +206,48 @@ TEST(SgemmEmulated, WarpTiled128x128x16) {
 
 TEST(SgemmEmulated, WarpTiled128x64x8) {
   check_layouts(SgemmVariant::warp_tiled, SgemmWarpTile::t128x64x8, 131, 130, 17);
+}
+
+// Skinny: C with few columns (as is, N = 10, 16 and 32: each instantiation)
+// or few rows (the transposed problem), K cut into several slices, and one
+// slice when there is no workspace; the epilogue with a bias and gelu.
+TEST(SgemmEmulated, Skinny) {
+  check_layouts(SgemmVariant::skinny, SgemmWarpTile::t128x128x8, 37, 10, 300);
+  check_layouts(SgemmVariant::skinny, SgemmWarpTile::t128x128x8, 9, 16, 260);
+  check_layouts(SgemmVariant::skinny, SgemmWarpTile::t128x128x8, 21, 32, 129);
+  check_layouts(SgemmVariant::skinny, SgemmWarpTile::t128x128x8, 7, 45, 77);  // few rows
+  const auto shape = [](std::int64_t m, std::int64_t n, std::int64_t k) {
+    SgemmArgs p;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    return p;
+  };
+  EXPECT_GT(emu::plan_skinny(shape(37, 10, 300), true).slices, 1);
+  EXPECT_EQ(emu::plan_skinny(shape(37, 10, 300), false).slices, 1);
+  EXPECT_EQ(emu::plan_skinny(shape(7, 45, 77), true).q.n, 7);
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  const std::int64_t m = 13, n = 10, k = 200;
+  HostMatrix a(m, k, Order::row_major), b(k, n, Order::col_major);
+  a.randomize(rng);
+  b.randomize(rng);
+  std::vector<float> bias(static_cast<std::size_t>(n));
+  for (std::size_t j = 0; j < bias.size(); ++j) bias[j] = 0.1F * static_cast<float>(j) - 0.4F;
+  for (bool workspace : {true, false}) {
+    HostMatrix got(m, n, Order::row_major), want(m, n, Order::row_major);
+    SgemmArgs p = shape(m, n, k);
+    p.a = a.ref<const float>(a.data.data());
+    p.b = b.ref<const float>(b.data.data());
+    p.bias = {bias.data(), 0, 1};
+    p.activation = loom::kernels::SgemmActivation::gelu_tanh;
+    p.c = got.ref<float>(got.data.data());
+    run_skinny(p, workspace);
+    p.c = want.ref<float>(want.data.data());
+    loom::kernels::sgemm_reference(p);
+    for (std::size_t i = 0; i < got.data.size(); ++i) {
+      EXPECT_NEAR(got.data[i], want.data[i], 1e-4) << i << " workspace " << workspace;
+    }
+  }
 }
 
 TEST(SgemmEmulated, WarpTiled64x64x8) {

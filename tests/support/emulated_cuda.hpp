@@ -25,6 +25,7 @@
 
 #include <array>
 #include <barrier>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -78,6 +79,11 @@ inline unsigned __shfl_up_sync(unsigned /*mask*/, unsigned value, int delta) {
 inline unsigned __shfl_down_sync(unsigned /*mask*/, unsigned value, int delta) {
   const int lane = static_cast<int>(threadIdx.x);
   return shuffle_from(value, lane + delta < 32 ? lane + delta : lane);
+}
+
+inline float __shfl_xor_sync(unsigned /*mask*/, float value, int lane_mask) {
+  const int lane = static_cast<int>(threadIdx.x);
+  return std::bit_cast<float>(shuffle_from(std::bit_cast<unsigned>(value), lane ^ lane_mask));
 }
 
 // Byte i of the result is byte (selector nibble i) of the 8 bytes y:x.

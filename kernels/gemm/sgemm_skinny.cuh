@@ -1,0 +1,148 @@
+#pragma once
+// The skinny SGEMM: C with at most kSkinnyMaxN columns (a classifier's
+// logits, their weight gradient), where the tiled kernels' 64- or 128-wide
+// tiles leave most of the GPU idle (N = 10, M = 256: 4 blocks). Here a block
+// is one warp computing kSkinnyRows rows of C over one slice of K: the
+// grid is (rows / kSkinnyRows) x (slices of K), hundreds of blocks.
+//
+// Each lane walks k = lane, lane + 32, ... of its slice, accumulating all
+// N columns of its rows in registers; a butterfly of shuffles then sums the
+// 32 lanes. With one slice the warp applies the epilogue and stores C; with
+// several, each writes its partial sums to a workspace [slices, M, N], and
+// sgemm_skinny_reduce adds the slices in a fixed order (the same bits every
+// run) and applies the epilogue. C with at most kSkinnyMaxN rows takes the
+// same kernels on the transposed problem (C^T = B^T A^T, by strides).
+//
+// Included by sgemm.cu and by the emulated tests (blocks of one warp).
+
+#include "gemm/sgemm_common.cuh"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace loom::kernels::sgemm_detail {
+
+inline constexpr int kSkinnyMaxN = 32;
+inline constexpr int kSkinnyRows = 4;
+inline constexpr int kSkinnyLanes = 32;
+// Slices of K: enough warps to fill the GPU (about kSkinnyBlocks), each
+// slice at least kSkinnyMinSlice long so that its lanes have work beside the
+// reduction.
+inline constexpr std::int64_t kSkinnyBlocks = 512;
+inline constexpr std::int64_t kSkinnyMinSlice = 128;
+
+/// C^T = B^T A^T: the same product with rows and columns swapped, by strides.
+inline SgemmArgs transposed(const SgemmArgs& p) {
+  SgemmArgs t = p;
+  t.m = p.n;
+  t.n = p.m;
+  t.a = {p.b.data, p.b.col_stride, p.b.row_stride};
+  t.b = {p.a.data, p.a.col_stride, p.a.row_stride};
+  t.c = {p.c.data, p.c.col_stride, p.c.row_stride};
+  t.bias = {p.bias.data, p.bias.col_stride, p.bias.row_stride};
+  return t;
+}
+
+inline bool skinny_shape(const SgemmArgs& p) {
+  return p.k > 0 && (p.n <= kSkinnyMaxN || p.m <= kSkinnyMaxN);
+}
+
+/// What a skinny launch runs: the problem oriented so that C has at most
+/// kSkinnyMaxN columns, cut into `slices` slices of K of k_slice each.
+struct SkinnyPlan {
+  SgemmArgs q;
+  std::int64_t slices = 1;
+  std::int64_t k_slice = 0;
+};
+
+/// One slice without a workspace to sum partials in.
+inline SkinnyPlan plan_skinny(const SgemmArgs& p, bool have_workspace) {
+  SkinnyPlan plan{p.n <= kSkinnyMaxN ? p : transposed(p)};
+  const SgemmArgs& q = plan.q;
+  std::int64_t slices = 1;
+  if (have_workspace) {
+    const std::int64_t row_blocks = (q.m + kSkinnyRows - 1) / kSkinnyRows;
+    const std::int64_t most = std::max<std::int64_t>(1, q.k / kSkinnyMinSlice);
+    slices = std::clamp<std::int64_t>(kSkinnyBlocks / row_blocks, 1, most);
+  }
+  plan.k_slice = (q.k + slices - 1) / slices;
+  plan.slices = (q.k + plan.k_slice - 1) / plan.k_slice;
+  return plan;
+}
+
+// Internal linkage, as the other kernels' headers: the emulated tests compile
+// the same names for the host.
+namespace {
+
+/// The columns the instantiation holds: N rounded up to 8, 16 or 32.
+template <int kN>
+__global__ void __launch_bounds__(kSkinnyLanes)
+    sgemm_skinny_n(SgemmArgs p, float* partial, std::int64_t k_slice) {
+  const int lane = static_cast<int>(threadIdx.x);
+  const std::int64_t m0 = static_cast<std::int64_t>(blockIdx.x) * kSkinnyRows;
+  const std::int64_t slice = blockIdx.y;
+  const std::int64_t k_begin = slice * k_slice;
+  const std::int64_t k_end = k_begin + k_slice < p.k ? k_begin + k_slice : p.k;
+  float acc[kSkinnyRows][kN];
+  CUTE_UNROLL
+  for (int r = 0; r < kSkinnyRows; ++r) {
+    CUTE_UNROLL
+    for (int n = 0; n < kN; ++n) acc[r][n] = 0.0F;
+  }
+  for (std::int64_t k = k_begin + lane; k < k_end; k += kSkinnyLanes) {
+    float b[kN];
+    CUTE_UNROLL
+    for (int n = 0; n < kN; ++n) {
+      b[n] = n < p.n ? p.b.data[k * p.b.row_stride + n * p.b.col_stride] : 0.0F;
+    }
+    CUTE_UNROLL
+    for (int r = 0; r < kSkinnyRows; ++r) {
+      const std::int64_t m = m0 + r;
+      const float a = m < p.m ? p.a.data[m * p.a.row_stride + k * p.a.col_stride] : 0.0F;
+      CUTE_UNROLL
+      for (int n = 0; n < kN; ++n) acc[r][n] = fmaf(a, b[n], acc[r][n]);
+    }
+  }
+  // Every lane ends with the warp's sums (a butterfly: the same adds in the
+  // same order on every lane).
+  CUTE_UNROLL
+  for (int r = 0; r < kSkinnyRows; ++r) {
+    CUTE_UNROLL
+    for (int n = 0; n < kN; ++n) {
+      CUTE_UNROLL
+      for (int offset = kSkinnyLanes / 2; offset > 0; offset /= 2) {
+        acc[r][n] += __shfl_xor_sync(0xFFFFFFFFU, acc[r][n], offset);
+      }
+    }
+  }
+  // Lane n stores column n of the warp's rows.
+  CUTE_UNROLL
+  for (int r = 0; r < kSkinnyRows; ++r) {
+    const std::int64_t m = m0 + r;
+    CUTE_UNROLL
+    for (int n = 0; n < kN; ++n) {
+      if (lane != n || n >= p.n || m >= p.m) continue;
+      if (gridDim.y == 1) {
+        store_epilogue(p.c.data[m * p.c.row_stride + n * p.c.col_stride], acc[r][n], m, n, p);
+      } else {
+        partial[(slice * p.m + m) * p.n + n] = acc[r][n];
+      }
+    }
+  }
+}
+
+/// C = epilogue(sum of the slices' partials), one thread an element of C,
+/// the slices added in order.
+__global__ void __launch_bounds__(256)
+    sgemm_skinny_reduce(SgemmArgs p, const float* partial, std::int64_t slices) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= p.m * p.n) return;
+  const std::int64_t m = i / p.n;
+  const std::int64_t n = i % p.n;
+  float sum = 0.0F;
+  for (std::int64_t s = 0; s < slices; ++s) sum += partial[s * p.m * p.n + i];
+  store_epilogue(p.c.data[m * p.c.row_stride + n * p.c.col_stride], sum, m, n, p);
+}
+
+}  // namespace
+}  // namespace loom::kernels::sgemm_detail
