@@ -150,7 +150,8 @@ void BM_Sgemm(benchmark::State& state) {
     stop.synchronize();
     return stop.elapsed_ms_since(start) / reps;
   };
-  DeviceMatrix workspace(loom::kernels::sgemm_workspace_bytes(p, variant) / sizeof(float) + 1);
+  DeviceMatrix workspace(loom::kernels::sgemm_workspace_bytes(p, variant, tile) / sizeof(float) +
+                         1);
   const auto run_loom = [&] {
     loom::kernels::sgemm(p, stream.view(), variant, tile, workspace.data());
   };

@@ -95,7 +95,7 @@ class Matmul final : public Op {
     const kernels::SgemmArgs p = args();
     const auto tile = kernels::default_warp_tile(p.m, p.n, ctx.properties().sm_count);
     const auto variant = kernels::choose_sgemm_variant(p);
-    const std::size_t bytes = kernels::sgemm_workspace_bytes(p, variant);
+    const std::size_t bytes = kernels::sgemm_workspace_bytes(p, variant, tile);
     kernels::sgemm(p, StreamView(cuda_stream(ctx)), variant, tile,
                    bytes > 0 ? ctx.workspace(bytes) : nullptr);
   }

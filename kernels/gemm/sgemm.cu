@@ -115,7 +115,20 @@ SgemmVariant choose_sgemm_variant(const SgemmArgs& args) noexcept {
   return skinny_shape(args) ? SgemmVariant::skinny : kSgemmDefault;
 }
 
-std::size_t sgemm_workspace_bytes(const SgemmArgs& args, SgemmVariant variant) noexcept {
+// warp_tiled's output tiles (the tile it will run) and its K slice, if split.
+std::int64_t warp_tiled_split(const SgemmArgs& args, SgemmWarpTile tile) {
+  const int bm = tile == SgemmWarpTile::t64x64x8 ? 64 : 128;
+  const int bn = tile == SgemmWarpTile::t128x128x8 || tile == SgemmWarpTile::t128x128x16 ? 128 : 64;
+  return split_k_slice(args, static_cast<std::int64_t>(tiles(args.m, bm)) * tiles(args.n, bn));
+}
+
+std::size_t sgemm_workspace_bytes(const SgemmArgs& args, SgemmVariant variant,
+                                  SgemmWarpTile tile) noexcept {
+  if (variant == SgemmVariant::warp_tiled && unit_stride_operands(args) && args.k > 0) {
+    const std::int64_t slice = warp_tiled_split(args, tile);
+    if (slice == 0) return 0;
+    return static_cast<std::size_t>((args.k + slice - 1) / slice * args.m * args.n) * sizeof(float);
+  }
   if (variant != SgemmVariant::skinny || !skinny_shape(args)) return 0;
   const SkinnyPlan plan = plan_skinny(args, true);
   return plan.slices > 1
@@ -160,7 +173,21 @@ void sgemm(const SgemmArgs& args, StreamView stream, SgemmVariant variant, Sgemm
                                      dim3(tiles(args.n, kRegBlock), tiles(args.m, kRegBlock)),
                                      kRegThreads, 0, args);
       break;
-    case SgemmVariant::warp_tiled: sgemm_detail::sgemm_warp_tiled(args, stream, tile); return;
+    case SgemmVariant::warp_tiled: {
+      const std::int64_t slice = workspace != nullptr ? warp_tiled_split(args, tile) : 0;
+      if (slice == 0) {
+        sgemm_detail::sgemm_warp_tiled(args, stream, tile);
+        return;
+      }
+      SgemmArgs split = args;
+      split.k_slice = slice;
+      split.partial = static_cast<float*>(workspace);
+      sgemm_detail::sgemm_warp_tiled(split, stream, tile);
+      const std::int64_t slices = (args.k + slice - 1) / slice;
+      loom::detail::launch_on_stream(stream, sgemm_skinny_reduce, tiles(args.m * args.n, 256), 256,
+                                     0, args, static_cast<const float*>(split.partial), slices);
+      break;
+    }
     case SgemmVariant::skinny: return;  // dispatched above
   }
   LOOM_KERNEL_CHECK_LAUNCH("sgemm kernel launch");

@@ -80,15 +80,21 @@ struct SgemmArgs {
   /// Null data: no bias. Zero strides broadcast it (see the header comment).
   MatrixRef<const float> bias;
   SgemmActivation activation = SgemmActivation::none;
+  /// warp_tiled split along K (set by sgemm(), not by callers): slice z of
+  /// the grid computes K from z * k_slice into partial + z * m * n (row-major,
+  /// no epilogue); a reduction adds the slices in order and applies it.
+  std::int64_t k_slice = 0;
+  float* partial = nullptr;
   /// Where its pointers are: a compiled graph re-points a launch that takes it.
-  static constexpr std::array<std::size_t, 4> loom_pointer_offsets();
+  static constexpr std::array<std::size_t, 5> loom_pointer_offsets();
 };
 
-constexpr std::array<std::size_t, 4> SgemmArgs::loom_pointer_offsets() {
+constexpr std::array<std::size_t, 5> SgemmArgs::loom_pointer_offsets() {
   return {offsetof(SgemmArgs, a) + offsetof(MatrixRef<const float>, data),
           offsetof(SgemmArgs, b) + offsetof(MatrixRef<const float>, data),
           offsetof(SgemmArgs, c) + offsetof(MatrixRef<float>, data),
-          offsetof(SgemmArgs, bias) + offsetof(MatrixRef<const float>, data)};
+          offsetof(SgemmArgs, bias) + offsetof(MatrixRef<const float>, data),
+          offsetof(SgemmArgs, partial)};
 }
 static_assert(std::is_standard_layout_v<SgemmArgs>, "offsetof needs a standard layout");
 
@@ -102,16 +108,18 @@ SgemmWarpTile default_warp_tile(std::int64_t m, std::int64_t n, int sm_count) no
 /// bench_gemm's small shapes.
 SgemmVariant choose_sgemm_variant(const SgemmArgs& args) noexcept;
 
-/// Device scratch sgemm() can use for this shape and variant (skinny's
-/// partial sums over slices of K; 0 for the others). With less, skinny
-/// runs K in one slice: correct, with fewer blocks.
-std::size_t sgemm_workspace_bytes(const SgemmArgs& args, SgemmVariant variant) noexcept;
+/// Device scratch sgemm() can use for this shape and variant: partial sums
+/// over slices of K, for skinny, and for warp_tiled where K dominates (too
+/// few output tiles to fill the GPU, a long K: split-K). Without it, K runs
+/// in one slice: correct, with fewer blocks.
+std::size_t sgemm_workspace_bytes(const SgemmArgs& args, SgemmVariant variant,
+                                  SgemmWarpTile tile = SgemmWarpTile::t128x128x8) noexcept;
 
 /// Enqueues C = alpha * A * B + beta * C on `stream`; device pointers. m or n
 /// of 0 launches nothing; k of 0 scales C by beta. Extents must fit in int
 /// (2^31 - 1). warp_tiled needs each of A and B to have a unit stride (row-
 /// or column-major); other layouts fall back to register_tiled. `workspace`
-/// holds sgemm_workspace_bytes(args, variant) bytes, or is null.
+/// holds sgemm_workspace_bytes(args, variant, tile) bytes, or is null.
 /// @throws CudaError if a launch fails; InvalidArgument for extents too large.
 void sgemm(const SgemmArgs& args, StreamView stream, SgemmVariant variant = kSgemmDefault,
            SgemmWarpTile tile = SgemmWarpTile::t128x128x8, void* workspace = nullptr);

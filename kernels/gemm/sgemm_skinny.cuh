@@ -55,6 +55,20 @@ struct SkinnyPlan {
   std::int64_t k_slice = 0;
 };
 
+/// warp_tiled split along K where the output tiles cannot fill the GPU and K
+/// is long: slices of at least kSplitMinSlice (a multiple of every tile's
+/// BK, so that slices keep the operands' 16-byte alignment) until about
+/// kSkinnyBlocks blocks. 1 where it does not apply.
+inline constexpr std::int64_t kSplitMinSlice = 512;
+inline constexpr std::int64_t kSplitBelowBlocks = 66;  // half an H200's SMs
+inline std::int64_t split_k_slice(const SgemmArgs& p, std::int64_t tile_blocks) {
+  if (tile_blocks >= kSplitBelowBlocks || p.k < 2 * kSplitMinSlice) return 0;
+  const std::int64_t wanted = std::max<std::int64_t>(2, kSkinnyBlocks / 2 / tile_blocks);
+  const std::int64_t slices = std::min(wanted, p.k / kSplitMinSlice);
+  const std::int64_t slice = (p.k + slices - 1) / slices;
+  return (slice + 15) / 16 * 16;
+}
+
 /// One slice without a workspace to sum partials in.
 inline SkinnyPlan plan_skinny(const SgemmArgs& p, bool have_workspace) {
   SkinnyPlan plan{p.n <= kSkinnyMaxN ? p : transposed(p)};

@@ -17,7 +17,9 @@ unsigned tiles(std::int64_t extent, int tile) {
 
 template <class Cfg, bool AKMajor, bool BKMajor>
 void launch_layout(const SgemmArgs& p, StreamView stream) {
-  const dim3 grid(tiles(p.n, Cfg::kBN), tiles(p.m, Cfg::kBM));
+  // Split along K: a slice of the grid's z a slice of K (p.k_slice set).
+  const auto slices = p.k_slice > 0 ? static_cast<unsigned>((p.k + p.k_slice - 1) / p.k_slice) : 1U;
+  const dim3 grid(tiles(p.n, Cfg::kBN), tiles(p.m, Cfg::kBM), slices);
   loom::detail::launch_on_stream(stream, sgemm_warp_tiled_kernel<Cfg, AKMajor, BKMajor>, grid,
                                  Cfg::kThreads, 0, p);
 }

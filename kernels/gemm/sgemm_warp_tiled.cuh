@@ -99,9 +99,27 @@ __device__ bool vector_ready(const float* data, std::int64_t ld) {
   return reinterpret_cast<std::uintptr_t>(data) % 16 == 0 && ld % 4 == 0;
 }
 
+// The problem block z computes: all of it, or its slice of K into its
+// partial sums (plain products: the reduction applies the epilogue).
+__device__ inline SgemmArgs slice_of(const SgemmArgs& args) {
+  if (gridDim.z <= 1) return args;
+  SgemmArgs p = args;
+  const std::int64_t k0 = static_cast<std::int64_t>(blockIdx.z) * args.k_slice;
+  p.k = args.k - k0 < args.k_slice ? args.k - k0 : args.k_slice;
+  p.a.data += k0 * args.a.col_stride;
+  p.b.data += k0 * args.b.row_stride;
+  p.c = {args.partial + static_cast<std::int64_t>(blockIdx.z) * args.m * args.n, args.n, 1};
+  p.alpha = 1.0F;
+  p.beta = 0.0F;
+  p.bias = {};
+  p.activation = SgemmActivation::none;
+  return p;
+}
+
 template <class Cfg, bool AKMajor, bool BKMajor>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
-    sgemm_warp_tiled_kernel(SgemmArgs p) {
+    sgemm_warp_tiled_kernel(SgemmArgs args) {
+  const SgemmArgs p = slice_of(args);
   using BM = Int<Cfg::kBM>;
   using BN = Int<Cfg::kBN>;
   using BK = Int<Cfg::kBK>;

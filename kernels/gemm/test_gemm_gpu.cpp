@@ -113,7 +113,7 @@ void check_case(const Case& t, SgemmVariant variant, SgemmWarpTile tile) {
   p.bias = bias_ref(dbias.data());
   p.activation = t.activation;
   // Skinny sums slices of K in a workspace when given one (else one slice).
-  const std::size_t workspace_bytes = loom::kernels::sgemm_workspace_bytes(p, variant);
+  const std::size_t workspace_bytes = loom::kernels::sgemm_workspace_bytes(p, variant, tile);
   loom::test::DeviceBuffer<float> workspace(workspace_bytes / sizeof(float) + 1);
   workspace.poison();
   loom::detail::Stream stream(0, 0);
@@ -239,6 +239,26 @@ TEST_P(SgemmGpu, SkinnyShapes) {
                   .alpha = 0.5F,
                   .beta = 1.0F},
                  GetParam(), tiles().front());
+    }
+  }
+}
+
+// K dominates: too few output tiles to fill the GPU, a long K: warp_tiled
+// splits K into slices (given a workspace) and sums them in order.
+TEST_P(SgemmGpu, LongKSplitsIntoSlices) {
+  LOOM_REQUIRE_GPU();
+  for (SgemmWarpTile tile : tiles()) {
+    for (const Shape3& s : {Shape3{64, 64, 8192}, Shape3{100, 70, 5000}, Shape3{130, 129, 1031}}) {
+      check_case({.shape = s,
+                  .a = Order::row_major,
+                  .b = Order::col_major,
+                  .alpha = 1.5F,
+                  .beta = -0.5F,
+                  .bias = 2,
+                  .activation = loom::kernels::SgemmActivation::gelu_tanh},
+                 GetParam(), tile);
+      check_case({.shape = s, .a = Order::col_major, .b = Order::row_major, .pad = 3, .offset = 1},
+                 GetParam(), tile);
     }
   }
 }
