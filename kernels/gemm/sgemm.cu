@@ -37,11 +37,15 @@ void check_extents(const SgemmArgs& p) {
     throw InvalidArgument("sgemm: extents must lie in [0, 2^31 - 1], got m=" + std::to_string(p.m) +
                           " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k));
   }
-  // Rows of blocks go on the grid's y dimension; the smallest row block is
-  // the naive kernel's.
-  if (tiles(p.m, kNaiveY) > kMaxGridY) {
-    throw InvalidArgument("sgemm: m=" + std::to_string(p.m) + " exceeds the grid's rows (at most " +
-                          std::to_string(kMaxGridY * kNaiveY) + ")");
+}
+
+// The tiled kernels put rows of blocks on the grid's y dimension (skinny
+// puts them on x): `rows` rows a block.
+void check_grid_rows(const SgemmArgs& p, int rows, SgemmVariant variant) {
+  if (tiles(p.m, rows) > kMaxGridY) {
+    throw InvalidArgument("sgemm: m=" + std::to_string(p.m) + " exceeds the " +
+                          std::string(to_string(variant)) + " kernel's grid (at most " +
+                          std::to_string(kMaxGridY * rows) + " rows)");
   }
 }
 
@@ -124,6 +128,8 @@ std::int64_t warp_tiled_split(const SgemmArgs& args, SgemmWarpTile tile) {
 
 std::size_t sgemm_workspace_bytes(const SgemmArgs& args, SgemmVariant variant,
                                   SgemmWarpTile tile) noexcept {
+  // A skinny request on a wide shape runs the default: size for that.
+  if (variant == SgemmVariant::skinny && !skinny_shape(args)) variant = kSgemmDefault;
   if (variant == SgemmVariant::warp_tiled && unit_stride_operands(args) && args.k > 0) {
     const std::int64_t slice = warp_tiled_split(args, tile);
     if (slice == 0) return 0;
@@ -154,26 +160,31 @@ void sgemm(const SgemmArgs& args, StreamView stream, SgemmVariant variant, Sgemm
   }
   switch (variant) {
     case SgemmVariant::naive:
+      check_grid_rows(args, kNaiveY, variant);
       loom::detail::launch_on_stream(stream, sgemm_naive,
                                      dim3(tiles(args.n, kNaiveX), tiles(args.m, kNaiveY)),
                                      dim3(kNaiveX, kNaiveY), 0, args);
       break;
     case SgemmVariant::tiled_manual:
+      check_grid_rows(args, kTile, variant);
       loom::detail::launch_on_stream(stream, sgemm_tiled_manual,
                                      dim3(tiles(args.n, kTile), tiles(args.m, kTile)),
                                      dim3(kTile, kTile), 0, args);
       break;
     case SgemmVariant::tiled_cute:
+      check_grid_rows(args, kTile, variant);
       loom::detail::launch_on_stream(stream, sgemm_tiled_cute,
                                      dim3(tiles(args.n, kTile), tiles(args.m, kTile)),
                                      kTile * kTile, 0, args);
       break;
     case SgemmVariant::register_tiled:
+      check_grid_rows(args, kRegBlock, variant);
       loom::detail::launch_on_stream(stream, sgemm_register_tiled,
                                      dim3(tiles(args.n, kRegBlock), tiles(args.m, kRegBlock)),
                                      kRegThreads, 0, args);
       break;
     case SgemmVariant::warp_tiled: {
+      check_grid_rows(args, tile == SgemmWarpTile::t64x64x8 ? 64 : 128, variant);
       const std::int64_t slice = workspace != nullptr ? warp_tiled_split(args, tile) : 0;
       if (slice == 0) {
         sgemm_detail::sgemm_warp_tiled(args, stream, tile);

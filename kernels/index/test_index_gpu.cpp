@@ -134,34 +134,43 @@ TEST(IndexGpu, ArgmaxAndArgminMatchTheCpuBackend) {
       {{4097, 31}, 0, true},      // x^T along its first (contiguous)
       {{3, 4097, 9}, 2, false},   // short contiguous rows: a thread a row
   };
-  for (DType d : kFloatTypes) {
-    for (const ArgCase& c : cases) {
-      const auto n = static_cast<std::size_t>(c.shape.product());
-      const HostArray data(d, values_with_ties_and_nans(n, rng));
-      const auto run = [&](loom::Runtime& rt) {
-        Tensor x = upload(rt, data, c.shape);
-        if (c.transpose) x = x.transpose(x.rank() - 2, x.rank() - 1);
-        const int dim = c.dim < 0 ? c.dim + x.rank() : c.dim;
-        Shape out_shape = x.shape();
-        out_shape[dim] = 1;  // kept at extent 1
-        auto imax = poisoned_indices(rt, out_shape);
-        auto vmax = poisoned(rt, d, out_shape);
-        auto imin = poisoned_indices(rt, out_shape);
-        auto vmin = poisoned(rt, d, out_shape);
-        auto imax_only = poisoned_indices(rt, out_shape);
-        loom::Graph g;
-        g.add(loom::ops::argmax(x, c.dim, imax, vmax));
-        g.add(loom::ops::argmin(x, c.dim, imin, vmin));
-        g.add(loom::ops::argmax(x, c.dim, imax_only));
-        rt.submit(g).wait();
-        return Results{{download(rt, vmax), download(rt, vmin)},
-                       {rt.download<std::int64_t>(imax), rt.download<std::int64_t>(imin),
-                        rt.download<std::int64_t>(imax_only)}};
-      };
-      const auto [gpu, cpu] = on_both(run);
-      expect_identical(gpu, cpu,
-                       std::string(loom::to_string(d)) + " " + c.shape.to_string() + " dim " +
-                           std::to_string(c.dim) + (c.transpose ? " transposed" : ""));
+  // With NaNs (a NaN wins a row that holds one: most long rows) and without
+  // (the comparisons of numbers decide every row).
+  for (const bool nans : {true, false}) {
+    for (DType d : kFloatTypes) {
+      for (const ArgCase& c : cases) {
+        const auto n = static_cast<std::size_t>(c.shape.product());
+        auto values = values_with_ties_and_nans(n, rng);
+        if (!nans) {
+          for (std::size_t i = 17; i < n; i += 4099) values[i] = values[i / 2 + 1];
+        }
+        const HostArray data(d, values);
+        const auto run = [&](loom::Runtime& rt) {
+          Tensor x = upload(rt, data, c.shape);
+          if (c.transpose) x = x.transpose(x.rank() - 2, x.rank() - 1);
+          const int dim = c.dim < 0 ? c.dim + x.rank() : c.dim;
+          Shape out_shape = x.shape();
+          out_shape[dim] = 1;  // kept at extent 1
+          auto imax = poisoned_indices(rt, out_shape);
+          auto vmax = poisoned(rt, d, out_shape);
+          auto imin = poisoned_indices(rt, out_shape);
+          auto vmin = poisoned(rt, d, out_shape);
+          auto imax_only = poisoned_indices(rt, out_shape);
+          loom::Graph g;
+          g.add(loom::ops::argmax(x, c.dim, imax, vmax));
+          g.add(loom::ops::argmin(x, c.dim, imin, vmin));
+          g.add(loom::ops::argmax(x, c.dim, imax_only));
+          rt.submit(g).wait();
+          return Results{{download(rt, vmax), download(rt, vmin)},
+                         {rt.download<std::int64_t>(imax), rt.download<std::int64_t>(imin),
+                          rt.download<std::int64_t>(imax_only)}};
+        };
+        const auto [gpu, cpu] = on_both(run);
+        expect_identical(gpu, cpu,
+                         std::string(loom::to_string(d)) + " " + c.shape.to_string() + " dim " +
+                             std::to_string(c.dim) + (c.transpose ? " transposed" : "") +
+                             (nans ? " with NaNs" : " without NaNs"));
+      }
     }
   }
 }

@@ -252,13 +252,15 @@ __global__ void __launch_bounds__(kReduceBlock)
                          CrossEntropyParams p) {
   __shared__ float sPartial[kReduceBlock / kWarp];
   float sum = 0.0F;
-  float count = 0.0F;
+  // Counted in integers a thread, then summed as floats: exact while the
+  // count stays below 2^24 rows (16.7 million); the CPU counts in double.
+  std::int64_t mine = 0;
   for (std::int64_t r = threadIdx.x; r < p.shape.rows; r += kReduceBlock) {
     if (gRowLoss != nullptr) sum += gRowLoss[r];
-    count += label_at(gLabels, p.labels64, r) != p.ignore_index ? 1.0F : 0.0F;
+    mine += label_at(gLabels, p.labels64, r) != p.ignore_index ? 1 : 0;
   }
   sum = block_sum(sum, sPartial);
-  count = block_sum(count, sPartial);
+  const float count = block_sum(static_cast<float>(mine), sPartial);
   if (threadIdx.x != 0) return;
   *gCount = count;
   if (gRowLoss != nullptr) *gLoss = p.reduction == LossReduction::mean ? sum / count : sum;
