@@ -80,6 +80,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -96,6 +97,13 @@ struct Binding {
   Tensor placeholder;
   Tensor tensor;
 };
+
+namespace detail {
+/// For each binding, whether a run would re-point it ("re-pointed") or
+/// copy it, and why: for tests and diagnostics.
+std::vector<std::string> explain_bindings(const Executable& exe,
+                                          const std::vector<Binding>& bindings);
+}  // namespace detail
 
 class LOOM_API Executable {
  public:
@@ -134,6 +142,8 @@ class LOOM_API Executable {
  private:
   friend struct ExecutableAccess;
   friend const detail::CapturedGraphs* detail::captured_graphs(const Executable&) noexcept;
+  friend std::vector<std::string> detail::explain_bindings(const Executable&,
+                                                           const std::vector<Binding>&);
   explicit Executable(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
 };

@@ -127,19 +127,29 @@ void for_each_word(const detail::LaunchRecord& record, Fn&& fn) {
 // storage outside it (a base pointer and an offset), or a number whose
 // value is one of its addresses (an address passed as an integer). Then a
 // copy binds it: a copy is always right.
-bool ambiguous_parameters(const detail::CapturedGraphs& graphs, const Tensor& placeholder) {
+bool ambiguous_parameters(const detail::CapturedGraphs& graphs, const Tensor& placeholder,
+                          std::string* why) {
   const auto [lo, hi] = detail::byte_span(placeholder);
   const auto& storage = *detail::TensorAccess::storage(placeholder);
   const auto base = reinterpret_cast<std::uintptr_t>(storage.base);
   const std::uintptr_t end = base + storage.bytes;
-  for (const auto& segment : graphs.segments) {
-    for (const auto& launch : segment->launches) {
+  for (std::size_t s = 0; s < graphs.segments.size(); ++s) {
+    const auto& launches = graphs.segments[s]->launches;
+    for (std::size_t l = 0; l < launches.size(); ++l) {
       bool ambiguous = false;
-      for_each_word(launch.record, [&](std::size_t, std::uintptr_t v, bool pointer) {
+      for_each_word(launches[l].record, [&](std::size_t offset, std::uintptr_t v, bool pointer) {
         const bool inside = v >= lo && v < hi;
-        ambiguous =
-            ambiguous || (pointer ? (!inside && v >= std::min(base, lo) && v <= std::max(end, hi))
-                                  : (v >= lo && v <= hi));
+        const bool here = pointer ? (!inside && v >= std::min(base, lo) && v <= std::max(end, hi))
+                                  : (v >= lo && v <= hi);
+        if (here && !ambiguous && why != nullptr) {
+          *why = "launch " + std::to_string(l) + " of segment " + std::to_string(s) +
+                 (pointer ? " passes a pointer at the edge of or beside it"
+                          : " passes a number equal to one of its addresses") +
+                 " (parameter bytes at offset " + std::to_string(offset) + ", " +
+                 std::to_string(v - std::min(base, lo)) + " bytes from its storage's start of " +
+                 std::to_string(end - base) + ")";
+        }
+        ambiguous = ambiguous || here;
       });
       if (ambiguous) return true;
     }
@@ -151,9 +161,13 @@ bool ambiguous_parameters(const detail::CapturedGraphs& graphs, const Tensor& pl
 // instead of copying through it: every task that touches the placeholder's
 // bytes is a described launch (capture.hpp) and touches them only within
 // the placeholder, and no other binding's placeholder overlaps it.
-bool can_repoint(const Executable::Impl& impl, const std::vector<Binding>& bindings,
-                 std::size_t i) {
-  if (!impl.captured) return false;
+bool can_repoint(const Executable::Impl& impl, const std::vector<Binding>& bindings, std::size_t i,
+                 std::string* why) {
+  const auto no = [&](std::string reason) {
+    if (why != nullptr) *why = std::move(reason);
+    return false;
+  };
+  if (!impl.captured) return no("nothing was captured");
   // A described kernel may have been chosen for its pointers' alignment (a
   // vectorized variant, a peeled head): the bound tensor must sit the same
   // way against every boundary such a choice looks at.
@@ -161,11 +175,13 @@ bool can_repoint(const Executable::Impl& impl, const std::vector<Binding>& bindi
   const auto address = [](const Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data()); };
   if (address(bindings[i].tensor) % kAlignmentKernelsLookAt !=
       address(bindings[i].placeholder) % kAlignmentKernelsLookAt) {
-    return false;
+    return no("its tensor sits at another alignment than its placeholder");
   }
   const Span p = span_of(bindings[i].placeholder);
   for (std::size_t j = 0; j < bindings.size(); ++j) {
-    if (j != i && span_of(bindings[j].placeholder).overlaps(p)) return false;
+    if (j != i && span_of(bindings[j].placeholder).overlaps(p)) {
+      return no("its placeholder overlaps binding " + std::to_string(j) + "'s");
+    }
   }
   const auto& tasks = impl.prepared->tasks();
   for (std::size_t t = 0; t < tasks.size(); ++t) {
@@ -174,11 +190,14 @@ bool can_repoint(const Executable::Impl& impl, const std::vector<Binding>& bindi
         if (!x.defined()) continue;
         const Span s = span_of(x);
         if (!s.overlaps(p)) continue;
-        if (!impl.captured->described[t] || !p.holds(s)) return false;
+        if (!impl.captured->described[t]) return no("task " + tasks[t].name + " is captured");
+        if (!p.holds(s)) return no("task " + tasks[t].name + " reaches beyond the placeholder");
       }
     }
   }
-  return !ambiguous_parameters(*impl.captured, bindings[i].placeholder);
+  if (ambiguous_parameters(*impl.captured, bindings[i].placeholder, why)) return false;
+  if (why != nullptr) *why = "re-pointed";
+  return true;
 }
 
 // Whether re-pointed binding `i`'s tensor keeps clear of the rest of the
@@ -209,6 +228,36 @@ bool clear_of_the_graph(const Executable::Impl& impl, const std::vector<Binding>
     }
   }
   return true;
+}
+
+// Which bindings re-point described launches (1) and which are copied (0);
+// `reasons`, when given, gets why for each.
+std::vector<char> bindings_to_repoint(const Executable::Impl& impl,
+                                      const std::vector<Binding>& bindings,
+                                      std::vector<std::string>* reasons) {
+  std::vector<char> repoint(bindings.size(), 0);
+  if (reasons != nullptr) reasons->assign(bindings.size(), "");
+  for (std::size_t i = 0; i < bindings.size(); ++i) {
+    std::string* why = reasons != nullptr ? &(*reasons)[i] : nullptr;
+    if (same_view(bindings[i].tensor, bindings[i].placeholder)) {
+      if (why != nullptr) *why = "bound to itself";
+      continue;
+    }
+    repoint[i] = can_repoint(impl, bindings, i, why) ? 1 : 0;
+  }
+  // Dropping one binding back to copies can leave another's tensor meeting
+  // memory that now stays where it is: until nothing changes.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t i = 0; i < bindings.size(); ++i) {
+      if (repoint[i] && !clear_of_the_graph(impl, bindings, repoint, i)) {
+        repoint[i] = 0;
+        changed = true;
+        if (reasons != nullptr) (*reasons)[i] = "its tensor meets memory the replay still uses";
+      }
+    }
+  }
+  return repoint;
 }
 
 // The pointer parameters of every described launch of segment `segment`
@@ -299,22 +348,7 @@ Future Executable::run(const std::vector<Binding>& bindings) const {
   // Bindings whose placeholder only described launches use are re-pointed
   // in the instantiated graphs; the others are copied in before the replay
   // and out after it, as tasks of the same run.
-  std::vector<char> repoint(bindings.size(), 0);
-  for (std::size_t i = 0; i < bindings.size(); ++i) {
-    if (same_view(bindings[i].tensor, bindings[i].placeholder)) continue;
-    repoint[i] = can_repoint(impl, bindings, i) ? 1 : 0;
-  }
-  // Dropping one binding back to copies can leave another's tensor meeting
-  // memory that now stays where it is: until nothing changes.
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (std::size_t i = 0; i < bindings.size(); ++i) {
-      if (repoint[i] && !clear_of_the_graph(impl, bindings, repoint, i)) {
-        repoint[i] = 0;
-        changed = true;
-      }
-    }
-  }
+  const std::vector<char> repoint = bindings_to_repoint(impl, bindings, nullptr);
   const bool any_repoint =
       std::any_of(repoint.begin(), repoint.end(), [](char r) { return r != 0; });
   Graph g;
@@ -403,6 +437,13 @@ namespace detail {
 
 const CapturedGraphs* captured_graphs(const Executable& exe) noexcept {
   return exe.impl_ ? exe.impl_->captured.get() : nullptr;
+}
+
+std::vector<std::string> explain_bindings(const Executable& exe,
+                                          const std::vector<Binding>& bindings) {
+  std::vector<std::string> reasons;
+  if (exe.impl_) bindings_to_repoint(*exe.impl_, bindings, &reasons);
+  return reasons;
 }
 
 Executable compile_graph(const Graph& graph, const CompileServices& services) {

@@ -315,8 +315,12 @@ TEST(CompileDagGpu, BuiltInOpsAreDescribedAndABindingRepointsThem) {
   auto exe = rt.compile(g);
   const auto* graphs = loom::detail::captured_graphs(exe);
   ASSERT_NE(graphs, nullptr);
+  std::string captured;
+  for (std::size_t t = 0; t < graphs->described.size(); ++t) {
+    if (!graphs->described[t]) captured += " " + g.tasks()[t].name;
+  }
   EXPECT_EQ(std::count(graphs->described.begin(), graphs->described.end(), char{1}), 10)
-      << "every built-in op here launches through loom";
+      << "every built-in op here launches through loom; captured:" << captured;
   EXPECT_EQ(shape_of(exe).others, 0U) << "no event or empty node";
 
   std::vector<std::vector<unsigned char>> values;
@@ -350,13 +354,15 @@ TEST(CompileDagGpu, BuiltInOpsAreDescribedAndABindingRepointsThem) {
   }
   std::vector<loom::Binding> binds;
   for (const auto& [placeholder, tensor] : bindings) binds.push_back({placeholder, tensor});
+  const auto reasons = loom::detail::explain_bindings(exe, binds);
   exe.run(binds).wait();
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     EXPECT_EQ(bytes_of(rt, bindings[inputs.size() + i].second), plain[i]) << "output " << i;
     const auto untouched = bytes_of(rt, outputs[i]);
     EXPECT_TRUE(std::all_of(untouched.begin(), untouched.end(),
                             [&](unsigned char b) { return b == kPoison; }))
-        << "the placeholder of output " << i << " was written: bound by a copy, not re-pointed";
+        << "the placeholder of output " << i << " was written: bound by a copy, not re-pointed ("
+        << reasons[inputs.size() + i] << ")";
   }
 }
 
