@@ -16,6 +16,9 @@
 #include <benchmark/benchmark.h>
 #include <cublas_v2.h>
 
+#include "common/convert.hpp"
+#include "gemm/hgemm.hpp"
+
 #include "bench_support.hpp"
 
 #include <algorithm>
@@ -67,6 +70,25 @@ class Cublas {
                              static_cast<int>(p.m), static_cast<int>(p.k), &p.alpha, p.b.data, ldb,
                              p.a.data, lda, &p.beta, p.c.data, static_cast<int>(p.c.row_stride)),
                  "cublasSgemm");
+  }
+
+  // Row-major C (m x n, type of A or f32) = A B in bf16/f16 with f32
+  // accumulation: what a user calls for a half-precision product.
+  void gemm_ex(const loom::kernels::HgemmArgs& p) {
+    const bool a_col = p.a.row_stride == 1 && p.a.col_stride != 1;
+    const bool b_col = p.b.row_stride == 1 && p.b.col_stride != 1;
+    const auto lda = static_cast<int>(a_col ? p.a.col_stride : p.a.row_stride);
+    const auto ldb = static_cast<int>(b_col ? p.b.col_stride : p.b.row_stride);
+    const auto type = [](loom::DType d) {
+      return d == loom::DType::bf16 ? CUDA_R_16BF : d == loom::DType::f16 ? CUDA_R_16F : CUDA_R_32F;
+    };
+    check_cublas(
+        cublasGemmEx(handle_, b_col ? CUBLAS_OP_T : CUBLAS_OP_N, a_col ? CUBLAS_OP_T : CUBLAS_OP_N,
+                     static_cast<int>(p.n), static_cast<int>(p.m), static_cast<int>(p.k), &p.alpha,
+                     p.b.data, type(p.b.dtype), ldb, p.a.data, type(p.a.dtype), lda, &p.beta,
+                     const_cast<void*>(p.c.data), type(p.c.dtype), static_cast<int>(p.c.row_stride),
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
   }
 
  private:
@@ -178,6 +200,101 @@ void BM_Sgemm(benchmark::State& state) {
   label << " A " << (a_col ? "col" : "row") << " B " << (b_col ? "col" : "row");
   state.SetLabel(label.str());
 }
+
+// bf16/f16 products on tensor cores against cublasGemmEx (f32 accumulation,
+// C in the operands' type), TFLOP/s.
+void BM_Hgemm(benchmark::State& state) {
+  if (loom::bench::skip_without_gpu(state)) return;
+  const loom::DType dtype = state.range(0) == 0 ? loom::DType::bf16 : loom::DType::f16;
+  const std::int64_t m = state.range(1), n = state.range(2), k = state.range(3);
+  const bool a_col = (state.range(4) & 1) != 0;
+  const bool b_col = (state.range(4) & 2) != 0;
+  const auto variant = static_cast<loom::kernels::HgemmVariant>(state.range(5));
+  const auto halves = [](std::int64_t count) { return static_cast<std::size_t>(count / 2 + 1); };
+  DeviceMatrix a(halves(m * k)), b(halves(k * n)), c(halves(m * n)), c_ref(halves(m * n));
+  std::mt19937 rng(42);
+  for (DeviceMatrix* x : {&a, &b}) {
+    // Random f32 bit patterns would hold NaNs as halves: values in [-1, 1] instead.
+    std::vector<std::uint16_t> host(static_cast<std::size_t>(x == &a ? m * k : k * n));
+    std::uniform_real_distribution<float> dist(-1.0F, 1.0F);
+    for (auto& v : host) {
+      v = dtype == loom::DType::bf16 ? loom::kernels::f32_to_bf16_bits(dist(rng))
+                                     : loom::kernels::f32_to_f16_bits(dist(rng));
+    }
+    LOOM_CUDA_CHECK(cudaMemcpy(x->data(), host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+  }
+  loom::kernels::HgemmArgs p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = {a.data(), a_col ? 1 : k, a_col ? m : 1, 0, dtype};
+  p.b = {b.data(), b_col ? 1 : n, b_col ? k : 1, 0, dtype};
+  p.c = {c.data(), n, 1, 0, dtype};
+  loom::kernels::HgemmArgs ref = p;
+  ref.c.data = c_ref.data();
+
+  loom::detail::Stream stream(0, 0);
+  loom::detail::Event start(0, loom::detail::EventTiming::enabled);
+  loom::detail::Event stop(0, loom::detail::EventTiming::enabled);
+  Cublas cublas(stream.view());
+  const auto time_ms = [&](auto&& launch) {
+    launch();
+    start.record(stream.view());
+    launch();
+    stop.record(stream.view());
+    stop.synchronize();
+    const double once = stop.elapsed_ms_since(start);
+    const int reps = std::clamp(static_cast<int>(300.0 / std::max(once, 1e-3)), 3, 100);
+    start.record(stream.view());
+    for (int i = 0; i < reps; ++i) launch();
+    stop.record(stream.view());
+    stop.synchronize();
+    return stop.elapsed_ms_since(start) / reps;
+  };
+  double loom_ms = 0;
+  for (auto _ : state) {
+    loom_ms = time_ms([&] { loom::kernels::hgemm(p, stream.view(), variant); });
+    state.SetIterationTime(loom_ms * 1e-3);
+  }
+  const double cublas_ms = time_ms([&] { cublas.gemm_ex(ref); });
+  const double flops =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  state.counters["loom_TFLOPs"] = flops / (loom_ms * 1e-3) / 1e12;
+  state.counters["cublas_TFLOPs"] = flops / (cublas_ms * 1e-3) / 1e12;
+  state.counters["ratio"] = cublas_ms / loom_ms;
+  // Both results widened: their largest difference against the largest value.
+  const auto widened = [&](const DeviceMatrix& x) {
+    std::vector<std::uint16_t> bits(static_cast<std::size_t>(m * n));
+    LOOM_CUDA_CHECK(cudaMemcpy(bits.data(), x.data(), bits.size() * 2, cudaMemcpyDeviceToHost));
+    std::vector<float> out(bits.size());
+    for (std::size_t i = 0; i < bits.size(); ++i) {
+      out[i] = dtype == loom::DType::bf16 ? loom::kernels::bf16_bits_to_f32(bits[i])
+                                          : loom::kernels::f16_bits_to_f32(bits[i]);
+    }
+    return out;
+  };
+  state.counters["max_rel_diff"] = max_relative_difference(widened(c), widened(c_ref));
+  std::ostringstream label;
+  label << loom::to_string(dtype) << " " << loom::kernels::to_string(variant) << " A "
+        << (a_col ? "col" : "row") << " B " << (b_col ? "col" : "row");
+  state.SetLabel(label.str());
+}
+
+void hgemm_arguments(benchmark::internal::Benchmark* b) {
+  for (std::int64_t s : {4096, 8192}) {
+    for (int dtype : {0, 1}) b->Args({dtype, s, s, s, 0, 0});
+  }
+  for (int layout = 1; layout < 4; ++layout) b->Args({0, 8192, 8192, 8192, layout, 0});
+  b->Args({0, 4096, 4096, 4096, 0, 2});  // the simple kernel, for scale
+  b->Args({0, 4000, 4000, 4000, 0, 0});  // tails
+}
+
+BENCHMARK(BM_Hgemm)
+    ->ArgNames({"dtype", "m", "n", "k", "layout", "variant"})
+    ->Apply(hgemm_arguments)
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
 
 constexpr int kVariantCount = 5;
 constexpr int kTileCount = 4;

@@ -5,8 +5,10 @@
 #include <loom/ops/gemm.hpp>
 
 #include "common/checks.hpp"
+#include "gemm/hgemm.hpp"
 #include "gemm/sgemm.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace loom::ops {
@@ -16,25 +18,27 @@ constexpr std::string_view kName = "matmul";
 
 using detail::reject;
 using detail::require_dtype;
-using detail::require_rank;
 using detail::require_same_memory;
 
-// Row-major (unit column stride) or column-major (unit row stride), with a
-// leading dimension that keeps rows (columns) apart. An extent of 1 leaves
-// its stride free.
+// The last two dimensions row-major (unit column stride) or column-major
+// (unit row stride), with a leading dimension that keeps rows (columns)
+// apart. An extent of 1 leaves its stride free.
 bool has_matrix_layout(const Tensor& t) {
-  const std::int64_t rows = t.size(0);
-  const std::int64_t cols = t.size(1);
-  const std::int64_t rs = t.strides()[0];
-  const std::int64_t cs = t.strides()[1];
+  const int r = t.rank();
+  const std::int64_t rows = t.size(r - 2);
+  const std::int64_t cols = t.size(r - 1);
+  const std::int64_t rs = t.strides()[r - 2];
+  const std::int64_t cs = t.strides()[r - 1];
   const bool row_major = (cs == 1 || cols <= 1) && (rows <= 1 || rs >= cols);
   const bool col_major = (rs == 1 || rows <= 1) && (cols <= 1 || cs >= rows);
   return row_major || col_major;
 }
 
 void require_matrix(const Tensor& t, std::string_view role) {
-  require_dtype(t, DType::f32, kName, role);
-  require_rank(t, 2, kName, role);
+  if (t.rank() != 2 && t.rank() != 3) {
+    reject(kName, std::string(role) + " must be a matrix [rows, cols] or a batch of them " +
+                      "[batch, rows, cols], got " + t.describe());
+  }
   if (!has_matrix_layout(t)) {
     reject(kName, std::string(role) +
                       " must be row-major or column-major (a transposed view); other strided " +
@@ -42,18 +46,33 @@ void require_matrix(const Tensor& t, std::string_view role) {
   }
 }
 
+std::int64_t rows_of(const Tensor& t) { return t.size(t.rank() - 2); }
+std::int64_t cols_of(const Tensor& t) { return t.size(t.rank() - 1); }
+std::int64_t batch_of(const Tensor& t) { return t.rank() == 3 ? t.size(0) : 1; }
+
+bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
+
 // The strides the kernels get: an extent of 1 takes a unit stride, so that
-// a single row or column reaches them as the row- or column-major matrix it is.
-template <class T>
-kernels::MatrixRef<T> matrix(const Tensor& t, T* data) {
-  std::int64_t rs = t.strides()[0];
-  std::int64_t cs = t.strides()[1];
-  if (t.size(1) <= 1) {
-    cs = 1;
-  } else if (t.size(0) <= 1) {
-    rs = 1;
+// a single row or column reaches them as the row- or column-major matrix it
+// is; a matrix shared by the whole batch has a batch stride of 0.
+struct MatrixStrides {
+  std::int64_t row = 0, col = 0, batch = 0;
+};
+MatrixStrides matrix_strides(const Tensor& t) {
+  const int r = t.rank();
+  MatrixStrides s{t.strides()[r - 2], t.strides()[r - 1], r == 3 ? t.strides()[0] : 0};
+  if (t.size(r - 1) <= 1) {
+    s.col = 1;
+  } else if (t.size(r - 2) <= 1) {
+    s.row = 1;
   }
-  return {data, rs, cs};
+  if (r == 3 && t.size(0) <= 1) s.batch = 0;
+  return s;
+}
+
+kernels::BatchedMatrix batched(const Tensor& t) {
+  const MatrixStrides s = matrix_strides(t);
+  return {t.data(), s.row, s.col, s.batch, t.dtype()};
 }
 
 class Matmul final : public Op {
@@ -69,16 +88,26 @@ class Matmul final : public Op {
   }
   std::vector<Tensor> writes() const override { return {c_}; }
   void validate() const override {
+    validate_dtypes();
     require_matrix(a_, "a");
     require_matrix(b_, "b");
     require_matrix(c_, "c");
-    if (a_.size(1) != b_.size(0)) {
+    if (cols_of(a_) != rows_of(b_)) {
       reject(kName, "the inner dimensions differ: a is " + a_.shape().to_string() + ", b is " +
                         b_.shape().to_string() + " (a's columns must equal b's rows)");
     }
-    if (c_.size(0) != a_.size(0) || c_.size(1) != b_.size(1)) {
-      reject(kName, "c must be " + std::to_string(a_.size(0)) + " x " + std::to_string(b_.size(1)) +
-                        " (a's rows x b's columns), got " + c_.shape().to_string());
+    const std::int64_t batch = std::max(batch_of(a_), batch_of(b_));
+    if ((batch_of(a_) != 1 && batch_of(a_) != batch) ||
+        (batch_of(b_) != 1 && batch_of(b_) != batch)) {
+      reject(kName, "a and b have different batches: a is " + a_.shape().to_string() + ", b is " +
+                        b_.shape().to_string() + " (a batch of 1 or none is shared)");
+    }
+    const bool batched_c = a_.rank() == 3 || b_.rank() == 3;
+    if ((c_.rank() == 3) != batched_c || rows_of(c_) != rows_of(a_) || cols_of(c_) != cols_of(b_) ||
+        (batched_c && c_.size(0) != batch)) {
+      reject(kName, "c must be " + expected_c() + " (a's rows x b's columns" +
+                        (batched_c ? ", a batch as a's and b's" : "") + "), got " +
+                        c_.shape().to_string());
     }
     require_same_memory(a_, b_, kName);
     require_same_memory(a_, c_, kName);
@@ -88,19 +117,49 @@ class Matmul final : public Op {
     }
     validate_epilogue();
   }
-  void run_cpu() const override { kernels::sgemm_reference(args()); }
+  void run_cpu() const override {
+    if (is_half(a_.dtype())) {
+      kernels::hgemm_reference(half_args());
+      return;
+    }
+    for (std::int64_t b = 0; b < batch_of(c_); ++b) kernels::sgemm_reference(sgemm_args(b));
+  }
   // Its kernels go through launch_on_stream, nothing else: a compiled graph describes them.
   bool launches_through_loom() const noexcept override { return true; }
   void run_cuda(const ExecutionContext& ctx) const override {
-    const kernels::SgemmArgs p = args();
-    const auto tile = kernels::default_warp_tile(p.m, p.n, ctx.properties().sm_count);
-    const auto variant = kernels::choose_sgemm_variant(p);
-    const std::size_t bytes = kernels::sgemm_workspace_bytes(p, variant, tile);
-    kernels::sgemm(p, StreamView(cuda_stream(ctx)), variant, tile,
-                   bytes > 0 ? ctx.workspace(bytes) : nullptr);
+    const StreamView stream(cuda_stream(ctx));
+    if (is_half(a_.dtype())) {
+      kernels::hgemm(half_args(), stream);
+      return;
+    }
+    for (std::int64_t b = 0; b < batch_of(c_); ++b) {
+      const kernels::SgemmArgs p = sgemm_args(b);
+      const auto tile = kernels::default_warp_tile(p.m, p.n, ctx.properties().sm_count);
+      const auto variant = kernels::choose_sgemm_variant(p);
+      const std::size_t bytes = kernels::sgemm_workspace_bytes(p, variant, tile);
+      // Entries of a batch run in stream order, so they may share the workspace.
+      kernels::sgemm(p, stream, variant, tile, bytes > 0 ? ctx.workspace(bytes) : nullptr);
+    }
   }
 
  private:
+  std::string expected_c() const {
+    const bool batched_c = a_.rank() == 3 || b_.rank() == 3;
+    std::string shape = "[";
+    if (batched_c) shape += std::to_string(std::max(batch_of(a_), batch_of(b_))) + ", ";
+    return shape + std::to_string(rows_of(a_)) + ", " + std::to_string(cols_of(b_)) + "]";
+  }
+
+  void validate_dtypes() const {
+    detail::require_dtype_in(a_, {DType::f32, DType::f16, DType::bf16}, kName, "a");
+    require_dtype(b_, a_.dtype(), kName, "b");
+    if (is_half(a_.dtype())) {
+      detail::require_dtype_in(c_, {a_.dtype(), DType::f32}, kName, "c");
+    } else {
+      require_dtype(c_, DType::f32, kName, "c");
+    }
+  }
+
   void validate_epilogue() const {
     switch (epilogue_.activation) {
       case Activation::none:
@@ -113,7 +172,7 @@ class Matmul final : public Op {
     }
     const Tensor& bias = epilogue_.bias;
     if (!bias.defined()) return;
-    require_dtype(bias, DType::f32, kName, "bias");
+    if (bias.dtype() != c_.dtype()) require_dtype(bias, DType::f32, kName, "bias");
     detail::require_broadcastable(bias, c_.shape(), kName, "bias");
     require_same_memory(bias, c_, kName);
     if (bias.shares_storage_with(c_)) {
@@ -121,20 +180,53 @@ class Matmul final : public Op {
     }
   }
 
-  kernels::SgemmArgs args() const {
-    kernels::SgemmArgs p;
-    p.m = a_.size(0);
-    p.n = b_.size(1);
-    p.k = a_.size(1);
+  kernels::HgemmArgs half_args() const {
+    kernels::HgemmArgs p;
+    p.m = rows_of(a_);
+    p.n = cols_of(b_);
+    p.k = cols_of(a_);
+    p.batch = batch_of(c_);
     p.alpha = epilogue_.alpha;
     p.beta = epilogue_.beta;
-    p.a = matrix<const float>(a_, a_.data_as<float>());
-    p.b = matrix<const float>(b_, b_.data_as<float>());
-    p.c = matrix<float>(c_, c_.data_as<float>());
+    p.a = batched(a_);
+    p.b = batched(b_);
+    p.c = batched(c_);
     if (epilogue_.bias.defined()) {
       // Broadcast to c's shape: a dimension the bias lacks or has at extent 1 gets stride 0.
       const Tensor bias = epilogue_.bias.expand(c_.shape());
-      p.bias = {bias.data_as<float>(), bias.strides()[0], bias.strides()[1]};
+      const int r = bias.rank();
+      p.bias = {bias.data(), bias.strides()[r - 2], bias.strides()[r - 1],
+                r == 3 ? bias.strides()[0] : 0, bias.dtype()};
+    }
+    p.activation = static_cast<kernels::SgemmActivation>(epilogue_.activation);
+    return p;
+  }
+
+  // Entry b of the batch, as one f32 SGEMM.
+  kernels::SgemmArgs sgemm_args(std::int64_t b) const {
+    const auto matrix = [b](const Tensor& t) {
+      const MatrixStrides s = matrix_strides(t);
+      return kernels::MatrixRef<float>{t.data_as<float>() + b * s.batch, s.row, s.col};
+    };
+    const auto input = [&](const Tensor& t) {
+      const auto m = matrix(t);
+      return kernels::MatrixRef<const float>{m.data, m.row_stride, m.col_stride};
+    };
+    kernels::SgemmArgs p;
+    p.m = rows_of(a_);
+    p.n = cols_of(b_);
+    p.k = cols_of(a_);
+    p.alpha = epilogue_.alpha;
+    p.beta = epilogue_.beta;
+    p.a = input(a_);
+    p.b = input(b_);
+    p.c = matrix(c_);
+    if (epilogue_.bias.defined()) {
+      const Tensor bias = epilogue_.bias.expand(c_.shape());
+      const int r = bias.rank();
+      const std::int64_t batch_stride = r == 3 ? bias.strides()[0] : 0;
+      p.bias = {bias.data_as<float>() + b * batch_stride, bias.strides()[r - 2],
+                bias.strides()[r - 1]};
     }
     p.activation = static_cast<kernels::SgemmActivation>(epilogue_.activation);
     return p;

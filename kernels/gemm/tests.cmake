@@ -4,6 +4,7 @@ loom_add_gtest(loom_gemm_tests LABEL cpu SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_sgemm_emulated.cpp)
 loom_add_gtest(loom_gemm_gpu_tests LABEL gpu SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_gemm_gpu.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_hgemm_gpu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_cute_gpu.cu)
 # The emulated kernels compile CuTe with the host compiler, which (unlike nvcc)
 # does not add the toolkit's libcu++ to the include path; CuTe's vectorized

@@ -1,0 +1,353 @@
+// bf16/f16 GEMM on the GPU (hgemm.hpp) against its CPU reference: both
+// variants, every operand layout, tails in M, N and K, padded and misaligned
+// leading dimensions, batches with a shared operand, the epilogue with C in
+// the operands' type or f32, C poisoned with NaN where beta = 0; and
+// loom::ops::matmul on bf16 tensors through a graph, eager and compiled,
+// against the CPU backend.
+#include "support/gpu.hpp"
+
+#include <loom/graph.hpp>
+#include <loom/ops/gemm.hpp>
+#include <loom/runtime.hpp>
+
+#include "common/convert.hpp"
+#include "cuda/stream.hpp"
+#include "gemm/hgemm.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using loom::DType;
+using loom::kernels::BatchedMatrix;
+using loom::kernels::HgemmArgs;
+using loom::kernels::HgemmVariant;
+using loom::kernels::SgemmActivation;
+
+enum class Order { row_major, col_major };
+
+float widen(DType d, const unsigned char* p) {
+  if (d == DType::f32) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  std::uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return d == DType::bf16 ? loom::kernels::bf16_bits_to_f32(bits)
+                          : loom::kernels::f16_bits_to_f32(bits);
+}
+
+void narrow(DType d, unsigned char* p, float v) {
+  if (d == DType::f32) {
+    std::memcpy(p, &v, 4);
+    return;
+  }
+  const std::uint16_t bits =
+      d == DType::bf16 ? loom::kernels::f32_to_bf16_bits(v) : loom::kernels::f32_to_f16_bits(v);
+  std::memcpy(p, &bits, 2);
+}
+
+// A batch of rows x cols matrices in `order`, `pad` spare elements a line,
+// `offset` elements before the first (misaligning it), on the host and the
+// device. A batch stride of 0 shares one matrix.
+struct Matrix {
+  DType dtype;
+  std::int64_t rows, cols, batch;
+  Order order;
+  std::int64_t ld, batch_stride, offset;
+  std::vector<unsigned char> host;
+  loom::test::DeviceBuffer<unsigned char> device;
+
+  Matrix(DType d, std::int64_t r, std::int64_t c, std::int64_t b, Order o, std::int64_t pad,
+         std::int64_t off, bool shared = false)
+      : dtype(d),
+        rows(r),
+        cols(c),
+        batch(b),
+        order(o),
+        ld((o == Order::row_major ? c : r) + pad),
+        batch_stride(shared ? 0 : ld * (o == Order::row_major ? r : c)),
+        offset(off),
+        host(bytes()),
+        device(host.size()) {}
+
+  std::size_t element_size() const { return loom::bits_of(dtype) / 8; }
+  std::size_t bytes() const {
+    const std::int64_t entries = batch_stride == 0 ? 1 : batch;
+    return static_cast<std::size_t>(offset +
+                                    entries * ld * (order == Order::row_major ? rows : cols)) *
+           element_size();
+  }
+  std::int64_t index(std::int64_t b, std::int64_t i, std::int64_t j) const {
+    return offset + b * batch_stride + (order == Order::row_major ? i * ld + j : j * ld + i);
+  }
+  float at(std::int64_t b, std::int64_t i, std::int64_t j) const {
+    return widen(dtype, host.data() + index(b, i, j) * element_size());
+  }
+  void fill_random(std::mt19937_64& rng) {
+    std::uniform_real_distribution<float> dist(-1.0F, 1.0F);
+    for (std::size_t e = 0; e < host.size() / element_size(); ++e) {
+      narrow(dtype, host.data() + e * element_size(), dist(rng));
+    }
+  }
+  void poison() { std::fill(host.begin(), host.end(), 0xFF); }  // NaN in every float type
+  void upload() { device.upload(host); }
+  void download() { host = device.download(); }
+  BatchedMatrix on(bool device_side) {
+    const unsigned char* base = device_side ? device.data() : host.data();
+    return {base + offset * element_size(), order == Order::row_major ? ld : 1,
+            order == Order::row_major ? 1 : ld, batch_stride, dtype};
+  }
+};
+
+struct Case {
+  std::int64_t m, n, k, batch = 1;
+  Order a = Order::row_major, b = Order::row_major, c = Order::row_major;
+  std::int64_t pad = 0, offset = 0;
+  float alpha = 1.0F, beta = 0.0F;
+  DType c_dtype = DType::bf16;  // bf16 here means "the operands' type"
+  int bias = 0;                 // 0 none, 1 f32 a column value (n), 2 C's type a row value (m)
+  SgemmActivation activation = SgemmActivation::none;
+  bool shared_b = false;
+};
+
+std::string describe(const Case& t, DType in, HgemmVariant v) {
+  const auto order = [](Order o) { return o == Order::row_major ? "row" : "col"; };
+  return std::string(to_string(v)) + " " + std::string(loom::to_string(in)) + " " +
+         std::to_string(t.batch) + "x" + std::to_string(t.m) + "x" + std::to_string(t.n) + "x" +
+         std::to_string(t.k) + " A " + order(t.a) + " B " + order(t.b) + " C " + order(t.c) + " " +
+         std::string(loom::to_string(t.c_dtype)) + " pad " + std::to_string(t.pad) + " offset " +
+         std::to_string(t.offset) + " beta " + std::to_string(t.beta) + " bias " +
+         std::to_string(t.bias) + " act " + std::to_string(static_cast<int>(t.activation)) +
+         (t.shared_b ? " shared B" : "");
+}
+
+// Runs case t on the GPU and on the CPU reference; returns "" or the first
+// mismatch. The tolerance scales with each element's magnitude
+// |alpha| sum |a||b| + |beta c| + |bias|: 1e-2 of it for bf16, 5e-3 for f16,
+// 1e-5 sqrt(K) for f32 results.
+std::string run_case(Case t, DType in, HgemmVariant variant, bool* took_mma = nullptr) {
+  if (t.c_dtype != DType::f32) t.c_dtype = in;
+  auto rng = loom::test::random_engine();
+  Matrix a(in, t.m, t.k, t.batch, t.a, t.pad, t.offset);
+  Matrix b(in, t.k, t.n, t.batch, t.b, t.pad, t.offset, t.shared_b);
+  Matrix c(t.c_dtype, t.m, t.n, t.batch, t.c, t.pad, t.offset);
+  const DType bias_dtype = t.bias == 1 ? DType::f32 : t.c_dtype;
+  Matrix bias(bias_dtype, t.bias == 2 ? t.m : 1, t.bias == 2 ? 1 : t.n, 1, Order::row_major, 0, 0);
+  a.fill_random(rng);
+  b.fill_random(rng);
+  bias.fill_random(rng);
+  if (t.beta == 0.0F) {
+    c.poison();
+  } else {
+    c.fill_random(rng);
+  }
+  Matrix expected(t.c_dtype, t.m, t.n, t.batch, t.c, t.pad, t.offset);
+  expected.host = c.host;
+  a.upload();
+  b.upload();
+  c.upload();
+  bias.upload();
+  const auto args = [&](bool device_side) {
+    HgemmArgs p;
+    p.m = t.m;
+    p.n = t.n;
+    p.k = t.k;
+    p.batch = t.batch;
+    p.alpha = t.alpha;
+    p.beta = t.beta;
+    p.a = a.on(device_side);
+    p.b = b.on(device_side);
+    p.c = (device_side ? c : expected).on(device_side);
+    if (t.bias != 0) {
+      p.bias = bias.on(device_side);
+      // A value a column: row stride 0; a value a row: column stride 0.
+      if (t.bias == 1) {
+        p.bias.row_stride = 0;
+      } else {
+        p.bias.col_stride = 0;
+      }
+      p.bias.batch_stride = 0;
+    }
+    p.activation = t.activation;
+    return p;
+  };
+  const HgemmArgs gpu = args(true);
+  if (took_mma != nullptr) *took_mma = loom::kernels::hgemm_mma_sync_fits(gpu);
+  loom::detail::Stream stream(0, 0);
+  loom::kernels::hgemm(gpu, stream.view(), variant);
+  stream.synchronize();
+  c.download();
+  loom::kernels::hgemm_reference(args(false));
+  const double rel = t.c_dtype == DType::bf16  ? 1e-2
+                     : t.c_dtype == DType::f16 ? 5e-3
+                                               : 1e-5 * std::sqrt(static_cast<double>(t.k + 1));
+  for (std::int64_t e = 0; e < t.batch; ++e) {
+    for (std::int64_t i = 0; i < t.m; ++i) {
+      for (std::int64_t j = 0; j < t.n; ++j) {
+        double magnitude = 0.0;
+        for (std::int64_t kk = 0; kk < t.k; ++kk) {
+          magnitude += std::fabs(a.at(e, i, kk) * b.at(t.shared_b ? 0 : e, kk, j));
+        }
+        magnitude = std::fabs(t.alpha) * magnitude + 1e-3;
+        if (t.beta != 0.0F) magnitude += std::fabs(t.beta * expected.at(e, i, j));
+        if (t.bias != 0) magnitude += std::fabs(t.bias == 1 ? bias.at(0, 0, j) : bias.at(0, i, 0));
+        const float want = expected.at(e, i, j);
+        const float got = c.at(e, i, j);
+        if (!(std::fabs(got - want) <= rel * magnitude)) {
+          return describe(t, in, variant) + ": C[" + std::to_string(e) + "][" + std::to_string(i) +
+                 "][" + std::to_string(j) + "] = " + std::to_string(got) + ", want " +
+                 std::to_string(want);
+        }
+      }
+    }
+  }
+  return "";
+}
+
+class HgemmGpu : public ::testing::TestWithParam<DType> {};
+
+TEST_P(HgemmGpu, EveryLayoutWithTailsInBothVariants) {
+  LOOM_REQUIRE_GPU();
+  const Case shapes[] = {{.m = 128, .n = 128, .k = 64},  {.m = 136, .n = 72, .k = 40},
+                         {.m = 256, .n = 200, .k = 264}, {.m = 8, .n = 8, .k = 8},
+                         {.m = 1000, .n = 24, .k = 520}, {.m = 131, .n = 67, .k = 41}};
+  for (const Case& shape : shapes) {
+    for (Order a : {Order::row_major, Order::col_major}) {
+      for (Order b : {Order::row_major, Order::col_major}) {
+        for (HgemmVariant v : {HgemmVariant::automatic, HgemmVariant::simple}) {
+          Case t = shape;
+          t.a = a;
+          t.b = b;
+          EXPECT_EQ(run_case(t, GetParam(), v), "");
+        }
+      }
+    }
+  }
+}
+
+TEST_P(HgemmGpu, AlignedShapesTakeMmaSyncAndOthersTheSimpleKernel) {
+  LOOM_REQUIRE_GPU();
+  bool mma = false;
+  EXPECT_EQ(run_case({.m = 136, .n = 72, .k = 40}, GetParam(), HgemmVariant::automatic, &mma), "");
+  EXPECT_TRUE(mma);
+  EXPECT_EQ(run_case({.m = 136, .n = 72, .k = 41}, GetParam(), HgemmVariant::automatic, &mma), "");
+  EXPECT_FALSE(mma) << "a K of 41 leaves row-major A's rows unaligned";
+  EXPECT_EQ(
+      run_case({.m = 64, .n = 64, .k = 64, .pad = 8}, GetParam(), HgemmVariant::mma_sync, &mma),
+      "");
+  EXPECT_TRUE(mma) << "a leading dimension padded by 8 keeps 16-byte rows";
+  EXPECT_EQ(
+      run_case({.m = 64, .n = 64, .k = 64, .pad = 3}, GetParam(), HgemmVariant::automatic, &mma),
+      "");
+  EXPECT_FALSE(mma);
+  EXPECT_EQ(
+      run_case({.m = 64, .n = 64, .k = 64, .offset = 1}, GetParam(), HgemmVariant::automatic, &mma),
+      "");
+  EXPECT_FALSE(mma) << "data one element off 16 bytes";
+}
+
+TEST_P(HgemmGpu, TheEpilogueWithCInEitherType) {
+  LOOM_REQUIRE_GPU();
+  for (DType c_dtype : {DType::bf16, DType::f32}) {
+    for (int bias : {0, 1, 2}) {
+      for (SgemmActivation act :
+           {SgemmActivation::none, SgemmActivation::relu, SgemmActivation::gelu_tanh}) {
+        Case t{.m = 200, .n = 136, .k = 72, .alpha = 0.5F, .beta = 0.25F};
+        t.c_dtype = c_dtype;
+        t.bias = bias;
+        t.activation = act;
+        EXPECT_EQ(run_case(t, GetParam(), HgemmVariant::automatic), "");
+        EXPECT_EQ(run_case(t, GetParam(), HgemmVariant::simple), "");
+      }
+    }
+  }
+  Case col_c{.m = 136, .n = 200, .k = 64, .c = Order::col_major, .beta = 0.0F};
+  EXPECT_EQ(run_case(col_c, GetParam(), HgemmVariant::automatic), "");
+  col_c.c_dtype = DType::f32;
+  EXPECT_EQ(run_case(col_c, GetParam(), HgemmVariant::automatic), "");
+}
+
+TEST_P(HgemmGpu, BatchesWithASharedOperand) {
+  LOOM_REQUIRE_GPU();
+  for (bool shared : {false, true}) {
+    for (Order a : {Order::row_major, Order::col_major}) {
+      Case t{.m = 72, .n = 136, .k = 96, .batch = 3, .a = a, .shared_b = shared};
+      EXPECT_EQ(run_case(t, GetParam(), HgemmVariant::automatic), "");
+      EXPECT_EQ(run_case(t, GetParam(), HgemmVariant::simple), "");
+    }
+  }
+}
+
+TEST_P(HgemmGpu, LargeSquare) {
+  LOOM_REQUIRE_GPU();
+  EXPECT_EQ(run_case({.m = 1024, .n = 1024, .k = 1024}, GetParam(), HgemmVariant::mma_sync), "");
+  EXPECT_EQ(run_case({.m = 512, .n = 768, .k = 1024, .a = Order::col_major, .b = Order::col_major},
+                     GetParam(), HgemmVariant::mma_sync),
+            "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, HgemmGpu, ::testing::Values(DType::bf16, DType::f16),
+                         [](const auto& p) { return std::string(loom::to_string(p.param)); });
+
+// loom::ops::matmul on bf16 tensors, with a transposed operand, a bias and
+// f32 output, eager and compiled, equals the CPU backend's result.
+TEST(MatmulHalfGpu, ThroughAGraphEagerAndCompiledMatchTheCpuBackend) {
+  LOOM_REQUIRE_GPU();
+  constexpr std::int64_t kBatch = 2, kM = 192, kN = 80, kK = 136;
+  auto rng = loom::test::random_engine();
+  const auto random_bf16 = [&](std::size_t n) {
+    std::vector<loom::bfloat16> v(n);
+    std::uniform_real_distribution<float> dist(-1.0F, 1.0F);
+    for (auto& x : v) x.bits = loom::kernels::f32_to_bf16_bits(dist(rng));
+    return v;
+  };
+  const auto x_values = random_bf16(kBatch * kM * kK);
+  const auto w_values = random_bf16(kN * kK);  // stored [N, K]: used transposed
+  std::vector<float> bias_values(kN);
+  for (auto& v : bias_values) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+  const auto run = [&](loom::Runtime& rt, bool compiled) {
+    auto x = rt.upload(std::span<const loom::bfloat16>(x_values), {kBatch, kM, kK});
+    auto w = rt.upload(std::span<const loom::bfloat16>(w_values), {kN, kK});
+    auto bias = rt.upload(std::span<const float>(bias_values), {kN});
+    auto y = rt.tensor<float>({kBatch, kM, kN});
+    auto h = rt.tensor<loom::bfloat16>({kBatch, kM, kN});
+    loom::Graph g;
+    g.add(loom::ops::matmul(x, w.transpose(0, 1), y, {.bias = bias}));
+    g.add(loom::ops::matmul(x, w.transpose(0, 1), h,
+                            {.alpha = 2.0F, .activation = loom::ops::Activation::relu}));
+    if (compiled) {
+      auto exe = rt.compile(g);
+      exe.run().wait();
+      exe.run().wait();
+    } else {
+      rt.submit(g).wait();
+    }
+    return std::pair(rt.download<float>(y), rt.download<loom::bfloat16>(h));
+  };
+  loom::Runtime cpu({.backend = loom::Backend::cpu, .workers = 2});
+  const auto [want_y, want_h] = run(cpu, false);
+  loom::Runtime gpu;
+  for (bool compiled : {false, true}) {
+    const auto [y, h] = run(gpu, compiled);
+    ASSERT_EQ(y.size(), want_y.size());
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      ASSERT_NEAR(y[i], want_y[i], 1e-3F * (1.0F + std::fabs(want_y[i]))) << i << " " << compiled;
+    }
+    for (std::size_t i = 0; i < h.size(); ++i) {
+      const float got = loom::kernels::bf16_bits_to_f32(h[i].bits);
+      const float want = loom::kernels::bf16_bits_to_f32(want_h[i].bits);
+      ASSERT_NEAR(got, want, 1e-2F * (1.0F + std::fabs(want))) << i << " " << compiled;
+    }
+  }
+}
+
+}  // namespace
