@@ -44,6 +44,7 @@ struct Split {
   std::size_t head;
   std::size_t vectors;
   std::size_t tail;
+  static constexpr bool loom_pointer_free = true;  // a compiled graph may describe it
 };
 
 /// @post head < 16, tail < 16, head + 16 vectors + tail == pixels, and

@@ -122,13 +122,28 @@ void for_each_word(const detail::LaunchRecord& record, Fn&& fn) {
   for (const std::size_t offset : record.inner_pointers) fn(offset, word_at(offset), true);
 }
 
+// Whether a tensor some task declares begins at `address`: a pointer there
+// is that tensor's, even where it is also one past the end of the storage
+// before it (the allocator packs tensors end to end).
+bool starts_a_tensor(const Executable::Impl& impl, std::uintptr_t address) {
+  for (const auto& task : impl.prepared->tasks()) {
+    for (const auto* list : {&task.reads, &task.writes}) {
+      for (const auto& x : *list) {
+        if (x.defined() && reinterpret_cast<std::uintptr_t>(x.data()) == address) return true;
+      }
+    }
+  }
+  return false;
+}
+
 // Whether some described launch may reach `placeholder` in a way that
 // re-pointing would miss: a pointer just past its end, a pointer into its
 // storage outside it (a base pointer and an offset), or a number whose
 // value is one of its addresses (an address passed as an integer). Then a
 // copy binds it: a copy is always right.
-bool ambiguous_parameters(const detail::CapturedGraphs& graphs, const Tensor& placeholder,
+bool ambiguous_parameters(const Executable::Impl& impl, const Tensor& placeholder,
                           std::string* why) {
+  const detail::CapturedGraphs& graphs = *impl.captured;
   const auto [lo, hi] = detail::byte_span(placeholder);
   const auto& storage = *detail::TensorAccess::storage(placeholder);
   const auto base = reinterpret_cast<std::uintptr_t>(storage.base);
@@ -139,7 +154,8 @@ bool ambiguous_parameters(const detail::CapturedGraphs& graphs, const Tensor& pl
       bool ambiguous = false;
       for_each_word(launches[l].record, [&](std::size_t offset, std::uintptr_t v, bool pointer) {
         const bool inside = v >= lo && v < hi;
-        const bool here = pointer ? (!inside && v >= std::min(base, lo) && v <= std::max(end, hi))
+        const bool here = pointer ? (!inside && v >= std::min(base, lo) && v <= std::max(end, hi) &&
+                                     !starts_a_tensor(impl, v))
                                   : (v >= lo && v <= hi);
         if (here && !ambiguous && why != nullptr) {
           *why = "launch " + std::to_string(l) + " of segment " + std::to_string(s) +
@@ -195,7 +211,7 @@ bool can_repoint(const Executable::Impl& impl, const std::vector<Binding>& bindi
       }
     }
   }
-  if (ambiguous_parameters(*impl.captured, bindings[i].placeholder, why)) return false;
+  if (ambiguous_parameters(impl, bindings[i].placeholder, why)) return false;
   if (why != nullptr) *why = "re-pointed";
   return true;
 }
