@@ -6,6 +6,7 @@
 
 #include <loom/export.hpp>
 #include <loom/op.hpp>
+#include <loom/ops/attention.hpp>
 #include <loom/ops/elementwise.hpp>
 #include <loom/ops/gemm.hpp>
 #include <loom/ops/image.hpp>

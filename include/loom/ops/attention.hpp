@@ -1,0 +1,52 @@
+#pragma once
+/// @file ops/attention.hpp
+/// Scaled dot-product attention, FlashAttention-2's forward (Lecture 12):
+///   out = softmax(scale q k^T + mask) v
+/// with the log-sum-exp of every query row beside it.
+///
+/// q is [B, H, Sq, D], k and v are [B, H, Sk, D] (Sq and Sk may differ),
+/// out is q's shape; all bf16 or all f16, D 64 or 128, the last dimension
+/// contiguous and the other strides free (a [B, S, H, D] tensor viewed with
+/// transpose(1, 2) is taken as it is), in one memory space. S and P never
+/// reach memory: a block of query rows walks the keys with an online softmax.
+///
+/// lse (optional, f32 [B, H, Sq]) gets log(sum_j exp(scale q_i . k_j)) over
+/// the keys row i keeps (natural log, the scale included): two results over
+/// disjoint key blocks merge exactly by it, as ring attention does. A row
+/// that keeps no key (causal, aligned bottom right, with Sq > Sk) gets out
+/// 0 and lse -inf.
+///
+/// Causal attention keeps key j for query i when j <= i (aligned top left,
+/// as PyTorch's is_causal), or when j <= i + Sk - Sq (bottom right: the
+/// queries are the last Sq positions of the keys' sequence).
+///
+/// On a GPU, strides (batch, head, row) must be multiples of 8 elements and
+/// data 16-byte aligned; the CPU backend runs the reference (scores in
+/// double). Validated at submit (InvalidArgument naming the task).
+/// @code
+///   g.add(loom::ops::flash_attention(q, k, v, out, lse, {.causal = true}));
+/// @endcode
+
+#include <loom/export.hpp>
+#include <loom/op.hpp>
+#include <loom/tensor.hpp>
+
+#include <cstdint>
+
+namespace loom::ops {
+
+/// Where a causal mask's diagonal starts when Sq != Sk.
+enum class CausalAlignment : std::uint8_t { top_left, bottom_right };
+
+struct AttentionOptions {
+  bool causal = false;
+  CausalAlignment alignment = CausalAlignment::top_left;
+  /// Multiplies q . k; 0 means 1 / sqrt(D).
+  float scale = 0.0F;
+};
+
+/// out (and lse, when defined) = attention(q, k, v). Thread-safe: builds an op.
+LOOM_API OpPtr flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                               const Tensor& lse = Tensor{}, const AttentionOptions& options = {});
+
+}  // namespace loom::ops

@@ -1,0 +1,77 @@
+// The CPU reference for attention: each query row's scores in double, its
+// max subtracted before the exponentials, the output rounded once.
+#include "attention/attention.hpp"
+#include "common/convert.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace loom::kernels {
+namespace {
+
+float widen(DType dtype, const void* base, std::int64_t at) {
+  const std::uint16_t bits = static_cast<const std::uint16_t*>(base)[at];
+  return dtype == DType::bf16 ? bf16_bits_to_f32(bits) : f16_bits_to_f32(bits);
+}
+
+void narrow(DType dtype, const void* base, std::int64_t at, float v) {
+  auto* bits = static_cast<std::uint16_t*>(const_cast<void*>(base));
+  bits[at] = dtype == DType::bf16 ? f32_to_bf16_bits(v) : f32_to_f16_bits(v);
+}
+
+std::int64_t row_at(const AttentionTensor& t, std::int64_t b, std::int64_t h, std::int64_t i) {
+  return b * t.batch_stride + h * t.head_stride + i * t.row_stride;
+}
+
+}  // namespace
+
+void attention_reference(const AttentionArgs& p) {
+  const std::int64_t d = p.head_dim;
+  std::vector<double> scores(static_cast<std::size_t>(p.k_len));
+  std::vector<double> acc(static_cast<std::size_t>(d));
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    for (std::int64_t h = 0; h < p.heads; ++h) {
+      for (std::int64_t i = 0; i < p.q_len; ++i) {
+        const std::int64_t q_row = row_at(p.q, b, h, i);
+        double max = -std::numeric_limits<double>::infinity();
+        std::int64_t kept = 0;
+        for (std::int64_t j = 0; j < p.k_len; ++j) {
+          if (p.causal && j > i + p.causal_offset) break;
+          const std::int64_t k_row = row_at(p.k, b, h, j);
+          double dot = 0.0;
+          for (std::int64_t e = 0; e < d; ++e) {
+            dot += static_cast<double>(widen(p.dtype, p.q.data, q_row + e)) *
+                   widen(p.dtype, p.k.data, k_row + e);
+          }
+          scores[static_cast<std::size_t>(j)] = dot * p.scale;
+          max = std::max(max, scores[static_cast<std::size_t>(j)]);
+          kept = j + 1;
+        }
+        std::fill(acc.begin(), acc.end(), 0.0);
+        double sum = 0.0;
+        for (std::int64_t j = 0; j < kept; ++j) {
+          const double w = std::exp(scores[static_cast<std::size_t>(j)] - max);
+          sum += w;
+          const std::int64_t v_row = row_at(p.v, b, h, j);
+          for (std::int64_t e = 0; e < d; ++e) {
+            acc[static_cast<std::size_t>(e)] += w * widen(p.dtype, p.v.data, v_row + e);
+          }
+        }
+        const std::int64_t o_row = row_at(p.out, b, h, i);
+        for (std::int64_t e = 0; e < d; ++e) {
+          const double v = kept > 0 ? acc[static_cast<std::size_t>(e)] / sum : 0.0;
+          narrow(p.dtype, p.out.data, o_row + e, static_cast<float>(v));
+        }
+        if (p.lse.data != nullptr) {
+          auto* lse = static_cast<float*>(const_cast<void*>(p.lse.data));
+          lse[row_at(p.lse, b, h, i)] = kept > 0 ? static_cast<float>(max + std::log(sum))
+                                                 : -std::numeric_limits<float>::infinity();
+        }
+      }
+    }
+  }
+}
+
+}  // namespace loom::kernels

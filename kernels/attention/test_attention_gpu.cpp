@@ -1,0 +1,191 @@
+// flash_attention on the GPU against the CPU backend (the reference) on the
+// same random inputs: head dims 64 and 128, bf16 and f16, tails in both
+// lengths, Sq != Sk, causal aligned both ways, rows that keep no key, a
+// strided [B, S, H, D] view, eager and compiled; outputs poisoned first.
+#include "support/gpu.hpp"
+
+#include <loom/graph.hpp>
+#include <loom/ops/attention.hpp>
+#include <loom/runtime.hpp>
+
+#include <gtest/gtest.h>
+
+#include "attention/test_support.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace {
+
+using loom::DType;
+using loom::ops::CausalAlignment;
+using loom::test::attention::random_halves;
+using loom::test::attention::widen;
+
+struct Problem {
+  std::int64_t b, h, sq, sk, d;
+  bool causal = false;
+  CausalAlignment alignment = CausalAlignment::top_left;
+  bool strided = false;  // q, k, v as [B, S, H, D] viewed [B, H, S, D]
+};
+
+std::string describe(const Problem& p, DType dtype) {
+  return std::string(loom::to_string(dtype)) + " " + std::to_string(p.b) + "x" +
+         std::to_string(p.h) + " sq " + std::to_string(p.sq) + " sk " + std::to_string(p.sk) +
+         " d " + std::to_string(p.d) + (p.causal ? " causal" : "") +
+         (p.alignment == CausalAlignment::bottom_right ? " bottom-right" : "") +
+         (p.strided ? " strided" : "");
+}
+
+// 16-bit patterns as a tensor of `dtype` ([rows..., d] of `shape`).
+loom::Tensor upload_bits(loom::Runtime& rt, DType dtype, const std::vector<std::uint16_t>& bits,
+                         const loom::Shape& shape) {
+  if (dtype == DType::bf16) {
+    return rt.upload(std::span<const loom::bfloat16>(
+                         reinterpret_cast<const loom::bfloat16*>(bits.data()), bits.size()),
+                     shape);
+  }
+  return rt.upload(
+      std::span<const loom::half>(reinterpret_cast<const loom::half*>(bits.data()), bits.size()),
+      shape);
+}
+
+std::vector<std::uint16_t> download_bits(loom::Runtime& rt, const loom::Tensor& t) {
+  std::vector<std::uint16_t> bits(static_cast<std::size_t>(t.numel()));
+  if (t.dtype() == DType::bf16) {
+    rt.download_into(
+          t, std::span<loom::bfloat16>(reinterpret_cast<loom::bfloat16*>(bits.data()), bits.size()))
+        .wait();
+  } else {
+    rt.download_into(t,
+                     std::span<loom::half>(reinterpret_cast<loom::half*>(bits.data()), bits.size()))
+        .wait();
+  }
+  return bits;
+}
+
+struct Result {
+  std::vector<std::uint16_t> out;
+  std::vector<float> lse;
+};
+
+Result run(loom::Runtime& rt, const Problem& p, DType dtype, const std::vector<std::uint16_t>& q,
+           const std::vector<std::uint16_t>& k, const std::vector<std::uint16_t>& v,
+           bool compiled) {
+  const auto input = [&](const std::vector<std::uint16_t>& bits, std::int64_t s) {
+    if (!p.strided) return upload_bits(rt, dtype, bits, {p.b, p.h, s, p.d});
+    // The same values laid out [B, S, H, D], viewed [B, H, S, D].
+    std::vector<std::uint16_t> bshd(bits.size());
+    for (std::int64_t b = 0; b < p.b; ++b)
+      for (std::int64_t h = 0; h < p.h; ++h)
+        for (std::int64_t i = 0; i < s; ++i)
+          for (std::int64_t e = 0; e < p.d; ++e)
+            bshd[((b * s + i) * p.h + h) * p.d + e] = bits[((b * p.h + h) * s + i) * p.d + e];
+    return upload_bits(rt, dtype, bshd, {p.b, s, p.h, p.d}).transpose(1, 2);
+  };
+  auto tq = input(q, p.sq);
+  auto tk = input(k, p.sk);
+  auto tv = input(v, p.sk);
+  // Poisoned: NaN patterns everywhere, so an element not written fails.
+  auto out = upload_bits(
+      rt, dtype,
+      std::vector<std::uint16_t>(static_cast<std::size_t>(p.b * p.h * p.sq * p.d), 0xFFFF),
+      {p.b, p.h, p.sq, p.d});
+  auto lse = rt.upload(
+      std::span<const float>(std::vector<float>(static_cast<std::size_t>(p.b * p.h * p.sq),
+                                                std::numeric_limits<float>::quiet_NaN())),
+      {p.b, p.h, p.sq});
+  loom::Graph g;
+  g.add(loom::ops::flash_attention(tq, tk, tv, out, lse,
+                                   {.causal = p.causal, .alignment = p.alignment}));
+  if (compiled) {
+    auto exe = rt.compile(g);
+    exe.run().wait();
+  } else {
+    rt.submit(g).wait();
+  }
+  return {download_bits(rt, out), rt.download<float>(lse)};
+}
+
+std::string check(const Problem& p, DType dtype, bool compiled = false) {
+  auto rng = loom::test::random_engine();
+  const auto q = random_halves(p.b * p.h * p.sq * p.d, dtype, rng);
+  const auto k = random_halves(p.b * p.h * p.sk * p.d, dtype, rng);
+  const auto v = random_halves(p.b * p.h * p.sk * p.d, dtype, rng);
+  loom::Runtime gpu;
+  loom::Runtime cpu({.backend = loom::Backend::cpu, .workers = 2});
+  const Result got = run(gpu, p, dtype, q, k, v, compiled);
+  const Result want = run(cpu, p, dtype, q, k, v, false);
+  // Outputs are averages of values in [-1, 1]; P is rounded to the operand
+  // type before P V, so the error is a few of its ulps of 1.
+  const double tol = dtype == DType::bf16 ? 1e-2 : 5e-3;
+  for (std::size_t i = 0; i < want.out.size(); ++i) {
+    const float g = widen(dtype, got.out[i]);
+    const float w = widen(dtype, want.out[i]);
+    if (!(std::fabs(g - w) <= tol)) {
+      return describe(p, dtype) + ": out[" + std::to_string(i) + "] = " + std::to_string(g) +
+             ", want " + std::to_string(w);
+    }
+  }
+  for (std::size_t i = 0; i < want.lse.size(); ++i) {
+    const float g = got.lse[i];
+    const float w = want.lse[i];
+    const bool both_empty = std::isinf(w) && w < 0 && std::isinf(g) && g < 0;
+    if (!both_empty && !(std::fabs(g - w) <= 1e-3F * (1.0F + std::fabs(w)))) {
+      return describe(p, dtype) + ": lse[" + std::to_string(i) + "] = " + std::to_string(g) +
+             ", want " + std::to_string(w);
+    }
+  }
+  return "";
+}
+
+class AttentionGpu : public ::testing::TestWithParam<DType> {};
+
+TEST_P(AttentionGpu, HeadDimsAndTails) {
+  LOOM_REQUIRE_GPU();
+  for (std::int64_t d : {64, 128}) {
+    EXPECT_EQ(check({.b = 2, .h = 3, .sq = 256, .sk = 256, .d = d}, GetParam()), "");
+    EXPECT_EQ(check({.b = 1, .h = 2, .sq = 200, .sk = 333, .d = d}, GetParam()), "");
+    EXPECT_EQ(check({.b = 1, .h = 1, .sq = 1, .sk = 70, .d = d}, GetParam()), "");
+    EXPECT_EQ(check({.b = 1, .h = 2, .sq = 130, .sk = 1, .d = d}, GetParam()), "");
+  }
+}
+
+TEST_P(AttentionGpu, CausalAlignedBothWays) {
+  LOOM_REQUIRE_GPU();
+  for (auto align : {CausalAlignment::top_left, CausalAlignment::bottom_right}) {
+    for (std::int64_t d : {64, 128}) {
+      EXPECT_EQ(
+          check({.b = 1, .h = 2, .sq = 300, .sk = 300, .d = d, .causal = true, .alignment = align},
+                GetParam()),
+          "");
+      EXPECT_EQ(
+          check({.b = 1, .h = 2, .sq = 100, .sk = 260, .d = d, .causal = true, .alignment = align},
+                GetParam()),
+          "");
+      // More queries than keys: bottom right leaves the first rows no key.
+      EXPECT_EQ(
+          check({.b = 1, .h = 1, .sq = 260, .sk = 100, .d = d, .causal = true, .alignment = align},
+                GetParam()),
+          "");
+    }
+  }
+}
+
+TEST_P(AttentionGpu, StridedViewsAndACompiledGraph) {
+  LOOM_REQUIRE_GPU();
+  EXPECT_EQ(check({.b = 2, .h = 4, .sq = 150, .sk = 150, .d = 64, .strided = true}, GetParam()),
+            "");
+  EXPECT_EQ(
+      check({.b = 1, .h = 2, .sq = 129, .sk = 200, .d = 128, .causal = true}, GetParam(), true),
+      "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, AttentionGpu, ::testing::Values(DType::bf16, DType::f16),
+                         [](const auto& p) { return std::string(loom::to_string(p.param)); });
+
+}  // namespace

@@ -1,0 +1,65 @@
+#pragma once
+// What the attention family's tests share: random [B, H, S, D] inputs in
+// bf16/f16, widening, and an attention computed the plain way (the whole
+// score matrix of a head, masked, softmaxed) to hold the reference against.
+#include <loom/dtype.hpp>
+
+#include "common/convert.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace loom::test::attention {
+
+inline std::vector<std::uint16_t> random_halves(std::size_t n, DType dtype, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(-1.0F, 1.0F);
+  std::vector<std::uint16_t> v(n);
+  for (auto& x : v) {
+    x = dtype == DType::bf16 ? kernels::f32_to_bf16_bits(dist(rng))
+                             : kernels::f32_to_f16_bits(dist(rng));
+  }
+  return v;
+}
+
+inline float widen(DType dtype, std::uint16_t bits) {
+  return dtype == DType::bf16 ? kernels::bf16_bits_to_f32(bits) : kernels::f16_bits_to_f32(bits);
+}
+
+/// out and lse of one head, contiguous [S, D] rows: scores of every pair,
+/// masked (key j kept for query i when j <= i + offset), softmax by rows.
+struct PlainResult {
+  std::vector<double> out;
+  std::vector<double> lse;
+};
+inline PlainResult plain_attention(const std::vector<float>& q, const std::vector<float>& k,
+                                   const std::vector<float>& v, std::int64_t sq, std::int64_t sk,
+                                   std::int64_t d, double scale, bool causal, std::int64_t offset) {
+  PlainResult r{
+      std::vector<double>(static_cast<std::size_t>(sq * d), 0.0),
+      std::vector<double>(static_cast<std::size_t>(sq), -std::numeric_limits<double>::infinity())};
+  std::vector<double> s(static_cast<std::size_t>(sk));
+  for (std::int64_t i = 0; i < sq; ++i) {
+    double max = -std::numeric_limits<double>::infinity();
+    for (std::int64_t j = 0; j < sk; ++j) {
+      double dot = 0.0;
+      for (std::int64_t e = 0; e < d; ++e) dot += double(q[i * d + e]) * k[j * d + e];
+      const bool kept = !causal || j <= i + offset;
+      s[j] = kept ? dot * scale : -std::numeric_limits<double>::infinity();
+      max = std::max(max, s[j]);
+    }
+    if (max == -std::numeric_limits<double>::infinity()) continue;
+    double sum = 0.0;
+    for (std::int64_t j = 0; j < sk; ++j) sum += std::exp(s[j] - max);
+    for (std::int64_t j = 0; j < sk; ++j) {
+      const double p = std::exp(s[j] - max) / sum;
+      for (std::int64_t e = 0; e < d; ++e) r.out[i * d + e] += p * v[j * d + e];
+    }
+    r.lse[i] = max + std::log(sum);
+  }
+  return r;
+}
+
+}  // namespace loom::test::attention
