@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/convert.hpp"
 #include "gemm/sgemm.hpp"
 #include "gemm/test_support.hpp"
 #include "support/cpu.hpp"
@@ -228,10 +229,20 @@ TEST(MatmulCpu, BadInputsAreRejectedAtSubmitNamingTheTask) {
   auto a = rt.tensor<float>({4, 6});
   auto b = rt.tensor<float>({6, 5});
   auto c = rt.tensor<float>({4, 5});
-  expect_rejected(rt, rt.tensor<std::int32_t>({4, 6}), b, c, "must be f32");
-  expect_rejected(rt, a, b, rt.tensor<float>({4, 5, 1}), "must have rank 2");
+  expect_rejected(rt, rt.tensor<std::int32_t>({4, 6}), b, c, "a must be one of f32, f16, bf16");
+  expect_rejected(rt, a, b, rt.tensor<float>({4, 5, 1}), "c must be [4, 5]");
   expect_rejected(rt, a, rt.tensor<float>({7, 5}), c, "inner dimensions differ");
-  expect_rejected(rt, a, b, rt.tensor<float>({5, 4}), "c must be 4 x 5");
+  expect_rejected(rt, a, b, rt.tensor<float>({5, 4}), "c must be [4, 5]");
+  expect_rejected(rt, rt.tensor<float>({6}), b, c, "must be a matrix");
+  // Half precision: b in a's type, c in a's type or f32, a batch that agrees.
+  auto ha = rt.tensor(loom::DType::bf16, {4, 6});
+  auto hb = rt.tensor(loom::DType::bf16, {6, 5});
+  expect_rejected(rt, ha, rt.tensor(loom::DType::f16, {6, 5}), c, "b must be bf16");
+  expect_rejected(rt, ha, hb, rt.tensor(loom::DType::f16, {4, 5}), "c must be one of bf16, f32");
+  expect_rejected(rt, rt.tensor(loom::DType::bf16, {2, 4, 6}), rt.tensor(loom::DType::bf16, {3, 6, 5}),
+                  rt.tensor<float>({3, 4, 5}), "different batches");
+  expect_rejected(rt, rt.tensor(loom::DType::bf16, {2, 4, 6}), hb, rt.tensor<float>({4, 5}),
+                  "c must be [2, 4, 5]");
   // Every other column: neither row- nor column-major.
   expect_rejected(rt, rt.tensor<float>({4, 12}).slice(1, 0, 12, 2), b, c,
                   "must be row-major or column-major");
@@ -240,6 +251,62 @@ TEST(MatmulCpu, BadInputsAreRejectedAtSubmitNamingTheTask) {
   auto square = rt.tensor<float>({6, 6});
   expect_rejected(rt, square, square, square, "must not share storage");
   expect_rejected(rt, loom::Tensor(), b, c, "undefined");
+}
+
+// bf16 and f16 products on the CPU backend (the reference): against a triple
+// loop over the operands' exact values, with C in their type and in f32, a
+// batch with a shared B, a transposed operand and a bias in C's type.
+TEST(MatmulCpu, HalfPrecisionBatchesThroughAGraph) {
+  loom::Runtime rt(cpu(2));
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  std::uniform_real_distribution<float> dist(-1.0F, 1.0F);
+  constexpr std::int64_t kB = 3, kM = 5, kN = 7, kK = 9;
+  for (loom::DType dtype : {loom::DType::bf16, loom::DType::f16}) {
+    const auto round = [&](float v) {
+      return dtype == loom::DType::bf16
+                 ? loom::kernels::bf16_bits_to_f32(loom::kernels::f32_to_bf16_bits(v))
+                 : loom::kernels::f16_bits_to_f32(loom::kernels::f32_to_f16_bits(v));
+    };
+    const auto fill = [&](const loom::Tensor& t, std::vector<float>& values) {
+      auto* bits = static_cast<std::uint16_t*>(t.data());
+      values.resize(static_cast<std::size_t>(t.numel()));
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        const float v = dist(rng);
+        bits[i] = dtype == loom::DType::bf16 ? loom::kernels::f32_to_bf16_bits(v)
+                                             : loom::kernels::f32_to_f16_bits(v);
+        values[i] = round(v);
+      }
+    };
+    auto a = rt.tensor(dtype, {kB, kM, kK});
+    auto bt = rt.tensor(dtype, {kN, kK});  // B^T, stored [N, K]: b is its transposed view
+    auto bias = rt.tensor(dtype, {kN});
+    std::vector<float> av, bv, biasv;
+    fill(a, av);
+    fill(bt, bv);
+    fill(bias, biasv);
+    auto c32 = rt.tensor<float>({kB, kM, kN});
+    auto c16 = rt.tensor(dtype, {kB, kM, kN});
+    loom::Graph g;
+    g.add(loom::ops::matmul(a, bt.transpose(0, 1), c32));
+    g.add(loom::ops::matmul(a, bt.transpose(0, 1), c16, {.alpha = 2.0F, .bias = bias}));
+    rt.submit(g).wait();
+    const auto* got16 = static_cast<const std::uint16_t*>(c16.data());
+    for (std::int64_t e = 0; e < kB; ++e) {
+      for (std::int64_t i = 0; i < kM; ++i) {
+        for (std::int64_t j = 0; j < kN; ++j) {
+          double want = 0.0;
+          for (std::int64_t kk = 0; kk < kK; ++kk) {
+            want += double(av[(e * kM + i) * kK + kk]) * bv[j * kK + kk];
+          }
+          const std::int64_t at = (e * kM + i) * kN + j;
+          EXPECT_NEAR(c32.data_as<float>()[at], want, 1e-6) << at;
+          const float got = dtype == loom::DType::bf16 ? loom::kernels::bf16_bits_to_f32(got16[at])
+                                                       : loom::kernels::f16_bits_to_f32(got16[at]);
+          EXPECT_EQ(got, round(static_cast<float>(2.0 * want + biasv[j]))) << at;
+        }
+      }
+    }
+  }
 }
 
 // c = act(alpha a b + beta c + bias), the bias broadcast along rows ([N],
