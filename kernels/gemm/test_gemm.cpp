@@ -239,8 +239,9 @@ TEST(MatmulCpu, BadInputsAreRejectedAtSubmitNamingTheTask) {
   auto hb = rt.tensor(loom::DType::bf16, {6, 5});
   expect_rejected(rt, ha, rt.tensor(loom::DType::f16, {6, 5}), c, "b must be bf16");
   expect_rejected(rt, ha, hb, rt.tensor(loom::DType::f16, {4, 5}), "c must be one of bf16, f32");
-  expect_rejected(rt, rt.tensor(loom::DType::bf16, {2, 4, 6}), rt.tensor(loom::DType::bf16, {3, 6, 5}),
-                  rt.tensor<float>({3, 4, 5}), "different batches");
+  expect_rejected(rt, rt.tensor(loom::DType::bf16, {2, 4, 6}),
+                  rt.tensor(loom::DType::bf16, {3, 6, 5}), rt.tensor<float>({3, 4, 5}),
+                  "different batches");
   expect_rejected(rt, rt.tensor(loom::DType::bf16, {2, 4, 6}), hb, rt.tensor<float>({4, 5}),
                   "c must be [2, 4, 5]");
   // Every other column: neither row- nor column-major.
