@@ -28,9 +28,11 @@ def time_ms(fn, reps=10):
     stop.synchronize()
     return start.elapsed_time(stop) / reps
 
+# Optional arguments: the sequence lengths to time (all of bench_attention's by default).
+seqs = [int(a) for a in sys.argv[1:]] or [512, 1024, 2048, 4096, 8192, 16384]
 for d in (64, 128):
     heads = 2048 // d
-    for seq in (512, 1024, 2048, 4096, 8192, 16384):
+    for seq in seqs:
         batch = 16384 // seq
         q, k, v = (torch.randn(batch, heads, seq, d, device="cuda", dtype=torch.bfloat16)
                    for _ in range(3))
