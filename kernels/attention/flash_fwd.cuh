@@ -3,6 +3,7 @@
 #include "attention/attention.hpp"
 #include "common/check.hpp"
 #include "common/launch.hpp"
+#include "common/tensor_core.cuh"
 
 #include <cute/tensor.hpp>
 
@@ -25,17 +26,6 @@ constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr float kLog2e = 1.4426950408889634F;
 
-template <class T>
-struct MmaAtomFor;
-template <>
-struct MmaAtomFor<cute::bfloat16_t> {
-  using type = SM80_16x8x16_F32BF16BF16F32_TN;
-};
-template <>
-struct MmaAtomFor<cute::half_t> {
-  using type = SM80_16x8x16_F32F16F16F32_TN;
-};
-
 template <class T, int HeadDim>
 struct FlashConfig {
   static_assert(HeadDim % 64 == 0, "rows of 64-element swizzle atoms");
@@ -50,7 +40,7 @@ struct FlashConfig {
       SmemKV{}, make_layout(Shape<Int<HeadDim>, Int<kBlockN>>{}, GenRowMajor{})));
   // Four warps stacked along M; Tile<64, 16, 16>: a warp's two n8 atoms side
   // by side, so one ldmatrix.x4 feeds both.
-  using TiledMma = TiledMMA<MMA_Atom<typename MmaAtomFor<T>::type>,
+  using TiledMma = TiledMMA<MMA_Atom<typename tensor_core::MmaAtomFor<T>::type>,
                             Layout<Shape<Int<kWarps>, _1, _1>>, Tile<Int<16 * kWarps>, _16, _16>>;
   static constexpr int kThreadsARow = HeadDim / 8;  // 16-byte vectors a row
   using GmemCopy =
@@ -316,24 +306,12 @@ __global__ void __launch_bounds__(kThreads) flash_fwd_kernel(AttentionArgs p) {
   }
 }
 
-/// Above 48 KiB of dynamic shared memory a kernel must opt in, once a device.
-template <class Kernel>
-void opt_in_shared_memory(Kernel kernel, std::size_t bytes, std::atomic<std::uint64_t>& devices) {
-  int device = 0;
-  LOOM_KERNEL_CHECK(cudaGetDevice(&device));
-  const std::uint64_t bit = device < 64 ? std::uint64_t{1} << device : 0;
-  if (bit != 0 && (devices.load(std::memory_order_acquire) & bit) != 0) return;
-  LOOM_KERNEL_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(bytes)));
-  devices.fetch_or(bit, std::memory_order_acq_rel);
-}
-
 template <class T, int HeadDim>
 void launch_head_dim(const AttentionArgs& p, StreamView stream) {
   constexpr auto kernel = flash_fwd_kernel<T, HeadDim>;
   constexpr std::size_t bytes = FlashConfig<T, HeadDim>::kSharedBytes;
   static std::atomic<std::uint64_t> opted_in{0};
-  opt_in_shared_memory(kernel, bytes, opted_in);
+  tensor_core::opt_in_shared_memory(kernel, bytes, opted_in);
   const dim3 grid(static_cast<unsigned>((p.q_len + kBlockM - 1) / kBlockM),
                   static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
   loom::detail::launch_on_stream(stream, kernel, grid, kThreads, bytes, p);

@@ -20,6 +20,7 @@
 #include "common/check.hpp"
 #include "common/convert.hpp"
 #include "common/launch.hpp"
+#include "common/tensor_core.cuh"
 #include "elementwise/functors.hpp"
 #include "gemm/hgemm.hpp"
 
@@ -37,17 +38,6 @@ using cute::Layout;
 using cute::Shape;
 using cute::Stride;
 using cute::Tensor;
-
-template <class T>
-struct MmaAtomFor;
-template <>
-struct MmaAtomFor<cute::bfloat16_t> {
-  using type = SM80_16x8x16_F32BF16BF16F32_TN;
-};
-template <>
-struct MmaAtomFor<cute::half_t> {
-  using type = SM80_16x8x16_F32F16F16F32_TN;
-};
 
 constexpr int kBM = 128;
 constexpr int kBN = 128;
@@ -89,8 +79,8 @@ template <class T, bool AKMajor, bool BKMajor>
 struct Config {
   using A = OperandConfig<T, kBM, AKMajor>;
   using B = OperandConfig<T, kBN, BKMajor>;
-  using TiledMma = TiledMMA<MMA_Atom<typename MmaAtomFor<T>::type>, Layout<Shape<_2, _2, _1>>,
-                            Tile<_32, _32, _16>>;
+  using TiledMma = TiledMMA<MMA_Atom<typename tensor_core::MmaAtomFor<T>::type>,
+                            Layout<Shape<_2, _2, _1>>, Tile<_32, _32, _16>>;
   static constexpr std::size_t kSharedBytes =
       (cosize(typename A::SmemLayout{}) + cosize(typename B::SmemLayout{})) * sizeof(T);
 };
@@ -320,24 +310,12 @@ __global__ void __launch_bounds__(kThreads) hgemm_mma_sync_kernel(HgemmArgs p) {
   }
 }
 
-/// Above 48 KiB of dynamic shared memory a kernel must opt in, once a device.
-template <class Kernel>
-void opt_in_shared_memory(Kernel kernel, std::size_t bytes, std::atomic<std::uint64_t>& devices) {
-  int device = 0;
-  LOOM_KERNEL_CHECK(cudaGetDevice(&device));
-  const std::uint64_t bit = device < 64 ? std::uint64_t{1} << device : 0;
-  if (bit != 0 && (devices.load(std::memory_order_acquire) & bit) != 0) return;
-  LOOM_KERNEL_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(bytes)));
-  devices.fetch_or(bit, std::memory_order_acq_rel);
-}
-
 template <class T, bool AKMajor, bool BKMajor>
 void launch_layout(const HgemmArgs& p, StreamView stream) {
   constexpr auto kernel = hgemm_mma_sync_kernel<T, AKMajor, BKMajor>;
   constexpr std::size_t bytes = Config<T, AKMajor, BKMajor>::kSharedBytes;
   static std::atomic<std::uint64_t> opted_in{0};
-  opt_in_shared_memory(kernel, bytes, opted_in);
+  tensor_core::opt_in_shared_memory(kernel, bytes, opted_in);
   const auto tiles = static_cast<unsigned>(((p.m + kBM - 1) / kBM) * ((p.n + kBN - 1) / kBN));
   loom::detail::launch_on_stream(stream, kernel, dim3(tiles, static_cast<unsigned>(p.batch)),
                                  kThreads, bytes, p);
