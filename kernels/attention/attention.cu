@@ -3,6 +3,7 @@
 
 #include <loom/error.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -17,16 +18,19 @@ bool strides_fit(const AttentionTensor& t) {
 }  // namespace
 
 bool flash_fwd_fits(const AttentionArgs& p) noexcept {
-  return (p.dtype == DType::bf16 || p.dtype == DType::f16) &&
-         (p.head_dim == 64 || p.head_dim == 128) && strides_fit(p.q) && strides_fit(p.k) &&
-         strides_fit(p.v) && strides_fit(p.out);
+  // The scale multiplies -inf for masked keys and decides the running max:
+  // finite and positive.
+  return (p.dtype == DType::bf16 || p.dtype == DType::f16) && p.scale > 0.0F &&
+         std::isfinite(p.scale) && (p.head_dim == 64 || p.head_dim == 128) && strides_fit(p.q) &&
+         strides_fit(p.k) && strides_fit(p.v) && strides_fit(p.out);
 }
 
 void flash_attention_forward(const AttentionArgs& p, StreamView stream) {
   if (p.batch <= 0 || p.heads <= 0 || p.q_len <= 0) return;
   if (!flash_fwd_fits(p)) {
     throw InvalidArgument(
-        "flash attention: needs bf16 or f16, a head dim of 64 or 128, batch, head and row "
+        "flash attention: needs bf16 or f16, a finite scale above 0, a head dim of 64 or 128, "
+        "batch, head and row "
         "strides multiples of 8 elements and 16-byte aligned data");
   }
   if (p.heads > 65535 || p.batch > 65535 || p.q_len > (std::int64_t{1} << 30) ||

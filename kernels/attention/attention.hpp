@@ -63,7 +63,7 @@ constexpr std::array<std::size_t, 5> AttentionArgs::loom_pointer_offsets() {
 }
 static_assert(std::is_standard_layout_v<AttentionArgs>, "offsetof needs a standard layout");
 
-/// Whether flash_fwd takes these tensors: bf16/f16, head dim 64 or 128,
+/// Whether flash_fwd takes these tensors: bf16/f16, a finite scale > 0, head dim 64 or 128,
 /// strides multiples of 8 elements, data on 16 bytes.
 bool flash_fwd_fits(const AttentionArgs& args) noexcept;
 

@@ -115,7 +115,9 @@ __global__ void __launch_bounds__(kThreads) flash_fwd_kernel(AttentionArgs p) {
   // The keys this block's rows may see: all, or up to the causal diagonal.
   int n_blocks = (k_len + kBlockN - 1) / kBlockN;
   if (p.causal) {
-    const std::int64_t last_key = row0 + kBlockM - 1 + p.causal_offset;  // inclusive
+    // The block's last row that exists sees the most keys (inclusive).
+    const int last_row = (row0 + kBlockM < q_len ? row0 + kBlockM : q_len) - 1;
+    const std::int64_t last_key = last_row + p.causal_offset;
     const std::int64_t limit = last_key < 0 ? 0 : (last_key + kBlockN) / kBlockN;
     n_blocks = static_cast<int>(limit < n_blocks ? limit : n_blocks);
   }
@@ -192,10 +194,13 @@ __global__ void __launch_bounds__(kThreads) flash_fwd_kernel(AttentionArgs p) {
   }
   const float scale_log2 = p.scale * kLog2e;
 
-  // Q and the first K tile in flight together.
-  copy_rows(gmem_copy, tQgQ, tQsQ, tQcQ, q_len - row0);
-  if (n_blocks > 0) copy_rows(gmem_copy, tKgK(_, _, _, 0), tKsK, tKcK, k_len);
-  cp_async_fence();
+  // Q and the first K tile in flight together; a block with no key to see
+  // loads nothing (no copy left in flight at its exit) and stores zeros.
+  if (n_blocks > 0) {
+    copy_rows(gmem_copy, tQgQ, tQsQ, tQcQ, q_len - row0);
+    copy_rows(gmem_copy, tKgK(_, _, _, 0), tKsK, tKcK, k_len);
+    cp_async_fence();
+  }
 
   for (int n = 0; n < n_blocks; ++n) {
     const int key0 = n * kBlockN;

@@ -3,6 +3,7 @@
 #include "attention/attention.hpp"
 #include "common/convert.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -10,16 +11,6 @@
 
 namespace loom::kernels {
 namespace {
-
-float widen(DType dtype, const void* base, std::int64_t at) {
-  const std::uint16_t bits = static_cast<const std::uint16_t*>(base)[at];
-  return dtype == DType::bf16 ? bf16_bits_to_f32(bits) : f16_bits_to_f32(bits);
-}
-
-void narrow(DType dtype, const void* base, std::int64_t at, float v) {
-  auto* bits = static_cast<std::uint16_t*>(const_cast<void*>(base));
-  bits[at] = dtype == DType::bf16 ? f32_to_bf16_bits(v) : f32_to_f16_bits(v);
-}
 
 std::int64_t row_at(const AttentionTensor& t, std::int64_t b, std::int64_t h, std::int64_t i) {
   return b * t.batch_stride + h * t.head_stride + i * t.row_stride;
@@ -42,8 +33,8 @@ void attention_reference(const AttentionArgs& p) {
           const std::int64_t k_row = row_at(p.k, b, h, j);
           double dot = 0.0;
           for (std::int64_t e = 0; e < d; ++e) {
-            dot += static_cast<double>(widen(p.dtype, p.q.data, q_row + e)) *
-                   widen(p.dtype, p.k.data, k_row + e);
+            dot += static_cast<double>(load_as_f32(p.q.data, p.dtype, q_row + e)) *
+                   load_as_f32(p.k.data, p.dtype, k_row + e);
           }
           scores[static_cast<std::size_t>(j)] = dot * p.scale;
           max = std::max(max, scores[static_cast<std::size_t>(j)]);
@@ -56,13 +47,13 @@ void attention_reference(const AttentionArgs& p) {
           sum += w;
           const std::int64_t v_row = row_at(p.v, b, h, j);
           for (std::int64_t e = 0; e < d; ++e) {
-            acc[static_cast<std::size_t>(e)] += w * widen(p.dtype, p.v.data, v_row + e);
+            acc[static_cast<std::size_t>(e)] += w * load_as_f32(p.v.data, p.dtype, v_row + e);
           }
         }
         const std::int64_t o_row = row_at(p.out, b, h, i);
         for (std::int64_t e = 0; e < d; ++e) {
           const double v = kept > 0 ? acc[static_cast<std::size_t>(e)] / sum : 0.0;
-          narrow(p.dtype, p.out.data, o_row + e, static_cast<float>(v));
+          store_from_f32(const_cast<void*>(p.out.data), p.dtype, o_row + e, static_cast<float>(v));
         }
         if (p.lse.data != nullptr) {
           auto* lse = static_cast<float*>(const_cast<void*>(p.lse.data));

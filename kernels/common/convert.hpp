@@ -42,6 +42,8 @@
 // Round trips: for every 16-bit pattern b that is not a NaN,
 // f32_to_*_bits(*_bits_to_f32(b)) == b; a NaN comes back as 0x7FFF.
 
+#include <loom/dtype.hpp>
+
 #include <bit>
 #include <cstdint>
 
@@ -143,6 +145,24 @@ LOOM_CONVERT_FN std::uint16_t f32_to_bf16_bits(float f) noexcept {
 LOOM_CONVERT_FN float bf16_bits_to_f32(std::uint16_t b) noexcept {
   const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
   return convert_detail::float_of((u & 0x7FFFFFFFU) > 0x7F800000U ? kF32CanonicalNaN : u);
+}
+
+/// Element i of an f32, bf16 or f16 array, as f32 (any other dtype reads as f16).
+LOOM_CONVERT_FN float load_as_f32(const void* data, DType dtype, std::int64_t i) noexcept {
+  switch (dtype) {
+    case DType::f32: return static_cast<const float*>(data)[i];
+    case DType::bf16: return bf16_bits_to_f32(static_cast<const std::uint16_t*>(data)[i]);
+    default: return f16_bits_to_f32(static_cast<const std::uint16_t*>(data)[i]);
+  }
+}
+
+/// Element i of an f32, bf16 or f16 array = v, rounded once to its dtype.
+LOOM_CONVERT_FN void store_from_f32(void* data, DType dtype, std::int64_t i, float v) noexcept {
+  switch (dtype) {
+    case DType::f32: static_cast<float*>(data)[i] = v; break;
+    case DType::bf16: static_cast<std::uint16_t*>(data)[i] = f32_to_bf16_bits(v); break;
+    default: static_cast<std::uint16_t*>(data)[i] = f32_to_f16_bits(v); break;
+  }
 }
 
 }  // namespace loom::kernels

@@ -20,22 +20,7 @@ constexpr int kSimpleRowsAThread = 4;  // a block of 32 x 8 threads covers 32 x 
 
 __device__ __forceinline__ float element(const BatchedMatrix& m, std::int64_t b, std::int64_t i,
                                          std::int64_t j) {
-  const std::int64_t at = b * m.batch_stride + i * m.row_stride + j * m.col_stride;
-  switch (m.dtype) {
-    case DType::f32: return static_cast<const float*>(m.data)[at];
-    case DType::bf16: return bf16_bits_to_f32(static_cast<const std::uint16_t*>(m.data)[at]);
-    default: return f16_bits_to_f32(static_cast<const std::uint16_t*>(m.data)[at]);
-  }
-}
-
-__device__ __forceinline__ void store(const BatchedMatrix& m, std::int64_t at, float v) {
-  switch (m.dtype) {
-    case DType::f32: static_cast<float*>(const_cast<void*>(m.data))[at] = v; break;
-    case DType::bf16:
-      static_cast<std::uint16_t*>(const_cast<void*>(m.data))[at] = f32_to_bf16_bits(v);
-      break;
-    default: static_cast<std::uint16_t*>(const_cast<void*>(m.data))[at] = f32_to_f16_bits(v);
-  }
+  return load_as_f32(m.data, m.dtype, b * m.batch_stride + i * m.row_stride + j * m.col_stride);
 }
 
 // Any layout and alignment: 32 x 32 tiles of A and B in shared memory as
@@ -78,7 +63,7 @@ __global__ void hgemm_simple(HgemmArgs p) {
     if (p.bias.data != nullptr) v += element(p.bias, b, m, n);
     if (p.activation == SgemmActivation::relu) v = map_fn::loom_map_relu(v);
     if (p.activation == SgemmActivation::gelu_tanh) v = map_fn::loom_map_gelu_tanh(v);
-    store(p.c, at, v);
+    store_from_f32(const_cast<void*>(p.c.data), p.c.dtype, at, v);
   }
 }
 

@@ -117,30 +117,14 @@ __device__ __forceinline__ void copy_tile(const Copy& copy_op, const TS& src, TD
   }
 }
 
-__device__ __forceinline__ float load_as_float(const void* data, DType dtype, std::int64_t i) {
-  switch (dtype) {
-    case DType::f32: return static_cast<const float*>(data)[i];
-    case DType::bf16: return bf16_bits_to_f32(static_cast<const std::uint16_t*>(data)[i]);
-    default: return f16_bits_to_f32(static_cast<const std::uint16_t*>(data)[i]);
-  }
-}
-
-__device__ __forceinline__ void store_from_float(void* data, DType dtype, std::int64_t i, float v) {
-  switch (dtype) {
-    case DType::f32: static_cast<float*>(data)[i] = v; break;
-    case DType::bf16: static_cast<std::uint16_t*>(data)[i] = f32_to_bf16_bits(v); break;
-    default: static_cast<std::uint16_t*>(data)[i] = f32_to_f16_bits(v); break;
-  }
-}
-
 /// act(alpha * acc + beta * c + bias) for element (m, n) of C's batch entry.
 __device__ __forceinline__ float epilogue_value(const HgemmArgs& p, float acc, std::int64_t m,
                                                 std::int64_t n, std::int64_t c_index, int b) {
   float v = p.alpha * acc;
-  if (p.beta != 0.0F) v = fmaf(p.beta, load_as_float(p.c.data, p.c.dtype, c_index), v);
+  if (p.beta != 0.0F) v = fmaf(p.beta, load_as_f32(p.c.data, p.c.dtype, c_index), v);
   if (p.bias.data != nullptr) {
-    v += load_as_float(p.bias.data, p.bias.dtype,
-                       b * p.bias.batch_stride + m * p.bias.row_stride + n * p.bias.col_stride);
+    v += load_as_f32(p.bias.data, p.bias.dtype,
+                     b * p.bias.batch_stride + m * p.bias.row_stride + n * p.bias.col_stride);
   }
   switch (p.activation) {
     case SgemmActivation::relu: return map_fn::loom_map_relu(v);
@@ -304,8 +288,8 @@ __global__ void __launch_bounds__(kThreads) hgemm_mma_sync_kernel(HgemmArgs p) {
       const std::int64_t mj = m0 + get<0>(tCcC(i + j));
       if (mj >= M || nj >= N) continue;
       const std::int64_t at_j = c_batch + mj * p.c.row_stride + nj * p.c.col_stride;
-      store_from_float(const_cast<void*>(p.c.data), p.c.dtype, at_j,
-                       epilogue_value(p, acc(i + j), mj, nj, at_j, batch));
+      store_from_f32(const_cast<void*>(p.c.data), p.c.dtype, at_j,
+                     epilogue_value(p, acc(i + j), mj, nj, at_j, batch));
     }
   }
 }

@@ -180,6 +180,16 @@ class Matmul final : public Op {
     }
   }
 
+  // The bias broadcast to c's shape (a dimension it lacks or has at extent 1
+  // gets stride 0); null data without one.
+  kernels::BatchedMatrix bias_matrix() const {
+    if (!epilogue_.bias.defined()) return {};
+    const Tensor bias = epilogue_.bias.expand(c_.shape());
+    const int r = bias.rank();
+    return {bias.data(), bias.strides()[r - 2], bias.strides()[r - 1],
+            r == 3 ? bias.strides()[0] : 0, bias.dtype()};
+  }
+
   kernels::HgemmArgs half_args() const {
     kernels::HgemmArgs p;
     p.m = rows_of(a_);
@@ -191,13 +201,7 @@ class Matmul final : public Op {
     p.a = batched(a_);
     p.b = batched(b_);
     p.c = batched(c_);
-    if (epilogue_.bias.defined()) {
-      // Broadcast to c's shape: a dimension the bias lacks or has at extent 1 gets stride 0.
-      const Tensor bias = epilogue_.bias.expand(c_.shape());
-      const int r = bias.rank();
-      p.bias = {bias.data(), bias.strides()[r - 2], bias.strides()[r - 1],
-                r == 3 ? bias.strides()[0] : 0, bias.dtype()};
-    }
+    p.bias = bias_matrix();
     p.activation = static_cast<kernels::SgemmActivation>(epilogue_.activation);
     return p;
   }
@@ -222,11 +226,9 @@ class Matmul final : public Op {
     p.b = input(b_);
     p.c = matrix(c_);
     if (epilogue_.bias.defined()) {
-      const Tensor bias = epilogue_.bias.expand(c_.shape());
-      const int r = bias.rank();
-      const std::int64_t batch_stride = r == 3 ? bias.strides()[0] : 0;
-      p.bias = {bias.data_as<float>() + b * batch_stride, bias.strides()[r - 2],
-                bias.strides()[r - 1]};
+      const kernels::BatchedMatrix bias = bias_matrix();  // f32 here (validate)
+      p.bias = {static_cast<const float*>(bias.data) + b * bias.batch_stride, bias.row_stride,
+                bias.col_stride};
     }
     p.activation = static_cast<kernels::SgemmActivation>(epilogue_.activation);
     return p;

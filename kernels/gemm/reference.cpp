@@ -36,23 +36,6 @@ float activate(SgemmActivation activation, float v) {
   }
 }
 
-double value_at(const BatchedMatrix& m, std::int64_t at) {
-  switch (m.dtype) {
-    case DType::f32: return static_cast<const float*>(m.data)[at];
-    case DType::bf16: return bf16_bits_to_f32(static_cast<const std::uint16_t*>(m.data)[at]);
-    default: return f16_bits_to_f32(static_cast<const std::uint16_t*>(m.data)[at]);
-  }
-}
-
-void store_at(const BatchedMatrix& m, std::int64_t at, float v) {
-  auto* data = const_cast<void*>(m.data);
-  switch (m.dtype) {
-    case DType::f32: static_cast<float*>(data)[at] = v; break;
-    case DType::bf16: static_cast<std::uint16_t*>(data)[at] = f32_to_bf16_bits(v); break;
-    default: static_cast<std::uint16_t*>(data)[at] = f32_to_f16_bits(v); break;
-  }
-}
-
 }  // namespace
 
 void hgemm_reference(const HgemmArgs& p) {
@@ -64,27 +47,28 @@ void hgemm_reference(const HgemmArgs& p) {
   for (std::int64_t b = 0; b < p.batch; ++b) {
     for (std::int64_t kk = 0; kk < p.k; ++kk) {
       for (std::int64_t j = 0; j < p.n; ++j) {
-        panel[static_cast<std::size_t>(kk * p.n + j)] =
-            value_at(p.b, b * p.b.batch_stride + kk * p.b.row_stride + j * p.b.col_stride);
+        panel[static_cast<std::size_t>(kk * p.n + j)] = load_as_f32(
+            p.b.data, p.b.dtype, b * p.b.batch_stride + kk * p.b.row_stride + j * p.b.col_stride);
       }
     }
     for (std::int64_t i = 0; i < p.m; ++i) {
       std::fill(row.begin(), row.end(), 0.0);
       for (std::int64_t kk = 0; kk < p.k; ++kk) {
-        const double aik =
-            value_at(p.a, b * p.a.batch_stride + i * p.a.row_stride + kk * p.a.col_stride);
+        const double aik = load_as_f32(
+            p.a.data, p.a.dtype, b * p.a.batch_stride + i * p.a.row_stride + kk * p.a.col_stride);
         const double* bk = panel.data() + kk * p.n;
         for (std::int64_t j = 0; j < p.n; ++j) row[static_cast<std::size_t>(j)] += aik * bk[j];
       }
       for (std::int64_t j = 0; j < p.n; ++j) {
         const std::int64_t at = b * p.c.batch_stride + i * p.c.row_stride + j * p.c.col_stride;
         double v = static_cast<double>(p.alpha) * row[static_cast<std::size_t>(j)];
-        if (p.beta != 0.0F) v += static_cast<double>(p.beta) * value_at(p.c, at);
+        if (p.beta != 0.0F) v += static_cast<double>(p.beta) * load_as_f32(p.c.data, p.c.dtype, at);
         if (p.bias.data != nullptr) {
-          v += value_at(p.bias,
-                        b * p.bias.batch_stride + i * p.bias.row_stride + j * p.bias.col_stride);
+          v += load_as_f32(p.bias.data, p.bias.dtype,
+                           b * p.bias.batch_stride + i * p.bias.row_stride + j * p.bias.col_stride);
         }
-        store_at(p.c, at, activate(p.activation, static_cast<float>(v)));
+        store_from_f32(const_cast<void*>(p.c.data), p.c.dtype, at,
+                       activate(p.activation, static_cast<float>(v)));
       }
     }
   }
