@@ -13,6 +13,14 @@
 //               registers only. While S is computed, V's tile is loading;
 //               while P V is computed, the next K tile is. Head dims 64 and
 //               128, bf16 or f16, f32 accumulation.
+//   flash_bwd   FA2's backward: a block owns 64 keys (eight warps) and
+//               walks the query blocks that see them, recomputing
+//               P = exp(scale Q K^T - lse) from the forward's log-sum-exp;
+//               dV += P^T dO and dK += dS^T Q stay in registers, with
+//               dS = P (dO V^T - delta) and delta = rowsum(dO * O) from a
+//               first launch; dQ += dS K is added into an f32 scratch copy
+//               with atomics and rounded by a last launch. P and dS pass
+//               through shared memory to be read transposed.
 //
 // Tails: query rows past Sq load as zeros and are not stored; keys past Sk
 // load as zeros and are masked out of the softmax. Causal masking keeps key
@@ -63,6 +71,35 @@ constexpr std::array<std::size_t, 5> AttentionArgs::loom_pointer_offsets() {
 }
 static_assert(std::is_standard_layout_v<AttentionArgs>, "offsetof needs a standard layout");
 
+/// The backward pass's tensors: the forward's inputs, its out and lse, the
+/// output's gradient dout, and the gradients it writes, dq, dk and dv (each
+/// its input's shape and type). delta and dq_accum are f32 scratch
+/// (attention_backward_workspace_bytes): each query row's dout . out, and
+/// dq summed over key blocks before it is scaled and rounded.
+struct AttentionBackwardArgs {
+  std::int64_t batch = 0, heads = 0, q_len = 0, k_len = 0, head_dim = 0;
+  DType dtype = DType::bf16;
+  AttentionTensor q, k, v, out, dout, dq, dk, dv;
+  AttentionTensor lse;  ///< [B, H, Sq] f32, as the forward wrote it
+  float* delta = nullptr;
+  float* dq_accum = nullptr;
+  float scale = 0.0F;
+  bool causal = false;
+  std::int64_t causal_offset = 0;
+  static constexpr std::array<std::size_t, 11> loom_pointer_offsets();
+};
+
+constexpr std::array<std::size_t, 11> AttentionBackwardArgs::loom_pointer_offsets() {
+  constexpr std::size_t data = offsetof(AttentionTensor, data);
+  return {offsetof(AttentionBackwardArgs, q) + data,    offsetof(AttentionBackwardArgs, k) + data,
+          offsetof(AttentionBackwardArgs, v) + data,    offsetof(AttentionBackwardArgs, out) + data,
+          offsetof(AttentionBackwardArgs, dout) + data, offsetof(AttentionBackwardArgs, dq) + data,
+          offsetof(AttentionBackwardArgs, dk) + data,   offsetof(AttentionBackwardArgs, dv) + data,
+          offsetof(AttentionBackwardArgs, lse) + data,  offsetof(AttentionBackwardArgs, delta),
+          offsetof(AttentionBackwardArgs, dq_accum)};
+}
+static_assert(std::is_standard_layout_v<AttentionBackwardArgs>, "offsetof needs a standard layout");
+
 /// Whether flash_fwd takes these tensors: bf16/f16, a finite scale > 0, head dim 64 or 128,
 /// strides multiples of 8 elements, data on 16 bytes.
 bool flash_fwd_fits(const AttentionArgs& args) noexcept;
@@ -75,9 +112,31 @@ void flash_attention_forward(const AttentionArgs& args, StreamView stream);
 /// rounded once to its type.
 void attention_reference(const AttentionArgs& args);
 
+/// Whether flash_bwd takes these tensors (as flash_fwd_fits, for all eight,
+/// and lse's rows 4-byte aligned).
+bool flash_bwd_fits(const AttentionBackwardArgs& args) noexcept;
+
+/// The f32 scratch the backward pass needs on a GPU (delta, then dq_accum).
+std::size_t attention_backward_workspace_bytes(const AttentionBackwardArgs& args) noexcept;
+
+/// Points args.delta and args.dq_accum into `workspace`
+/// (attention_backward_workspace_bytes of device memory).
+void place_attention_backward_workspace(AttentionBackwardArgs& args, void* workspace) noexcept;
+
+/// Enqueues the backward pass (three launches: delta with dq_accum cleared,
+/// the key blocks, dq rounded) on `stream`; device pointers, workspace placed.
+/// @throws InvalidArgument where flash_bwd_fits is false or a grid is too large.
+void flash_attention_backward(const AttentionBackwardArgs& args, StreamView stream);
+
+/// The backward reference on host pointers, in double: P from the scores and
+/// the given lse, delta from the given out and dout (the GPU's recipe).
+void attention_backward_reference(const AttentionBackwardArgs& args);
+
 namespace attention_detail {
 void launch_flash_fwd_bf16(const AttentionArgs& args, StreamView stream);
 void launch_flash_fwd_f16(const AttentionArgs& args, StreamView stream);
+void launch_flash_bwd_bf16(const AttentionBackwardArgs& args, StreamView stream);
+void launch_flash_bwd_f16(const AttentionBackwardArgs& args, StreamView stream);
 }  // namespace attention_detail
 
 }  // namespace loom::kernels

@@ -1,6 +1,7 @@
 #pragma once
 // flash_fwd: the attention forward kernel (the design: attention.hpp).
 #include "attention/attention.hpp"
+#include "attention/flash_common.cuh"
 #include "common/check.hpp"
 #include "common/launch.hpp"
 #include "common/tensor_core.cuh"
@@ -19,82 +20,35 @@ using cute::Layout;
 using cute::Shape;
 using cute::Stride;
 using cute::Tensor;
+using flash::as_a_operand;
+using flash::copy_rows;
+using flash::fast_exp2;
+using flash::kLog2e;
+using flash::rows_by_cols;
 
 constexpr int kBlockM = 128;  // query rows a block
 constexpr int kBlockN = 64;   // keys a step
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr float kLog2e = 1.4426950408889634F;
 
 template <class T, int HeadDim>
 struct FlashConfig {
   static_assert(HeadDim % 64 == 0, "rows of 64-element swizzle atoms");
-  // Rows of 64 elements (128 bytes) swizzled so that 16-byte stores and
-  // ldmatrix's row reads each cover all banks.
-  using SmemAtom =
-      decltype(composition(Swizzle<3, 3, 3>{}, Layout<Shape<_8, _64>, Stride<_64, _1>>{}));
-  using SmemQ = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockM>, Int<HeadDim>>{}));
-  using SmemKV = decltype(tile_to_shape(SmemAtom{}, Shape<Int<kBlockN>, Int<HeadDim>>{}));
+  using SmemQ = flash::SmemTile<kBlockM, HeadDim>;
+  using SmemKV = flash::SmemTile<kBlockN, HeadDim>;
   // V^T (HeadDim, kBlockN) over V's shared tile, for P V's B operand.
-  using SmemVt = decltype(composition(
-      SmemKV{}, make_layout(Shape<Int<HeadDim>, Int<kBlockN>>{}, GenRowMajor{})));
+  using SmemVt = flash::SmemTileTransposed<kBlockN, HeadDim>;
   // Four warps stacked along M; Tile<64, 16, 16>: a warp's two n8 atoms side
   // by side, so one ldmatrix.x4 feeds both.
   using TiledMma = TiledMMA<MMA_Atom<typename tensor_core::MmaAtomFor<T>::type>,
                             Layout<Shape<Int<kWarps>, _1, _1>>, Tile<Int<16 * kWarps>, _16, _16>>;
-  static constexpr int kThreadsARow = HeadDim / 8;  // 16-byte vectors a row
-  using GmemCopy =
-      decltype(make_tiled_copy(Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL<uint128_t>, T>{},
-                               Layout<Shape<Int<kThreads / kThreadsARow>, Int<kThreadsARow>>,
-                                      Stride<Int<kThreadsARow>, _1>>{},
-                               Layout<Shape<_1, _8>>{}));
+  using GmemCopy = flash::GmemRowsCopy<T, HeadDim, kThreads>;
   static constexpr std::size_t kSharedBytes = (cosize(SmemQ{}) + 2 * cosize(SmemKV{})) * sizeof(T);
 };
-
-/// An accumulator ((2, 2), MMA_M, MMA_N) viewed as (rows, cols): ((2, MMA_M), (2, MMA_N)).
-template <class L>
-__device__ __forceinline__ auto rows_by_cols(L layout) {
-  auto l = logical_divide(layout, Shape<_2>{});
-  return make_layout(make_layout(get<0, 1>(l), get<1>(l)), make_layout(get<0, 0>(l), get<2>(l)));
-}
-
-/// The accumulator's layout as the A operand of an m16n8k16 product:
-/// ((2, 2, 2), MMA_M, MMA_N / 2).
-template <class L>
-__device__ __forceinline__ auto as_a_operand(L layout) {
-  auto l = logical_divide(layout, Shape<Underscore, Underscore, _2>{});
-  return make_layout(make_layout(get<0>(l), get<2, 0>(l)), get<1>(l), get<2, 1>(l));
-}
-
-/// dst = src for rows inside `rows_left`, zeros elsewhere (a row's vectors
-/// all lie inside the head dim).
-template <class Copy, class TS, class TD, class TC>
-__device__ __forceinline__ void copy_rows(const Copy& copy_op, const TS& src, TD&& dst,
-                                          const TC& coords, int rows_left) {
-  CUTE_UNROLL
-  for (int i = 0; i < size<1>(dst); ++i) {
-    const bool inside = get<0>(coords(0, i, 0)) < rows_left;
-    CUTE_UNROLL
-    for (int j = 0; j < size<2>(dst); ++j) {
-      if (inside) {
-        copy(copy_op, src(_, i, j), dst(_, i, j));
-      } else {
-        clear(dst(_, i, j));
-      }
-    }
-  }
-}
 
 __device__ __forceinline__ float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFU, v, 1));
   return fmaxf(v, __shfl_xor_sync(0xFFFFFFFFU, v, 2));
-}
-
-/// 2^x by the SFU's approximation (2 ulp; 2^-inf = 0), as FA2 computes it.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
 }
 
 __device__ __forceinline__ float quad_sum(float v) {

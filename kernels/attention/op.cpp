@@ -9,6 +9,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <string>
+#include <tuple>
 #include <utility>
 
 namespace loom::ops {
@@ -30,6 +31,72 @@ kernels::AttentionTensor view(const Tensor& t) {
 
 using Roles = std::initializer_list<std::pair<const Tensor*, const char*>>;
 
+// q, k, v and out as both passes take them: one 16-bit float type, [B, H, S,
+// D] with a contiguous last dimension, D 64 or 128, k and v alike, out as q,
+// one memory space, and options that make sense.
+void validate_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const AttentionOptions& options, std::string_view op) {
+  detail::require_dtype_in(q, {DType::bf16, DType::f16}, op, "q");
+  for (const auto& [t, role] : Roles{{&k, "k"}, {&v, "v"}, {&out, "out"}}) {
+    require_dtype(*t, q.dtype(), op, role);
+  }
+  for (const auto& [t, role] : Roles{{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}}) {
+    require_rank(*t, 4, op, role);
+    if (t->strides()[3] != 1 && t->size(3) > 1) {
+      reject(op, std::string(role) + "'s last dimension must be contiguous, got " + t->describe());
+    }
+  }
+  const std::int64_t d = q.size(3);
+  if (d != 64 && d != 128) {
+    reject(op, "the head dim (q's last extent) must be 64 or 128, got " + std::to_string(d));
+  }
+  if (k.shape() != v.shape() || k.size(0) != q.size(0) || k.size(1) != q.size(1) ||
+      k.size(3) != d) {
+    reject(op, "k and v must be [B, H, Sk, D] with q's B, H and D: q is " + q.shape().to_string() +
+                   ", k " + k.shape().to_string() + ", v " + v.shape().to_string());
+  }
+  if (out.shape() != q.shape()) {
+    reject(op,
+           "out must have q's shape " + q.shape().to_string() + ", got " + out.shape().to_string());
+  }
+  require_same_memory(q, k, op);
+  require_same_memory(q, v, op);
+  require_same_memory(q, out, op);
+  if (!(options.scale >= 0.0F) || std::isinf(options.scale)) {
+    reject(op, "scale must be finite and not negative (0: 1/sqrt(D)), got " +
+                   std::to_string(options.scale));
+  }
+  if (options.alignment != CausalAlignment::top_left &&
+      options.alignment != CausalAlignment::bottom_right) {
+    reject(op, "unknown causal alignment " + std::to_string(static_cast<int>(options.alignment)));
+  }
+}
+
+// lse: f32 [B, H, Sq] beside q.
+void validate_lse(const Tensor& lse, const Tensor& q, std::string_view op) {
+  require_dtype(lse, DType::f32, op, "lse");
+  require_rank(lse, 3, op, "lse");
+  if (lse.size(0) != q.size(0) || lse.size(1) != q.size(1) || lse.size(2) != q.size(2)) {
+    reject(op, "lse must be [B, H, Sq] = [" + std::to_string(q.size(0)) + ", " +
+                   std::to_string(q.size(1)) + ", " + std::to_string(q.size(2)) + "], got " +
+                   lse.shape().to_string());
+  }
+  require_same_memory(q, lse, op);
+}
+
+template <class Args>
+void fill_common(Args& p, const Tensor& q, const Tensor& k, const AttentionOptions& options) {
+  p.batch = q.size(0);
+  p.heads = q.size(1);
+  p.q_len = q.size(2);
+  p.k_len = k.size(2);
+  p.head_dim = q.size(3);
+  p.dtype = q.dtype();
+  p.scale = options.scale > 0.0F ? options.scale : 1.0F / std::sqrt(static_cast<float>(p.head_dim));
+  p.causal = options.causal;
+  p.causal_offset = options.alignment == CausalAlignment::bottom_right ? p.k_len - p.q_len : 0;
+}
+
 class FlashAttention final : public Op {
  public:
   FlashAttention(Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, AttentionOptions options)
@@ -46,61 +113,16 @@ class FlashAttention final : public Op {
     return {out_};
   }
   void validate() const override {
-    detail::require_dtype_in(q_, {DType::bf16, DType::f16}, kName, "q");
-    for (const auto& [t, role] : Roles{{&k_, "k"}, {&v_, "v"}, {&out_, "out"}}) {
-      require_dtype(*t, q_.dtype(), kName, role);
+    validate_attention(q_, k_, v_, out_, options_, kName);
+    if (lse_.defined()) validate_lse(lse_, q_, kName);
+    if (lse_.defined() && (lse_.shares_storage_with(out_) || lse_.shares_storage_with(q_) ||
+                           lse_.shares_storage_with(k_) || lse_.shares_storage_with(v_))) {
+      reject(kName, "lse must not share storage with q, k, v or out");
     }
-    for (const auto& [t, role] : Roles{{&q_, "q"}, {&k_, "k"}, {&v_, "v"}, {&out_, "out"}}) {
-      require_rank(*t, 4, kName, role);
-      if (t->strides()[3] != 1 && t->size(3) > 1) {
-        reject(kName,
-               std::string(role) + "'s last dimension must be contiguous, got " + t->describe());
-      }
-    }
-    const std::int64_t d = q_.size(3);
-    if (d != 64 && d != 128) {
-      reject(kName, "the head dim (q's last extent) must be 64 or 128, got " + std::to_string(d));
-    }
-    if (k_.shape() != v_.shape() || k_.size(0) != q_.size(0) || k_.size(1) != q_.size(1) ||
-        k_.size(3) != d) {
-      reject(kName, "k and v must be [B, H, Sk, D] with q's B, H and D: q is " +
-                        q_.shape().to_string() + ", k " + k_.shape().to_string() + ", v " +
-                        v_.shape().to_string());
-    }
-    if (out_.shape() != q_.shape()) {
-      reject(kName, "out must have q's shape " + q_.shape().to_string() + ", got " +
-                        out_.shape().to_string());
-    }
-    if (lse_.defined()) {
-      require_dtype(lse_, DType::f32, kName, "lse");
-      require_rank(lse_, 3, kName, "lse");
-      if (lse_.size(0) != q_.size(0) || lse_.size(1) != q_.size(1) || lse_.size(2) != q_.size(2)) {
-        reject(kName, "lse must be [B, H, Sq] = [" + std::to_string(q_.size(0)) + ", " +
-                          std::to_string(q_.size(1)) + ", " + std::to_string(q_.size(2)) +
-                          "], got " + lse_.shape().to_string());
-      }
-      require_same_memory(q_, lse_, kName);
-      if (lse_.shares_storage_with(out_) || lse_.shares_storage_with(q_) ||
-          lse_.shares_storage_with(k_) || lse_.shares_storage_with(v_)) {
-        reject(kName, "lse must not share storage with q, k, v or out");
-      }
-    }
-    require_same_memory(q_, k_, kName);
-    require_same_memory(q_, v_, kName);
-    require_same_memory(q_, out_, kName);
     if (out_.shares_storage_with(q_) || out_.shares_storage_with(k_) ||
         out_.shares_storage_with(v_)) {
       reject(kName,
              "out must not share storage with q, k or v (they are read while it is written)");
-    }
-    if (!(options_.scale >= 0.0F) || std::isinf(options_.scale)) {
-      reject(kName, "scale must be finite and not negative (0: 1/sqrt(D)), got " +
-                        std::to_string(options_.scale));
-    }
-    if (options_.alignment != CausalAlignment::top_left &&
-        options_.alignment != CausalAlignment::bottom_right) {
-      reject(kName,
-             "unknown causal alignment " + std::to_string(static_cast<int>(options_.alignment)));
     }
   }
   void run_cpu() const override { kernels::attention_reference(args()); }
@@ -118,21 +140,12 @@ class FlashAttention final : public Op {
  private:
   kernels::AttentionArgs args() const {
     kernels::AttentionArgs p;
-    p.batch = q_.size(0);
-    p.heads = q_.size(1);
-    p.q_len = q_.size(2);
-    p.k_len = k_.size(2);
-    p.head_dim = q_.size(3);
-    p.dtype = q_.dtype();
+    fill_common(p, q_, k_, options_);
     p.q = view(q_);
     p.k = view(k_);
     p.v = view(v_);
     p.out = view(out_);
     if (lse_.defined()) p.lse = view(lse_);
-    p.scale =
-        options_.scale > 0.0F ? options_.scale : 1.0F / std::sqrt(static_cast<float>(p.head_dim));
-    p.causal = options_.causal;
-    p.causal_offset = options_.alignment == CausalAlignment::bottom_right ? p.k_len - p.q_len : 0;
     return p;
   }
 
@@ -140,7 +153,120 @@ class FlashAttention final : public Op {
   AttentionOptions options_;
 };
 
+// validate() names a missing tensor; until then the task's reads and writes skip it.
+std::vector<Tensor> defined_of(std::initializer_list<Tensor> tensors) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : tensors) {
+    if (t.defined()) out.push_back(t);
+  }
+  return out;
+}
+
+constexpr std::string_view kBackwardName = "flash_attention_backward";
+
+class FlashAttentionBackward final : public Op {
+ public:
+  FlashAttentionBackward(Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor dout,
+                         AttentionGradients grads, AttentionOptions options)
+      : q_(std::move(q)),
+        k_(std::move(k)),
+        v_(std::move(v)),
+        out_(std::move(out)),
+        lse_(std::move(lse)),
+        dout_(std::move(dout)),
+        grads_(std::move(grads)),
+        options_(options) {}
+  std::string_view name() const noexcept override { return kBackwardName; }
+  std::vector<Tensor> reads() const override { return defined_of({q_, k_, v_, out_, lse_, dout_}); }
+  std::vector<Tensor> writes() const override {
+    return defined_of({grads_.dq, grads_.dk, grads_.dv});
+  }
+  void validate() const override {
+    const std::string_view op = kBackwardName;
+    for (const auto& [t, role] : Roles{{&lse_, "lse"},
+                                       {&dout_, "dout"},
+                                       {&grads_.dq, "dq"},
+                                       {&grads_.dk, "dk"},
+                                       {&grads_.dv, "dv"}}) {
+      if (!t->defined()) reject(op, std::string(role) + " is required (an undefined tensor)");
+    }
+    validate_attention(q_, k_, v_, out_, options_, op);
+    validate_lse(lse_, q_, op);
+    for (const auto& [t, like, role] :
+         {std::tuple{&dout_, &q_, "dout"}, std::tuple{&grads_.dq, &q_, "dq"},
+          std::tuple{&grads_.dk, &k_, "dk"}, std::tuple{&grads_.dv, &v_, "dv"}}) {
+      require_dtype(*t, q_.dtype(), op, role);
+      if (t->shape() != like->shape()) {
+        reject(op, std::string(role) + " must have the shape " + like->shape().to_string() +
+                       ", got " + t->shape().to_string());
+      }
+      if (t->strides()[3] != 1 && t->size(3) > 1) {
+        reject(op,
+               std::string(role) + "'s last dimension must be contiguous, got " + t->describe());
+      }
+      require_same_memory(q_, *t, op);
+    }
+    // Each gradient is written while every input is read, and by its own
+    // pass: none may share storage with an input or another gradient.
+    const Roles grads{{&grads_.dq, "dq"}, {&grads_.dk, "dk"}, {&grads_.dv, "dv"}};
+    for (const auto& [g, g_role] : grads) {
+      for (const auto& [t, role] : Roles{{&q_, "q"},
+                                         {&k_, "k"},
+                                         {&v_, "v"},
+                                         {&out_, "out"},
+                                         {&lse_, "lse"},
+                                         {&dout_, "dout"},
+                                         {&grads_.dq, "dq"},
+                                         {&grads_.dk, "dk"},
+                                         {&grads_.dv, "dv"}}) {
+        if (t != g && g->shares_storage_with(*t)) {
+          reject(op, std::string(g_role) + " must not share storage with " + role);
+        }
+      }
+    }
+  }
+  void run_cpu() const override { kernels::attention_backward_reference(args()); }
+  bool launches_through_loom() const noexcept override { return true; }
+  void run_cuda(const ExecutionContext& ctx) const override {
+    kernels::AttentionBackwardArgs p = args();
+    if (!kernels::flash_bwd_fits(p)) {
+      reject(kBackwardName,
+             "on a GPU, q, k, v, out, dout, dq, dk and dv need batch, head and row strides that "
+             "are multiples of 8 elements and 16-byte aligned data");
+    }
+    const std::size_t bytes = kernels::attention_backward_workspace_bytes(p);
+    if (bytes > 0) kernels::place_attention_backward_workspace(p, ctx.workspace(bytes));
+    kernels::flash_attention_backward(p, StreamView(cuda_stream(ctx)));
+  }
+
+ private:
+  kernels::AttentionBackwardArgs args() const {
+    kernels::AttentionBackwardArgs p;
+    fill_common(p, q_, k_, options_);
+    p.q = view(q_);
+    p.k = view(k_);
+    p.v = view(v_);
+    p.out = view(out_);
+    p.dout = view(dout_);
+    p.lse = view(lse_);
+    p.dq = view(grads_.dq);
+    p.dk = view(grads_.dk);
+    p.dv = view(grads_.dv);
+    return p;
+  }
+
+  Tensor q_, k_, v_, out_, lse_, dout_;
+  AttentionGradients grads_;
+  AttentionOptions options_;
+};
+
 }  // namespace
+
+OpPtr flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                               const Tensor& lse, const Tensor& dout,
+                               const AttentionGradients& grads, const AttentionOptions& options) {
+  return std::make_shared<FlashAttentionBackward>(q, k, v, out, lse, dout, grads, options);
+}
 
 OpPtr flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                       const Tensor& lse, const AttentionOptions& options) {

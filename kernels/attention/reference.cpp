@@ -65,4 +65,73 @@ void attention_reference(const AttentionArgs& p) {
   }
 }
 
+namespace {
+
+double load(const AttentionTensor& t, DType dtype, std::int64_t row, std::int64_t e) {
+  return load_as_f32(t.data, dtype, row + e);
+}
+
+}  // namespace
+
+void attention_backward_reference(const AttentionBackwardArgs& p) {
+  const std::int64_t d = p.head_dim;
+  const auto size = [](std::int64_t n) { return static_cast<std::size_t>(n); };
+  std::vector<double> dk(size(p.k_len * d));
+  std::vector<double> dv(size(p.k_len * d));
+  std::vector<double> dq(size(d));
+  const auto* lse = static_cast<const float*>(p.lse.data);
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    for (std::int64_t h = 0; h < p.heads; ++h) {
+      std::fill(dk.begin(), dk.end(), 0.0);
+      std::fill(dv.begin(), dv.end(), 0.0);
+      for (std::int64_t i = 0; i < p.q_len; ++i) {
+        const std::int64_t q_row = row_at(p.q, b, h, i);
+        const std::int64_t do_row = row_at(p.dout, b, h, i);
+        const std::int64_t o_row = row_at(p.out, b, h, i);
+        const double row_lse = lse[row_at(p.lse, b, h, i)];
+        double delta = 0.0;
+        for (std::int64_t e = 0; e < d; ++e) {
+          delta += load(p.dout, p.dtype, do_row, e) * load(p.out, p.dtype, o_row, e);
+        }
+        // The keys row i keeps; none when its lse is -inf.
+        std::int64_t kept = std::isinf(row_lse) && row_lse < 0 ? 0 : p.k_len;
+        if (p.causal) kept = std::clamp<std::int64_t>(i + p.causal_offset + 1, 0, kept);
+        std::fill(dq.begin(), dq.end(), 0.0);
+        for (std::int64_t j = 0; j < kept; ++j) {
+          const std::int64_t k_row = row_at(p.k, b, h, j);
+          const std::int64_t v_row = row_at(p.v, b, h, j);
+          double dot = 0.0;
+          double dp = 0.0;
+          for (std::int64_t e = 0; e < d; ++e) {
+            dot += load(p.q, p.dtype, q_row, e) * load(p.k, p.dtype, k_row, e);
+            dp += load(p.dout, p.dtype, do_row, e) * load(p.v, p.dtype, v_row, e);
+          }
+          const double pr = std::exp(dot * p.scale - row_lse);
+          const double ds = pr * (dp - delta);
+          for (std::int64_t e = 0; e < d; ++e) {
+            dv[size(j * d + e)] += pr * load(p.dout, p.dtype, do_row, e);
+            dk[size(j * d + e)] += ds * p.scale * load(p.q, p.dtype, q_row, e);
+            dq[size(e)] += ds * p.scale * load(p.k, p.dtype, k_row, e);
+          }
+        }
+        const std::int64_t dq_row = row_at(p.dq, b, h, i);
+        for (std::int64_t e = 0; e < d; ++e) {
+          store_from_f32(const_cast<void*>(p.dq.data), p.dtype, dq_row + e,
+                         static_cast<float>(dq[size(e)]));
+        }
+      }
+      for (std::int64_t j = 0; j < p.k_len; ++j) {
+        const std::int64_t dk_row = row_at(p.dk, b, h, j);
+        const std::int64_t dv_row = row_at(p.dv, b, h, j);
+        for (std::int64_t e = 0; e < d; ++e) {
+          store_from_f32(const_cast<void*>(p.dk.data), p.dtype, dk_row + e,
+                         static_cast<float>(dk[size(j * d + e)]));
+          store_from_f32(const_cast<void*>(p.dv.data), p.dtype, dv_row + e,
+                         static_cast<float>(dv[size(j * d + e)]));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace loom::kernels

@@ -1,6 +1,7 @@
 #pragma once
 /// @file ops/attention.hpp
-/// Scaled dot-product attention, FlashAttention-2's forward (Lecture 12):
+/// Scaled dot-product attention, FlashAttention-2's forward and backward
+/// (Lecture 12):
 ///   out = softmax(scale q k^T + mask) v
 /// with the log-sum-exp of every query row beside it.
 ///
@@ -48,5 +49,28 @@ struct AttentionOptions {
 /// out (and lse, when defined) = attention(q, k, v). Thread-safe: builds an op.
 LOOM_API OpPtr flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                const Tensor& lse = Tensor{}, const AttentionOptions& options = {});
+
+/// Where the backward pass writes the gradients of q, k and v (each its
+/// input's shape and type).
+struct AttentionGradients {
+  Tensor dq, dk, dv;
+};
+
+/// The gradients of out = attention(q, k, v) given dout (the gradient of a
+/// loss with respect to out, q's shape and type), FlashAttention-2's backward:
+/// out and lse are the forward's results with the same options (lse is
+/// required here; P is recomputed from it, never stored). dq, dk and dv are
+/// written whole (keys no query keeps get 0), and share no storage with
+/// anything else the op touches. On a GPU the op borrows f32 scratch of
+/// (B H Sq (D + 1)) floats from loom's pool for dq's sums. Same layout rules
+/// as flash_attention. Thread-safe: builds an op.
+/// @code
+///   g.add(loom::ops::flash_attention_backward(q, k, v, out, lse, dout,
+///                                             {.dq = dq, .dk = dk, .dv = dv}, {.causal = true}));
+/// @endcode
+LOOM_API OpPtr flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                        const Tensor& out, const Tensor& lse, const Tensor& dout,
+                                        const AttentionGradients& grads,
+                                        const AttentionOptions& options = {});
 
 }  // namespace loom::ops

@@ -1,0 +1,334 @@
+#pragma once
+// flash_bwd: the attention backward kernels (the design: attention.hpp).
+#include "attention/attention.hpp"
+#include "attention/flash_common.cuh"
+#include "common/check.hpp"
+#include "common/launch.hpp"
+#include "common/tensor_core.cuh"
+
+#include <cute/tensor.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+
+namespace loom::kernels::attention_detail {
+namespace {
+
+using namespace cute;
+using cute::Layout;
+using cute::Shape;
+using cute::Stride;
+using cute::Tensor;
+
+constexpr int kBlockM = 64;  // query rows a step
+constexpr int kBlockN = 64;  // keys a block
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kRowThreads = 256;  // the delta and dq launches: a warp a row
+
+template <class T, int HeadDim>
+struct FlashBwdConfig {
+  static_assert(HeadDim % 64 == 0, "rows of 64-element swizzle atoms");
+  static_assert(kBlockM == kBlockN, "Q, dO, K and V tiles share one layout");
+  using SmemRows = flash::SmemTile<kBlockM, HeadDim>;               // Q, dO, K, V
+  using SmemRowsT = flash::SmemTileTransposed<kBlockM, HeadDim>;    // their transposes
+  using SmemSquare = flash::SmemTile<kBlockM, kBlockN>;             // P, dS (query, key)
+  using SmemSquareT = flash::SmemTileTransposed<kBlockM, kBlockN>;  // (key, query)
+  // Eight warps, four along M and two along N; each warp's two n8 atoms
+  // side by side (Tile N = 32), so one ldmatrix.x4 feeds both. Every product
+  // here has M = 64: S and dP (queries x keys), dV and dK (keys x HeadDim),
+  // dQ (queries x HeadDim).
+  using TiledMma = TiledMMA<MMA_Atom<typename tensor_core::MmaAtomFor<T>::type>,
+                            Layout<Shape<_4, _2, _1>>, Tile<_64, _32, _16>>;
+  using GmemCopy = flash::GmemRowsCopy<T, HeadDim, kThreads>;
+  static constexpr std::size_t kSharedBytes =
+      (4 * cosize(SmemRows{}) + 2 * cosize(SmemSquare{})) * sizeof(T) + 2 * kBlockM * sizeof(float);
+};
+
+/// acc += A B^T over shared tiles A (M, K) and B (N, K), each k-slice loaded
+/// into registers with its own ldmatrix copy just before its product.
+template <class Mma, class CopyAtomA, class CopyAtomB, class SA, class SB, class Acc>
+__device__ __forceinline__ void mma_from_shared(const Mma& mma, CopyAtomA atom_a, CopyAtomB atom_b,
+                                                const SA& sA, const SB& sB, Acc& acc) {
+  auto thr_mma = mma.get_slice(threadIdx.x);
+  Tensor rA = thr_mma.partition_fragment_A(sA);
+  Tensor rB = thr_mma.partition_fragment_B(sB);
+  auto copy_a = make_tiled_copy_A(atom_a, mma);
+  auto thr_a = copy_a.get_slice(threadIdx.x);
+  const Tensor tAsA = thr_a.partition_S(sA);
+  Tensor tArA = thr_a.retile_D(rA);
+  auto copy_b = make_tiled_copy_B(atom_b, mma);
+  auto thr_b = copy_b.get_slice(threadIdx.x);
+  const Tensor tBsB = thr_b.partition_S(sB);
+  Tensor tBrB = thr_b.retile_D(rB);
+  CUTE_UNROLL
+  for (int kb = 0; kb < size<2>(rA); ++kb) {
+    copy(copy_a, tAsA(_, _, kb), tArA(_, _, kb));
+    copy(copy_b, tBsB(_, _, kb), tBrB(_, _, kb));
+    gemm(mma, rA(_, _, kb), rB(_, _, kb), acc);
+  }
+}
+
+/// Writes a (rows, HeadDim) f32 accumulator times `scale` as T into the rows
+/// of `dst` below `rows_left`, two neighbouring columns a 32-bit store.
+template <class T, class Acc, class Coords>
+__device__ __forceinline__ void store_rows(const Acc& acc, const Coords& coords, T* dst,
+                                           std::int64_t row_stride, int rows_left, float scale) {
+  CUTE_UNROLL
+  for (int i = 0; i < size(acc); i += 2) {
+    const int row = get<0>(coords(i));
+    if (row < rows_left) {
+      alignas(4)
+          const T pair[2] = {static_cast<T>(acc(i) * scale), static_cast<T>(acc(i + 1) * scale)};
+      *reinterpret_cast<std::uint32_t*>(dst + row * row_stride + get<1>(coords(i))) =
+          *reinterpret_cast<const std::uint32_t*>(pair);
+    }
+  }
+}
+
+/// One warp a query row: delta = dout . out (f32), and the row of dq_accum
+/// cleared for the key blocks' atomics.
+template <class T, int HeadDim>
+__global__ void __launch_bounds__(kRowThreads) flash_bwd_delta_kernel(AttentionBackwardArgs p) {
+  const std::int64_t rows = p.batch * p.heads * p.q_len;
+  const std::int64_t g = static_cast<std::int64_t>(blockIdx.x) * (kRowThreads / 32) +
+                         static_cast<std::int64_t>(threadIdx.x / 32);
+  if (g >= rows) return;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const std::int64_t i = g % p.q_len;
+  const std::int64_t bh = g / p.q_len;
+  const std::int64_t h = bh % p.heads;
+  const std::int64_t b = bh / p.heads;
+  const auto row = [&](const AttentionTensor& t) {
+    return static_cast<const T*>(t.data) + b * t.batch_stride + h * t.head_stride +
+           i * t.row_stride;
+  };
+  const T* o = row(p.out);
+  const T* d_o = row(p.dout);
+  float sum = 0.0F;
+  CUTE_UNROLL
+  for (int e = lane; e < HeadDim; e += 32) {
+    sum += static_cast<float>(o[e]) * static_cast<float>(d_o[e]);
+  }
+  CUTE_UNROLL
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xFFFFFFFFU, sum, offset);
+  if (lane == 0) p.delta[g] = sum;
+  float* accum = p.dq_accum + g * HeadDim;
+  CUTE_UNROLL
+  for (int e = lane; e < HeadDim; e += 32) accum[e] = 0.0F;
+}
+
+/// One warp a query row: dq = scale * dq_accum, rounded to T.
+template <class T, int HeadDim>
+__global__ void __launch_bounds__(kRowThreads) flash_bwd_dq_kernel(AttentionBackwardArgs p) {
+  const std::int64_t rows = p.batch * p.heads * p.q_len;
+  const std::int64_t g = static_cast<std::int64_t>(blockIdx.x) * (kRowThreads / 32) +
+                         static_cast<std::int64_t>(threadIdx.x / 32);
+  if (g >= rows) return;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const std::int64_t i = g % p.q_len;
+  const std::int64_t bh = g / p.q_len;
+  T* dq = const_cast<T*>(static_cast<const T*>(p.dq.data)) + (bh / p.heads) * p.dq.batch_stride +
+          (bh % p.heads) * p.dq.head_stride + i * p.dq.row_stride;
+  const float* accum = p.dq_accum + g * HeadDim;
+  CUTE_UNROLL
+  for (int e = lane; e < HeadDim; e += 32) dq[e] = static_cast<T>(accum[e] * p.scale);
+}
+
+template <class T, int HeadDim>
+__global__ void __launch_bounds__(kThreads) flash_bwd_kernel(AttentionBackwardArgs p) {
+  using Cfg = FlashBwdConfig<T, HeadDim>;
+  const int n_block = static_cast<int>(blockIdx.x);
+  const auto head = static_cast<std::int64_t>(blockIdx.y);
+  const auto batch = static_cast<std::int64_t>(blockIdx.z);
+  const int q_len = static_cast<int>(p.q_len);
+  const int k_len = static_cast<int>(p.k_len);
+  const int key0 = n_block * kBlockN;
+  const int m_blocks = (q_len + kBlockM - 1) / kBlockM;
+  // Causal: the first query that keeps key0 is key0 - offset; the query
+  // blocks before it see none of this block's keys.
+  int m_begin = 0;
+  if (p.causal) {
+    const std::int64_t first = key0 - p.causal_offset;
+    m_begin = first <= 0 ? 0 : (first >= q_len ? m_blocks : static_cast<int>(first / kBlockM));
+  }
+
+  const auto at = [&](const AttentionTensor& t) {
+    return static_cast<const T*>(t.data) + batch * t.batch_stride + head * t.head_stride;
+  };
+  const auto rows_of = [&](const AttentionTensor& t, int len) {
+    return make_tensor(make_gmem_ptr(at(t)), make_shape(len, Int<HeadDim>{}),
+                       make_stride(t.row_stride, _1{}));
+  };
+  const auto tile = Shape<Int<kBlockM>, Int<HeadDim>>{};
+  const Tensor gK = local_tile(rows_of(p.k, k_len), tile, make_coord(n_block, 0));
+  const Tensor gV = local_tile(rows_of(p.v, k_len), tile, make_coord(n_block, 0));
+  const Tensor gQ = local_tile(rows_of(p.q, q_len), tile, make_coord(_, 0));  // (M, D, m)
+  const Tensor gdO = local_tile(rows_of(p.dout, q_len), tile, make_coord(_, 0));
+
+  extern __shared__ __align__(128) unsigned char shared[];
+  constexpr int kRowsSize = cosize(typename Cfg::SmemRows{});
+  constexpr int kSquareSize = cosize(typename Cfg::SmemSquare{});
+  T* base = reinterpret_cast<T*>(shared);
+  Tensor sQ = make_tensor(make_smem_ptr(base), typename Cfg::SmemRows{});
+  Tensor sdO = make_tensor(make_smem_ptr(base + kRowsSize), typename Cfg::SmemRows{});
+  Tensor sK = make_tensor(make_smem_ptr(base + 2 * kRowsSize), typename Cfg::SmemRows{});
+  Tensor sV = make_tensor(make_smem_ptr(base + 3 * kRowsSize), typename Cfg::SmemRows{});
+  Tensor sP = make_tensor(make_smem_ptr(base + 4 * kRowsSize), typename Cfg::SmemSquare{});
+  Tensor sdS =
+      make_tensor(make_smem_ptr(base + 4 * kRowsSize + kSquareSize), typename Cfg::SmemSquare{});
+  const Tensor sQt = make_tensor(sQ.data(), typename Cfg::SmemRowsT{});
+  const Tensor sdOt = make_tensor(sdO.data(), typename Cfg::SmemRowsT{});
+  const Tensor sKt = make_tensor(sK.data(), typename Cfg::SmemRowsT{});
+  const Tensor sPt = make_tensor(sP.data(), typename Cfg::SmemSquareT{});
+  const Tensor sdSt = make_tensor(sdS.data(), typename Cfg::SmemSquareT{});
+  auto* s_lse = reinterpret_cast<float*>(base + 4 * kRowsSize + 2 * kSquareSize);
+  float* s_delta = s_lse + kBlockM;
+
+  typename Cfg::GmemCopy gmem_copy;
+  auto thr_copy = gmem_copy.get_slice(threadIdx.x);
+  const Tensor tRc = thr_copy.partition_S(make_identity_tensor(tile));
+  const Tensor tQgQ = thr_copy.partition_S(gQ);
+  const Tensor tdOgdO = thr_copy.partition_S(gdO);
+  Tensor tQsQ = thr_copy.partition_D(sQ);
+  Tensor tdOsdO = thr_copy.partition_D(sdO);
+  flash::copy_rows(gmem_copy, thr_copy.partition_S(gK), thr_copy.partition_D(sK), tRc,
+                   k_len - key0);
+  flash::copy_rows(gmem_copy, thr_copy.partition_S(gV), thr_copy.partition_D(sV), tRc,
+                   k_len - key0);
+  cp_async_fence();
+
+  typename Cfg::TiledMma mma;
+  auto thr_mma = mma.get_slice(threadIdx.x);
+  Tensor acc_dk = partition_fragment_C(mma, Shape<Int<kBlockN>, Int<HeadDim>>{});
+  Tensor acc_dv = partition_fragment_C(mma, Shape<Int<kBlockN>, Int<HeadDim>>{});
+  clear(acc_dk);
+  clear(acc_dv);
+  const Copy_Atom<SM75_U32x4_LDSM_N, T> ldsm;
+  const Copy_Atom<SM75_U16x8_LDSM_T, T> ldsm_t;
+  // Where each accumulator element sits: (query, key) in S and dP, (row, col)
+  // in the (64, HeadDim) products.
+  const Tensor tScS =
+      thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
+  const Tensor tRcR = thr_mma.partition_C(make_identity_tensor(tile));
+  const Tensor tSsP = thr_mma.partition_C(sP);
+  const Tensor tSsdS = thr_mma.partition_C(sdS);
+  const float scale_log2 = p.scale * flash::kLog2e;
+  const float* lse =
+      static_cast<const float*>(p.lse.data) + batch * p.lse.batch_stride + head * p.lse.head_stride;
+  const std::int64_t bh_row0 = (batch * p.heads + head) * p.q_len;
+
+  for (int m = m_begin; m < m_blocks; ++m) {
+    const int q0 = m * kBlockM;
+    flash::copy_rows(gmem_copy, tQgQ(_, _, _, m), tQsQ, tRc, q_len - q0);
+    flash::copy_rows(gmem_copy, tdOgdO(_, _, _, m), tdOsdO, tRc, q_len - q0);
+    cp_async_fence();
+    if (threadIdx.x < kBlockM) {
+      // Rows past the end, and rows that keep no key (lse -inf), get
+      // P = 2^(s - inf) = 0 and so no gradient.
+      const int row = q0 + static_cast<int>(threadIdx.x);
+      const float l = row < q_len ? lse[row * p.lse.row_stride] : -INFINITY;
+      s_lse[threadIdx.x] = l == -INFINITY ? INFINITY : l * flash::kLog2e;
+      s_delta[threadIdx.x] = row < q_len ? p.delta[bh_row0 + row] : 0.0F;
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+
+    Tensor acc_s = partition_fragment_C(mma, Shape<Int<kBlockM>, Int<kBlockN>>{});
+    Tensor acc_dp = partition_fragment_C(mma, Shape<Int<kBlockM>, Int<kBlockN>>{});
+    clear(acc_s);
+    clear(acc_dp);
+    mma_from_shared(mma, ldsm, ldsm, sQ, sK, acc_s);
+    mma_from_shared(mma, ldsm, ldsm, sdO, sV, acc_dp);
+
+    // P = exp(scale s - lse) with masked keys 0; dS = P (dP - delta).
+    const bool tail = key0 + kBlockN > k_len;
+    const bool diagonal = p.causal && key0 + kBlockN - 1 > q0 + p.causal_offset;
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_s); ++i) {
+      const int r = get<0>(tScS(i));
+      const int key = key0 + get<1>(tScS(i));
+      const bool masked = (tail && key >= k_len) ||
+                          (diagonal && key > static_cast<std::int64_t>(q0 + r) + p.causal_offset);
+      const float prob = masked ? 0.0F : flash::fast_exp2(acc_s(i) * scale_log2 - s_lse[r]);
+      tSsP(i) = static_cast<T>(prob);
+      tSsdS(i) = static_cast<T>(prob * (acc_dp(i) - s_delta[r]));
+    }
+    __syncthreads();
+
+    mma_from_shared(mma, ldsm_t, ldsm_t, sPt, sdOt, acc_dv);
+    mma_from_shared(mma, ldsm_t, ldsm_t, sdSt, sQt, acc_dk);
+    Tensor acc_dq = partition_fragment_C(mma, Shape<Int<kBlockM>, Int<HeadDim>>{});
+    clear(acc_dq);
+    mma_from_shared(mma, ldsm, ldsm_t, sdS, sKt, acc_dq);
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_dq); i += 2) {
+      const int row = q0 + get<0>(tRcR(i));
+      if (row < q_len) {
+        float* to = p.dq_accum + (bh_row0 + row) * HeadDim + get<1>(tRcR(i));
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        atomicAdd(reinterpret_cast<float2*>(to), make_float2(acc_dq(i), acc_dq(i + 1)));
+#else
+        atomicAdd(to, acc_dq(i));
+        atomicAdd(to + 1, acc_dq(i + 1));
+#endif
+      }
+    }
+    __syncthreads();  // every warp is done with sQ, sdO, sP, sdS before the next step's loads
+  }
+  // A block that no query sees never waited for its K and V.
+  cp_async_wait<0>();
+
+  T* dk = const_cast<T*>(at(p.dk)) + static_cast<std::int64_t>(key0) * p.dk.row_stride;
+  T* dv = const_cast<T*>(at(p.dv)) + static_cast<std::int64_t>(key0) * p.dv.row_stride;
+  store_rows(acc_dk, tRcR, dk, p.dk.row_stride, k_len - key0, p.scale);
+  store_rows(acc_dv, tRcR, dv, p.dv.row_stride, k_len - key0, 1.0F);
+}
+
+unsigned row_blocks(const AttentionBackwardArgs& p) {
+  const std::int64_t rows = p.batch * p.heads * p.q_len;
+  return static_cast<unsigned>((rows + kRowThreads / 32 - 1) / (kRowThreads / 32));
+}
+
+template <class T, int HeadDim>
+void launch_key_blocks(const AttentionBackwardArgs& p, StreamView stream) {
+  constexpr auto kernel = flash_bwd_kernel<T, HeadDim>;
+  constexpr std::size_t bytes = FlashBwdConfig<T, HeadDim>::kSharedBytes;
+  static std::atomic<std::uint64_t> opted_in{0};
+  tensor_core::opt_in_shared_memory(kernel, bytes, opted_in);
+  const dim3 grid(static_cast<unsigned>((p.k_len + kBlockN - 1) / kBlockN),
+                  static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
+  loom::detail::launch_on_stream(stream, kernel, grid, kThreads, bytes, p);
+  LOOM_KERNEL_CHECK_LAUNCH("flash attention backward launch");
+}
+
+template <class T, int HeadDim>
+void launch_bwd_head_dim(const AttentionBackwardArgs& p, StreamView stream) {
+  // No queries: dk and dv are zeros (the key blocks walk no query). No keys:
+  // dq is zeros (delta's launch clears dq_accum).
+  const bool rows = p.q_len > 0;
+  if (rows) {
+    loom::detail::launch_on_stream(stream, flash_bwd_delta_kernel<T, HeadDim>, row_blocks(p),
+                                   kRowThreads, 0, p);
+    LOOM_KERNEL_CHECK_LAUNCH("flash attention backward: delta launch");
+  }
+  if (p.k_len > 0) launch_key_blocks<T, HeadDim>(p, stream);
+  if (rows) {
+    loom::detail::launch_on_stream(stream, flash_bwd_dq_kernel<T, HeadDim>, row_blocks(p),
+                                   kRowThreads, 0, p);
+    LOOM_KERNEL_CHECK_LAUNCH("flash attention backward: dq launch");
+  }
+}
+
+template <class T>
+void launch_flash_bwd(const AttentionBackwardArgs& p, StreamView stream) {
+  if (p.head_dim == 64) {
+    launch_bwd_head_dim<T, 64>(p, stream);
+  } else {
+    launch_bwd_head_dim<T, 128>(p, stream);
+  }
+}
+
+}  // namespace
+}  // namespace loom::kernels::attention_detail

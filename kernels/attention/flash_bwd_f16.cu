@@ -1,0 +1,11 @@
+// flash_bwd for f16, head dims 64 and 128 (one operand type a file, so both of CI's cores
+// compile).
+#include "attention/flash_bwd.cuh"
+
+namespace loom::kernels::attention_detail {
+
+void launch_flash_bwd_f16(const AttentionBackwardArgs& args, StreamView stream) {
+  launch_flash_bwd<cute::half_t>(args, stream);
+}
+
+}  // namespace loom::kernels::attention_detail
