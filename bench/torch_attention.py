@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch's scaled_dot_product_attention on bench_attention's shapes: 16k
 tokens (batch = 16384 / seq), 2048 / d heads, bf16, causal and not, with the
-flash and cuDNN backends, forward TFLOP/s (4 B H S^2 D, halved when causal).
+flash and cuDNN backends, forward TFLOP/s (4 B H S^2 D, halved when causal)
+and backward TFLOP/s (2.5 times the forward's FLOPs).
 Also checks loom's convention: is_causal aligns the mask top left."""
 import sys
 
@@ -47,6 +48,14 @@ for d in (64, 128):
                         ms = time_ms(lambda: torch.nn.functional.scaled_dot_product_attention(
                             q, k, v, is_causal=causal))
                     line += f" {name}_TFLOPs={flops / ms / 1e9:.1f}"
+                    with sdpa_kernel(backend):
+                        qg, kg, vg = (x.detach().requires_grad_() for x in (q, k, v))
+                        o = torch.nn.functional.scaled_dot_product_attention(
+                            qg, kg, vg, is_causal=causal)
+                        do = torch.randn_like(o)
+                        ms = time_ms(lambda: torch.autograd.grad(
+                            o, (qg, kg, vg), do, retain_graph=True))
+                    line += f" {name}_bwd_TFLOPs={2.5 * flops / ms / 1e9:.1f}"
                 except Exception as e:
                     line += f" {name}=unavailable({type(e).__name__})"
             print(line, flush=True)

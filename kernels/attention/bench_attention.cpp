@@ -1,4 +1,4 @@
-// Attention forward, TFLOP/s: flash_attention at head dims 64 and 128,
+// Attention forward and backward, TFLOP/s: flash_attention at head dims 64 and 128,
 // sequences 512 to 16k with 16k tokens in all (batch = 16384 / seq) and
 // 2048 / d heads, causal and not; against, in the same run, the attention a
 // user would assemble from loom's own catalogue: S = scale Q K^T (batched
@@ -118,6 +118,83 @@ void attention_arguments(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_FlashAttention)
     ->ArgNames({"d", "seq", "causal", "anchor"})
     ->Apply(attention_arguments)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+// The backward pass on the same shapes: FLOPs 2.5 times the forward's (five
+// products of the forward's size against two), FlashAttention's convention.
+// lse comes from a forward run first, so P is the real softmax.
+void BM_FlashAttentionBackward(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const std::int64_t d = state.range(0);
+  const std::int64_t seq = state.range(1);
+  const bool causal = state.range(2) != 0;
+  const std::int64_t batch = kTokens / seq;
+  const std::int64_t heads = kModelDim / d;
+  const std::size_t bytes = static_cast<std::size_t>(batch * heads * seq * d) * 2;
+  DeviceBytes q(bytes), k(bytes), v(bytes), out(bytes), dout(bytes), dq(bytes), dk(bytes),
+      dv(bytes);
+  DeviceBytes lse(static_cast<std::size_t>(batch * heads * seq) * sizeof(float));
+  for (DeviceBytes* x : {&q, &k, &v, &dout}) LOOM_CUDA_CHECK(cudaMemset(x->get(), 0x3C, bytes));
+  const auto bhsd = [&](const DeviceBytes& t) {
+    return loom::kernels::AttentionTensor{t.get(), heads * seq * d, seq * d, d};
+  };
+  const loom::kernels::AttentionTensor lse_rows{lse.get(), heads * seq, seq, 1};
+  const float scale = 1.0F / std::sqrt(static_cast<float>(d));
+  loom::kernels::AttentionArgs f;
+  f.batch = batch;
+  f.heads = heads;
+  f.q_len = seq;
+  f.k_len = seq;
+  f.head_dim = d;
+  f.dtype = DType::bf16;
+  f.q = bhsd(q);
+  f.k = bhsd(k);
+  f.v = bhsd(v);
+  f.out = bhsd(out);
+  f.lse = lse_rows;
+  f.scale = scale;
+  f.causal = causal;
+  loom::kernels::AttentionBackwardArgs p;
+  p.batch = batch;
+  p.heads = heads;
+  p.q_len = seq;
+  p.k_len = seq;
+  p.head_dim = d;
+  p.dtype = DType::bf16;
+  p.q = bhsd(q);
+  p.k = bhsd(k);
+  p.v = bhsd(v);
+  p.out = bhsd(out);
+  p.dout = bhsd(dout);
+  p.dq = bhsd(dq);
+  p.dk = bhsd(dk);
+  p.dv = bhsd(dv);
+  p.lse = lse_rows;
+  p.scale = scale;
+  p.causal = causal;
+  DeviceBytes workspace(loom::kernels::attention_backward_workspace_bytes(p));
+  loom::kernels::place_attention_backward_workspace(p, workspace.get());
+  loom::detail::Stream stream(0, 0);
+  loom::kernels::flash_attention_forward(f, stream.view());
+  double ms = 0;
+  for (auto _ : state) {
+    ms = loom::bench::time_launches_ms(
+        stream, [&](int) { loom::kernels::flash_attention_backward(p, stream.view()); }, 2, 3);
+    state.SetIterationTime(ms * 1e-3);
+  }
+  const double flops = 2.5 * 4.0 * double(batch * heads) * double(seq) * double(seq) * double(d) *
+                       (causal ? 0.5 : 1.0);
+  state.counters["TFLOPs"] = flops / (ms * 1e-3) / 1e12;
+  state.SetLabel("bf16 backward d=" + std::to_string(d) + " seq=" + std::to_string(seq) +
+                 " batch=" + std::to_string(batch) + " heads=" + std::to_string(heads) +
+                 (causal ? " causal" : ""));
+}
+
+BENCHMARK(BM_FlashAttentionBackward)
+    ->ArgNames({"d", "seq", "causal"})
+    ->ArgsProduct({{64, 128}, {1024, 4096, 16384}, {0, 1}})
     ->UseManualTime()
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);

@@ -16,6 +16,7 @@
 #include "support/rejection.hpp"
 #include "support/seed.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -29,6 +30,7 @@ namespace {
 using loom::DType;
 using loom::test::cpu;
 using loom::test::attention::plain_attention;
+using loom::test::attention::plain_attention_gradients;
 using loom::test::attention::random_halves;
 using loom::test::attention::widen;
 
@@ -205,6 +207,120 @@ TEST(AttentionCpu, BadInputsAreRejectedAtSubmitNamingTheTask) {
   rejected(flash_attention(q, k, v, q), "must not share storage");
   rejected(flash_attention(q.transpose(2, 3), k, v, out), "contiguous");
   rejected(flash_attention(q, k, v, out, lse, {.scale = -1.0F}), "scale");
+}
+
+// The backward on the CPU backend against gradients computed the plain way:
+// forward then backward in one graph, fresh random q, k, v and dout. The
+// reference takes out (rounded to the operand type) and lse as given, so the
+// tolerance is a few of that type's ulps of each gradient's largest magnitude.
+void check_backward(const Problem& p, DType dtype) {
+  loom::Runtime rt(cpu(2));
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  const auto q_bits = random_halves(p.b * p.h * p.sq * p.d, dtype, rng);
+  const auto k_bits = random_halves(p.b * p.h * p.sk * p.d, dtype, rng);
+  const auto v_bits = random_halves(p.b * p.h * p.sk * p.d, dtype, rng);
+  const auto do_bits = random_halves(p.b * p.h * p.sq * p.d, dtype, rng);
+  const auto tensor = [&](const std::vector<std::uint16_t>& bits, std::int64_t s) {
+    auto t = rt.tensor(dtype, {p.b, p.h, s, p.d});
+    std::memcpy(t.data(), bits.data(), bits.size() * 2);
+    return t;
+  };
+  const auto poisoned = [&](std::int64_t s) {
+    return tensor(std::vector<std::uint16_t>(static_cast<std::size_t>(p.b * p.h * s * p.d), 0xFFFF),
+                  s);
+  };
+  auto q = tensor(q_bits, p.sq);
+  auto k = tensor(k_bits, p.sk);
+  auto v = tensor(v_bits, p.sk);
+  auto dout = tensor(do_bits, p.sq);
+  auto out = rt.tensor(dtype, {p.b, p.h, p.sq, p.d});
+  auto lse = rt.tensor<float>({p.b, p.h, p.sq});
+  auto dq = poisoned(p.sq);
+  auto dk = poisoned(p.sk);
+  auto dv = poisoned(p.sk);
+  const loom::ops::AttentionOptions options{.causal = p.causal, .alignment = p.alignment};
+  loom::Graph g;
+  g.add(loom::ops::flash_attention(q, k, v, out, lse, options));
+  g.add(loom::ops::flash_attention_backward(q, k, v, out, lse, dout, {.dq = dq, .dk = dk, .dv = dv},
+                                            options));
+  rt.submit(g).wait();
+  const std::int64_t offset =
+      p.alignment == loom::ops::CausalAlignment::bottom_right ? p.sk - p.sq : 0;
+  const auto head = [&](const std::vector<std::uint16_t>& bits, std::int64_t s, std::int64_t bh) {
+    std::vector<float> x(static_cast<std::size_t>(s * p.d));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = widen(dtype, bits[bh * s * p.d + i]);
+    return x;
+  };
+  const double ulps = dtype == DType::bf16 ? 2e-2 : 4e-3;
+  const auto expect_close = [&](const char* name, const loom::Tensor& got_tensor,
+                                const std::vector<double>& want, std::int64_t bh) {
+    double largest = 1e-3;
+    for (double w : want) largest = std::max(largest, std::fabs(w));
+    const auto* got = static_cast<const std::uint16_t*>(got_tensor.data()) + bh * want.size();
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(widen(dtype, got[i]), want[i], ulps * largest)
+          << name << " head " << bh << " element " << i;
+    }
+  };
+  for (std::int64_t bh = 0; bh < p.b * p.h; ++bh) {
+    const auto want = plain_attention_gradients(
+        head(q_bits, p.sq, bh), head(k_bits, p.sk, bh), head(v_bits, p.sk, bh),
+        head(do_bits, p.sq, bh), p.sq, p.sk, p.d, 1.0 / std::sqrt(double(p.d)), p.causal, offset);
+    expect_close("dq", dq, want.dq, bh);
+    expect_close("dk", dk, want.dk, bh);
+    expect_close("dv", dv, want.dv, bh);
+  }
+}
+
+TEST(AttentionCpu, BackwardMatchesPlainGradients) {
+  check_backward({.b = 2, .h = 2, .sq = 37, .sk = 29, .d = 64}, DType::bf16);
+  check_backward({.b = 1, .h = 2, .sq = 20, .sk = 45, .d = 128}, DType::f16);
+  for (auto align :
+       {loom::ops::CausalAlignment::top_left, loom::ops::CausalAlignment::bottom_right}) {
+    check_backward(
+        {.b = 1, .h = 2, .sq = 33, .sk = 33, .d = 64, .causal = true, .alignment = align},
+        DType::bf16);
+    // Bottom right with more queries than keys: rows with no key, and their
+    // gradients 0; top left with fewer: keys no query keeps, dk and dv 0.
+    check_backward(
+        {.b = 1, .h = 1, .sq = 40, .sk = 17, .d = 64, .causal = true, .alignment = align},
+        DType::f16);
+    check_backward(
+        {.b = 1, .h = 1, .sq = 12, .sk = 30, .d = 64, .causal = true, .alignment = align},
+        DType::bf16);
+  }
+}
+
+TEST(AttentionCpu, BackwardBadInputsAreRejectedAtSubmitNamingTheTask) {
+  loom::Runtime rt(cpu(1));
+  const auto t = [&](std::int64_t s) { return rt.tensor(DType::bf16, {1, 2, s, 64}); };
+  auto q = t(16);
+  auto k = t(24);
+  auto v = t(24);
+  auto out = t(16);
+  auto dout = t(16);
+  auto lse = rt.tensor<float>({1, 2, 16});
+  auto dq = t(16);
+  auto dk = t(24);
+  auto dv = t(24);
+  const auto rejected = [&](const loom::OpPtr& op, const std::string& words) {
+    loom::test::expect_rejected(rt, op, words, "suspect");
+  };
+  using loom::ops::flash_attention_backward;
+  rejected(flash_attention_backward(q, k, v, out, loom::Tensor{}, dout, {dq, dk, dv}), "lse");
+  rejected(flash_attention_backward(q, k, v, out, lse, loom::Tensor{}, {dq, dk, dv}), "dout");
+  rejected(flash_attention_backward(q, k, v, out, lse, dout, {loom::Tensor{}, dk, dv}), "dq");
+  rejected(flash_attention_backward(q, k, v, out, lse, dout, {dq, t(16), dv}), "dk");
+  rejected(flash_attention_backward(q, k, v, out, lse, dout,
+                                    {dq, dk, rt.tensor(DType::f16, {1, 2, 24, 64})}),
+           "dv");
+  rejected(flash_attention_backward(q, k, v, out, lse, t(17), {dq, dk, dv}), "dout");
+  rejected(flash_attention_backward(q, k, v, out, lse, dout, {dq, dk, dk}), "share storage");
+  rejected(flash_attention_backward(q, k, v, out, lse, dout, {q, dk, dv}), "share storage");
+  rejected(
+      flash_attention_backward(q, k, v, out, lse, dout,
+                               {rt.tensor(DType::bf16, {1, 2, 64, 16}).transpose(2, 3), dk, dv}),
+      "contiguous");
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
-// flash_attention on the GPU against the CPU backend (the reference) on the
-// same random inputs: head dims 64 and 128, bf16 and f16, tails in both
-// lengths, Sq != Sk, causal aligned both ways, rows that keep no key, a
-// strided [B, S, H, D] view, eager and compiled; outputs poisoned first.
+// flash_attention and flash_attention_backward on the GPU against the CPU
+// backend (the reference) on the same random inputs: head dims 64 and 128,
+// bf16 and f16, tails in both lengths, Sq != Sk, causal aligned both ways,
+// rows that keep no key, a strided [B, S, H, D] view, eager and compiled;
+// outputs poisoned first.
 #include "support/gpu.hpp"
 
 #include <loom/graph.hpp>
@@ -12,6 +13,7 @@
 
 #include "attention/test_support.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -183,6 +185,114 @@ TEST_P(AttentionGpu, StridedViewsAndACompiledGraph) {
   EXPECT_EQ(
       check({.b = 1, .h = 2, .sq = 129, .sk = 200, .d = 128, .causal = true}, GetParam(), true),
       "");
+}
+
+// Backward: forward then backward in one graph on each backend from the same
+// q, k, v and dout; dq, dk and dv poisoned first. Gradients are sums over
+// many rows, so the error is measured against each gradient's largest
+// magnitude: the worst |got - want| / max |want| must stay under a few of the
+// operand type's ulps (P and dS are rounded to it before their products).
+struct Gradients {
+  std::vector<std::uint16_t> dq, dk, dv;
+};
+
+Gradients run_backward(loom::Runtime& rt, const Problem& p, DType dtype,
+                       const std::vector<std::uint16_t>& q, const std::vector<std::uint16_t>& k,
+                       const std::vector<std::uint16_t>& v, const std::vector<std::uint16_t>& dout,
+                       bool compiled) {
+  auto tq = upload_bits(rt, dtype, q, {p.b, p.h, p.sq, p.d});
+  auto tk = upload_bits(rt, dtype, k, {p.b, p.h, p.sk, p.d});
+  auto tv = upload_bits(rt, dtype, v, {p.b, p.h, p.sk, p.d});
+  auto tdout = upload_bits(rt, dtype, dout, {p.b, p.h, p.sq, p.d});
+  const auto poisoned = [&](std::int64_t s) {
+    return upload_bits(
+        rt, dtype,
+        std::vector<std::uint16_t>(static_cast<std::size_t>(p.b * p.h * s * p.d), 0xFFFF),
+        {p.b, p.h, s, p.d});
+  };
+  auto out = poisoned(p.sq);
+  auto lse = rt.tensor<float>({p.b, p.h, p.sq});
+  auto dq = poisoned(p.sq);
+  auto dk = poisoned(p.sk);
+  auto dv = poisoned(p.sk);
+  const loom::ops::AttentionOptions options{.causal = p.causal, .alignment = p.alignment};
+  loom::Graph g;
+  g.add(loom::ops::flash_attention(tq, tk, tv, out, lse, options));
+  g.add(loom::ops::flash_attention_backward(tq, tk, tv, out, lse, tdout,
+                                            {.dq = dq, .dk = dk, .dv = dv}, options));
+  if (compiled) {
+    auto exe = rt.compile(g);
+    exe.run().wait();
+    exe.run().wait();  // a replay writes the same gradients again (dq's sums start from zero)
+  } else {
+    rt.submit(g).wait();
+  }
+  return {download_bits(rt, dq), download_bits(rt, dk), download_bits(rt, dv)};
+}
+
+std::string compare_gradient(const char* name, const Problem& p, DType dtype,
+                             const std::vector<std::uint16_t>& got,
+                             const std::vector<std::uint16_t>& want) {
+  double largest = 0.0;
+  for (auto w : want) largest = std::max<double>(largest, std::fabs(widen(dtype, w)));
+  const double tol = (dtype == DType::bf16 ? 2e-2 : 5e-3) * std::max(largest, 1e-3);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const float g = widen(dtype, got[i]);
+    const float w = widen(dtype, want[i]);
+    if (!(std::fabs(g - w) <= tol)) {
+      return describe(p, dtype) + ": " + name + "[" + std::to_string(i) +
+             "] = " + std::to_string(g) + ", want " + std::to_string(w) + " (largest " +
+             std::to_string(largest) + ")";
+    }
+  }
+  return "";
+}
+
+std::string check_backward(const Problem& p, DType dtype, bool compiled = false) {
+  auto rng = loom::test::random_engine();
+  const auto q = random_halves(p.b * p.h * p.sq * p.d, dtype, rng);
+  const auto k = random_halves(p.b * p.h * p.sk * p.d, dtype, rng);
+  const auto v = random_halves(p.b * p.h * p.sk * p.d, dtype, rng);
+  const auto dout = random_halves(p.b * p.h * p.sq * p.d, dtype, rng);
+  loom::Runtime gpu;
+  loom::Runtime cpu({.backend = loom::Backend::cpu, .workers = 2});
+  const Gradients got = run_backward(gpu, p, dtype, q, k, v, dout, compiled);
+  const Gradients want = run_backward(cpu, p, dtype, q, k, v, dout, false);
+  for (auto message : {compare_gradient("dq", p, dtype, got.dq, want.dq),
+                       compare_gradient("dk", p, dtype, got.dk, want.dk),
+                       compare_gradient("dv", p, dtype, got.dv, want.dv)}) {
+    if (!message.empty()) return message;
+  }
+  return "";
+}
+
+TEST_P(AttentionGpu, BackwardHeadDimsTailsAndCausal) {
+  LOOM_REQUIRE_GPU();
+  for (std::int64_t d : {64, 128}) {
+    EXPECT_EQ(check_backward({.b = 2, .h = 2, .sq = 256, .sk = 256, .d = d}, GetParam()), "");
+    EXPECT_EQ(check_backward({.b = 1, .h = 2, .sq = 200, .sk = 333, .d = d}, GetParam()), "");
+    EXPECT_EQ(check_backward({.b = 1, .h = 1, .sq = 1, .sk = 70, .d = d}, GetParam()), "");
+    for (auto align : {CausalAlignment::top_left, CausalAlignment::bottom_right}) {
+      EXPECT_EQ(
+          check_backward(
+              {.b = 1, .h = 2, .sq = 300, .sk = 300, .d = d, .causal = true, .alignment = align},
+              GetParam()),
+          "");
+      // Bottom right with more queries than keys: the first rows keep no key.
+      EXPECT_EQ(
+          check_backward(
+              {.b = 1, .h = 1, .sq = 260, .sk = 100, .d = d, .causal = true, .alignment = align},
+              GetParam()),
+          "");
+    }
+  }
+}
+
+TEST_P(AttentionGpu, BackwardInACompiledGraphReplaysTheSame) {
+  LOOM_REQUIRE_GPU();
+  EXPECT_EQ(check_backward({.b = 1, .h = 3, .sq = 129, .sk = 200, .d = 64, .causal = true},
+                           GetParam(), true),
+            "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, AttentionGpu, ::testing::Values(DType::bf16, DType::f16),

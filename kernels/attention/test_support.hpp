@@ -6,6 +6,7 @@
 
 #include "common/convert.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -60,6 +61,54 @@ inline PlainResult plain_attention(const std::vector<float>& q, const std::vecto
     r.lse[i] = max + std::log(sum);
   }
   return r;
+}
+
+/// dq, dk and dv of one head given dout, the plain way: P from the whole
+/// masked score matrix, dV = P^T dO, dP = dO V^T, dS = P o (dP - rowsum(P o dP)),
+/// dQ = scale dS K, dK = scale dS^T Q. Independent of the reference (which
+/// takes out and lse as given).
+struct PlainGradients {
+  std::vector<double> dq, dk, dv;
+};
+inline PlainGradients plain_attention_gradients(const std::vector<float>& q,
+                                                const std::vector<float>& k,
+                                                const std::vector<float>& v,
+                                                const std::vector<float>& dout, std::int64_t sq,
+                                                std::int64_t sk, std::int64_t d, double scale,
+                                                bool causal, std::int64_t offset) {
+  const auto n = [](std::int64_t x) { return static_cast<std::size_t>(x); };
+  PlainGradients g{std::vector<double>(n(sq * d), 0.0), std::vector<double>(n(sk * d), 0.0),
+                   std::vector<double>(n(sk * d), 0.0)};
+  std::vector<double> p(n(sk));
+  std::vector<double> dp(n(sk));
+  for (std::int64_t i = 0; i < sq; ++i) {
+    double max = -std::numeric_limits<double>::infinity();
+    for (std::int64_t j = 0; j < sk; ++j) {
+      double dot = 0.0;
+      for (std::int64_t e = 0; e < d; ++e) dot += double(q[i * d + e]) * k[j * d + e];
+      p[j] = !causal || j <= i + offset ? dot * scale : -std::numeric_limits<double>::infinity();
+      max = std::max(max, p[j]);
+    }
+    if (max == -std::numeric_limits<double>::infinity()) continue;
+    double sum = 0.0;
+    for (std::int64_t j = 0; j < sk; ++j) sum += std::exp(p[j] - max);
+    double row = 0.0;
+    for (std::int64_t j = 0; j < sk; ++j) {
+      p[j] = std::exp(p[j] - max) / sum;
+      dp[j] = 0.0;
+      for (std::int64_t e = 0; e < d; ++e) dp[j] += double(dout[i * d + e]) * v[j * d + e];
+      row += p[j] * dp[j];
+    }
+    for (std::int64_t j = 0; j < sk; ++j) {
+      const double ds = p[j] * (dp[j] - row);
+      for (std::int64_t e = 0; e < d; ++e) {
+        g.dv[j * d + e] += p[j] * dout[i * d + e];
+        g.dq[i * d + e] += scale * ds * k[j * d + e];
+        g.dk[j * d + e] += scale * ds * q[i * d + e];
+      }
+    }
+  }
+  return g;
 }
 
 }  // namespace loom::test::attention
