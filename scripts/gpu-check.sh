@@ -162,6 +162,12 @@ if command -v python3 >/dev/null; then
     timeout 300 python3 bench/torch_attention.py >"$logs/torch_attention.log" 2>&1
     step_lines+="torch attention: $(status $?)"$'\n'
   fi
+  # loom's attention against PyTorch's on the same inputs (forward and backward).
+  if [ -x "$LOOM_BUILD_DIR/bench/attention_files" ]; then
+    timeout 300 python3 bench/torch_attention_check.py "$LOOM_BUILD_DIR/bench/attention_files" \
+      >"$logs/torch_attention_check.log" 2>&1
+    step_lines+="attention vs torch, same inputs: $(status $?)"$'\n'
+  fi
 fi
 
 sanitizer_lines=""
