@@ -87,25 +87,34 @@ __device__ __forceinline__ void store_rows(const Acc& acc, const Coords& coords,
   }
 }
 
+/// The query row a warp of the delta and dq launches takes: g counts rows
+/// over (batch, head, row), the order of delta and dq_accum.
+struct WarpRow {
+  std::int64_t g, b, h, i;
+  template <class T>
+  __device__ const T* in(const AttentionTensor& t) const {
+    return static_cast<const T*>(t.data) + b * t.batch_stride + h * t.head_stride +
+           i * t.row_stride;
+  }
+};
+
+__device__ __forceinline__ WarpRow warp_row(const AttentionBackwardArgs& p) {
+  const std::int64_t g = static_cast<std::int64_t>(blockIdx.x) * (kRowThreads / 32) +
+                         static_cast<std::int64_t>(threadIdx.x / 32);
+  const std::int64_t bh = g / p.q_len;
+  return {g, bh / p.heads, bh % p.heads, g % p.q_len};
+}
+
 /// One warp a query row: delta = dout . out (f32), and the row of dq_accum
 /// cleared for the key blocks' atomics.
 template <class T, int HeadDim>
 __global__ void __launch_bounds__(kRowThreads) flash_bwd_delta_kernel(AttentionBackwardArgs p) {
-  const std::int64_t rows = p.batch * p.heads * p.q_len;
-  const std::int64_t g = static_cast<std::int64_t>(blockIdx.x) * (kRowThreads / 32) +
-                         static_cast<std::int64_t>(threadIdx.x / 32);
-  if (g >= rows) return;
+  const WarpRow r = warp_row(p);
+  if (r.g >= p.batch * p.heads * p.q_len) return;
   const int lane = static_cast<int>(threadIdx.x % 32);
-  const std::int64_t i = g % p.q_len;
-  const std::int64_t bh = g / p.q_len;
-  const std::int64_t h = bh % p.heads;
-  const std::int64_t b = bh / p.heads;
-  const auto row = [&](const AttentionTensor& t) {
-    return static_cast<const T*>(t.data) + b * t.batch_stride + h * t.head_stride +
-           i * t.row_stride;
-  };
-  const T* o = row(p.out);
-  const T* d_o = row(p.dout);
+  const std::int64_t g = r.g;
+  const T* o = r.in<T>(p.out);
+  const T* d_o = r.in<T>(p.dout);
   float sum = 0.0F;
   CUTE_UNROLL
   for (int e = lane; e < HeadDim; e += 32) {
@@ -122,16 +131,11 @@ __global__ void __launch_bounds__(kRowThreads) flash_bwd_delta_kernel(AttentionB
 /// One warp a query row: dq = scale * dq_accum, rounded to T.
 template <class T, int HeadDim>
 __global__ void __launch_bounds__(kRowThreads) flash_bwd_dq_kernel(AttentionBackwardArgs p) {
-  const std::int64_t rows = p.batch * p.heads * p.q_len;
-  const std::int64_t g = static_cast<std::int64_t>(blockIdx.x) * (kRowThreads / 32) +
-                         static_cast<std::int64_t>(threadIdx.x / 32);
-  if (g >= rows) return;
+  const WarpRow r = warp_row(p);
+  if (r.g >= p.batch * p.heads * p.q_len) return;
   const int lane = static_cast<int>(threadIdx.x % 32);
-  const std::int64_t i = g % p.q_len;
-  const std::int64_t bh = g / p.q_len;
-  T* dq = const_cast<T*>(static_cast<const T*>(p.dq.data)) + (bh / p.heads) * p.dq.batch_stride +
-          (bh % p.heads) * p.dq.head_stride + i * p.dq.row_stride;
-  const float* accum = p.dq_accum + g * HeadDim;
+  T* dq = const_cast<T*>(r.in<T>(p.dq));
+  const float* accum = p.dq_accum + r.g * HeadDim;
   CUTE_UNROLL
   for (int e = lane; e < HeadDim; e += 32) dq[e] = static_cast<T>(accum[e] * p.scale);
 }
