@@ -13,4 +13,5 @@
 #include <loom/ops/index.hpp>
 #include <loom/ops/loss.hpp>
 #include <loom/ops/reduction.hpp>
+#include <loom/ops/ring_attention.hpp>
 #include <loom/ops/softmax.hpp>

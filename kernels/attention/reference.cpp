@@ -1,6 +1,7 @@
 // The CPU reference for attention: each query row's scores in double, its
 // max subtracted before the exponentials, the output rounded once.
 #include "attention/attention.hpp"
+#include "attention/ring.hpp"
 #include "common/convert.hpp"
 
 #include <algorithm>
@@ -128,6 +129,72 @@ void attention_backward_reference(const AttentionBackwardArgs& p) {
                          static_cast<float>(dk[size(j * d + e)]));
           store_from_f32(const_cast<void*>(p.dv.data), p.dtype, dv_row + e,
                          static_cast<float>(dv[size(j * d + e)]));
+        }
+      }
+    }
+  }
+}
+
+void attention_merge_reference(const AttentionMergeArgs& p) {
+  auto* acc = static_cast<float*>(const_cast<void*>(p.acc.data));
+  auto* acc_lse = static_cast<float*>(const_cast<void*>(p.acc_lse.data));
+  const auto* part_lse = static_cast<const float*>(p.part_lse.data);
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    for (std::int64_t h = 0; h < p.heads; ++h) {
+      for (std::int64_t i = 0; i < p.rows; ++i) {
+        const double lb = part_lse[row_at(p.part_lse, b, h, i)];
+        double wa = 0.0;
+        double wb = 1.0;
+        double lse = lb;
+        if (!p.first) {
+          const double la = acc_lse[row_at(p.acc_lse, b, h, i)];
+          const double m = std::max(la, lb);
+          if (std::isinf(m) && m < 0) {
+            wb = 0.0;  // neither kept a key: out stays 0
+          } else {
+            wa = std::exp(la - m);
+            wb = std::exp(lb - m);
+            lse = m + std::log(wa + wb);
+            const double s = wa + wb;
+            wa /= s;
+            wb /= s;
+          }
+        }
+        const std::int64_t a_row = row_at(p.acc, b, h, i);
+        const std::int64_t p_row = row_at(p.part, b, h, i);
+        for (std::int64_t e = 0; e < p.head_dim; ++e) {
+          const double x = load_as_f32(p.part.data, p.dtype, p_row + e);
+          const auto v = static_cast<float>(p.first ? x : wa * acc[a_row + e] + wb * x);
+          acc[a_row + e] = v;
+          if (p.out.data != nullptr) {
+            store_from_f32(const_cast<void*>(p.out.data), p.dtype, row_at(p.out, b, h, i) + e, v);
+          }
+        }
+        acc_lse[row_at(p.acc_lse, b, h, i)] = static_cast<float>(lse);
+        if (p.out_lse.data != nullptr) {
+          static_cast<float*>(const_cast<void*>(p.out_lse.data))[row_at(p.out_lse, b, h, i)] =
+              static_cast<float>(lse);
+        }
+      }
+    }
+  }
+}
+
+void gradient_accumulate_reference(const GradientAccumulateArgs& p) {
+  auto* acc = static_cast<float*>(const_cast<void*>(p.acc.data));
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    for (std::int64_t h = 0; h < p.heads; ++h) {
+      for (std::int64_t i = 0; i < p.rows; ++i) {
+        const std::int64_t a_row = row_at(p.acc, b, h, i);
+        for (std::int64_t e = 0; e < p.head_dim; ++e) {
+          float v = p.first ? 0.0F : acc[a_row + e];
+          if (p.part.data != nullptr) {
+            v += load_as_f32(p.part.data, p.dtype, row_at(p.part, b, h, i) + e);
+            acc[a_row + e] = v;
+          }
+          if (p.out.data != nullptr) {
+            store_from_f32(const_cast<void*>(p.out.data), p.dtype, row_at(p.out, b, h, i) + e, v);
+          }
         }
       }
     }

@@ -1,0 +1,476 @@
+// loom::ops::ring_attention and its backward: the ring's tasks (flash
+// attention on each key/value block, ring exchanges, merges by log-sum-exp),
+// the merge and accumulate ops (ring.hpp's kernels and references), and the
+// helpers that lay a sequence out over the ranks.
+#include <loom/cuda_interop.hpp>
+#include <loom/error.hpp>
+#include <loom/ops/elementwise.hpp>
+#include <loom/ops/ring_attention.hpp>
+
+#include "attention/ring.hpp"
+#include "common/checks.hpp"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace loom::ops {
+namespace {
+
+using detail::reject;
+
+kernels::AttentionTensor view(const Tensor& t) {
+  if (!t.defined()) return {};
+  const auto stride = [&](int dim) { return t.size(dim) <= 1 ? 0 : t.strides()[dim]; };
+  return {t.data(), stride(0), stride(1), stride(2)};
+}
+
+// The last dimension contiguous, f32 or the given 16-bit type, [B, H, S(, D)] as `like`.
+void require_like(const Tensor& t, const Tensor& like, int rank, DType dtype, std::string_view op,
+                  std::string_view role) {
+  detail::require_defined(t, op, role);
+  detail::require_dtype(t, dtype, op, role);
+  detail::require_rank(t, rank, op, role);
+  for (int d = 0; d < rank; ++d) {
+    if (t.size(d) != like.size(d)) {
+      reject(op, std::string(role) + " must match " + like.shape().to_string() + " in its first " +
+                     std::to_string(rank) + " extents, got " + t.shape().to_string());
+    }
+  }
+  if (t.strides()[rank - 1] != 1 && t.size(rank - 1) > 1) {
+    reject(op, std::string(role) + "'s last dimension must be contiguous, got " + t.describe());
+  }
+  detail::require_same_memory(like, t, op);
+}
+
+constexpr std::string_view kMergeName = "attention_merge";
+
+// acc, acc_lse (f32) merged with part, part_lse; out, out_lse the merged
+// result (optional).
+class AttentionMerge final : public Op {
+ public:
+  AttentionMerge(Tensor acc, Tensor acc_lse, Tensor part, Tensor part_lse, Tensor out,
+                 Tensor out_lse, bool first)
+      : acc_(std::move(acc)),
+        acc_lse_(std::move(acc_lse)),
+        part_(std::move(part)),
+        part_lse_(std::move(part_lse)),
+        out_(std::move(out)),
+        out_lse_(std::move(out_lse)),
+        first_(first) {}
+  std::string_view name() const noexcept override { return kMergeName; }
+  std::vector<Tensor> reads() const override {
+    if (first_) return {part_, part_lse_};
+    return {part_, part_lse_, acc_, acc_lse_};
+  }
+  std::vector<Tensor> writes() const override {
+    std::vector<Tensor> w{acc_, acc_lse_};
+    if (out_.defined()) w.push_back(out_);
+    if (out_lse_.defined()) w.push_back(out_lse_);
+    return w;
+  }
+  void validate() const override {
+    detail::require_dtype_in(part_, {DType::bf16, DType::f16}, kMergeName, "part");
+    detail::require_rank(part_, 4, kMergeName, "part");
+    require_like(acc_, part_, 4, DType::f32, kMergeName, "acc");
+    require_like(part_lse_, part_, 3, DType::f32, kMergeName, "part_lse");
+    require_like(acc_lse_, part_, 3, DType::f32, kMergeName, "acc_lse");
+    if (out_.defined()) require_like(out_, part_, 4, part_.dtype(), kMergeName, "out");
+    if (out_lse_.defined()) require_like(out_lse_, part_, 3, DType::f32, kMergeName, "out_lse");
+    if (part_.size(3) % 4 != 0) reject(kMergeName, "the head dim must be a multiple of 4");
+  }
+  void run_cpu() const override { kernels::attention_merge_reference(args()); }
+  bool launches_through_loom() const noexcept override { return true; }
+  void run_cuda(const ExecutionContext& ctx) const override {
+    kernels::attention_merge(args(), StreamView(cuda_stream(ctx)));
+  }
+
+ private:
+  kernels::AttentionMergeArgs args() const {
+    kernels::AttentionMergeArgs p;
+    p.batch = part_.size(0);
+    p.heads = part_.size(1);
+    p.rows = part_.size(2);
+    p.head_dim = part_.size(3);
+    p.dtype = part_.dtype();
+    p.acc = view(acc_);
+    p.acc_lse = view(acc_lse_);
+    p.part = view(part_);
+    p.part_lse = view(part_lse_);
+    p.out = view(out_);
+    p.out_lse = view(out_lse_);
+    p.first = first_;
+    return p;
+  }
+  Tensor acc_, acc_lse_, part_, part_lse_, out_, out_lse_;
+  bool first_;
+};
+
+constexpr std::string_view kAccumulateName = "gradient_accumulate";
+
+// acc (f32) += part (or = part when first; part undefined: nothing added);
+// out (optional) = acc rounded.
+class GradientAccumulate final : public Op {
+ public:
+  GradientAccumulate(Tensor acc, Tensor part, Tensor out, bool first)
+      : acc_(std::move(acc)), part_(std::move(part)), out_(std::move(out)), first_(first) {}
+  std::string_view name() const noexcept override { return kAccumulateName; }
+  std::vector<Tensor> reads() const override {
+    std::vector<Tensor> r;
+    if (part_.defined()) r.push_back(part_);
+    if (!first_ || !part_.defined()) r.push_back(acc_);
+    return r;
+  }
+  std::vector<Tensor> writes() const override {
+    std::vector<Tensor> w;
+    if (part_.defined()) w.push_back(acc_);
+    if (out_.defined()) w.push_back(out_);
+    return w;
+  }
+  void validate() const override {
+    const Tensor& typed = part_.defined() ? part_ : out_;
+    detail::require_defined(typed, kAccumulateName, "part or out");
+    detail::require_dtype_in(typed, {DType::bf16, DType::f16}, kAccumulateName, "part");
+    detail::require_rank(typed, 4, kAccumulateName, "part");
+    require_like(acc_, typed, 4, DType::f32, kAccumulateName, "acc");
+    if (out_.defined()) require_like(out_, typed, 4, typed.dtype(), kAccumulateName, "out");
+    if (typed.size(3) % 4 != 0) reject(kAccumulateName, "the head dim must be a multiple of 4");
+  }
+  void run_cpu() const override { kernels::gradient_accumulate_reference(args()); }
+  bool launches_through_loom() const noexcept override { return true; }
+  void run_cuda(const ExecutionContext& ctx) const override {
+    kernels::gradient_accumulate(args(), StreamView(cuda_stream(ctx)));
+  }
+
+ private:
+  kernels::GradientAccumulateArgs args() const {
+    const Tensor& typed = part_.defined() ? part_ : out_;
+    kernels::GradientAccumulateArgs p;
+    p.batch = typed.size(0);
+    p.heads = typed.size(1);
+    p.rows = typed.size(2);
+    p.head_dim = typed.size(3);
+    p.dtype = typed.dtype();
+    p.acc = view(acc_);
+    p.part = view(part_);
+    p.out = view(out_);
+    p.first = first_;
+    return p;
+  }
+  Tensor acc_, part_, out_;
+  bool first_;
+};
+
+// ---- the ring's plan, shared by the forward and the backward ----
+
+// Which rows of this rank's queries and which keys of the block it holds
+// take part at one step, and whether under the causal mask (aligned top left).
+struct StepWork {
+  bool any = false;
+  bool causal = false;
+  std::int64_t q_begin = 0, q_end = 0;  // rows of this rank's block
+  std::int64_t k_begin = 0, k_end = 0;  // rows of the held key block
+};
+
+// At step s rank r holds the key/value block of rank j = (r - s) mod P.
+StepWork step_work(int rank, int holder, std::int64_t length, const RingAttentionOptions& o) {
+  StepWork w{true, false, 0, length, 0, length};
+  if (!o.causal) return w;
+  if (holder == rank) {
+    // Its own block: the mask in local order is the global one (both
+    // layouts keep positions increasing within a block).
+    w.causal = true;
+    return w;
+  }
+  if (o.layout == RingLayout::contiguous) {
+    w.any = holder < rank;  // an earlier block is seen whole; a later one not at all
+    return w;
+  }
+  // zigzag: chunk r and 2P - 1 - r here, chunk j and 2P - 1 - j there.
+  const std::int64_t half = length / 2;
+  if (holder < rank) {
+    w.k_end = half;  // every query sees chunk j, none sees chunk 2P - 1 - j
+  } else {
+    w.q_begin = half;  // only chunk 2P - 1 - r sees them, and sees both chunks
+  }
+  return w;
+}
+
+Tensor rows(const Tensor& t, std::int64_t begin, std::int64_t end) {
+  if (begin == 0 && end == t.size(2)) return t;
+  return t.slice(2, begin, end);
+}
+
+void check_ring(const Communicator& comm, const Tensor& q, const Tensor& k, const Tensor& v,
+                const RingAttentionOptions& o, std::string_view op) {
+  for (const auto& [t, role] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}}) {
+    if (!t->defined()) reject(op, std::string(role) + " is required (an undefined tensor)");
+    if (t->rank() != 4) {
+      reject(op, std::string(role) + " must be [B, H, L, D], got " + t->shape().to_string());
+    }
+  }
+  if (k.shape() != q.shape() || v.shape() != q.shape()) {
+    reject(op, "q, k and v must be blocks of one length [B, H, L, D]: q is " +
+                   q.shape().to_string() + ", k " + k.shape().to_string() + ", v " +
+                   v.shape().to_string());
+  }
+  if (o.layout != RingLayout::contiguous && o.layout != RingLayout::zigzag) {
+    reject(op, "unknown layout " + std::to_string(static_cast<int>(o.layout)));
+  }
+  if (o.causal && o.layout == RingLayout::zigzag && comm.size() > 1 && q.size(2) % 2 != 0) {
+    reject(op, "the zigzag layout holds two chunks a rank: the block length must be even, got " +
+                   std::to_string(q.size(2)));
+  }
+}
+
+std::string step_name(const RingAttentionOptions& o, int s, std::string_view what) {
+  return o.name + ".step" + std::to_string(s) + "." + std::string(what);
+}
+
+AttentionOptions flash_options(const RingAttentionOptions& o, bool causal) {
+  return {.causal = causal, .alignment = CausalAlignment::top_left, .scale = o.scale};
+}
+
+// `t` if contiguous, else a contiguous copy of it (what a ring exchange sends).
+Tensor sendable(Graph& g, const Tensor& t, const std::string& name) {
+  if (t.is_contiguous()) return t;
+  Tensor packed = g.intermediate(t.dtype(), t.shape());
+  g.copy(t, packed, {.name = name});
+  return packed;
+}
+
+void exchange(Graph& g, const Communicator& comm, const Tensor& send, const Tensor& recv,
+              const std::string& name) {
+  g.collective(comm.ring_exchange(send, recv), {.name = name});
+}
+
+}  // namespace
+
+void ring_attention(Graph& g, const Communicator& comm, const Tensor& q, const Tensor& k,
+                    const Tensor& v, const Tensor& out, const Tensor& lse,
+                    const RingAttentionOptions& o) {
+  check_ring(comm, q, k, v, o, o.name);
+  const int ranks = comm.size();
+  const int rank = comm.rank();
+  const std::int64_t length = q.size(2);
+  if (ranks == 1) {
+    g.add(flash_attention(q, k, v, out, lse, flash_options(o, o.causal)),
+          {.name = step_name(o, 0, "flash")});
+    return;
+  }
+  const Shape& shape = q.shape();
+  const Shape lse_shape{shape[0], shape[1], shape[2]};
+  const Tensor kv_buffers[2][2] = {
+      {g.intermediate(k.dtype(), shape), g.intermediate(v.dtype(), shape)},
+      {g.intermediate(k.dtype(), shape), g.intermediate(v.dtype(), shape)}};
+  const Tensor parts[2] = {g.intermediate(q.dtype(), shape), g.intermediate(q.dtype(), shape)};
+  const Tensor part_lses[2] = {g.intermediate(DType::f32, lse_shape),
+                               g.intermediate(DType::f32, lse_shape)};
+  const Tensor acc = g.intermediate(DType::f32, shape);
+  const Tensor acc_lse = g.intermediate(DType::f32, lse_shape);
+
+  Tensor held_k = sendable(g, k, o.name + ".pack_k");
+  Tensor held_v = sendable(g, v, o.name + ".pack_v");
+  bool written = false;  // whether out (and lse) have their result
+  for (int s = 0; s < ranks; ++s) {
+    // Passes the held block on while it is used (both only read it).
+    if (s + 1 < ranks) {
+      const Tensor* next = kv_buffers[(s + 1) % 2];
+      exchange(g, comm, held_k, next[0], step_name(o, s, "send_k"));
+      exchange(g, comm, held_v, next[1], step_name(o, s, "send_v"));
+    }
+    const int holder = (rank - s + ranks) % ranks;
+    const StepWork w = step_work(rank, holder, length, o);
+    if (w.any) {
+      const Tensor& part = parts[s % 2];
+      const Tensor& part_lse = part_lses[s % 2];
+      const std::int64_t qb = w.q_begin;
+      const std::int64_t qe = w.q_end;
+      const Tensor step_k = s == 0 ? k : held_k;
+      const Tensor step_v = s == 0 ? v : held_v;
+      g.add(flash_attention(rows(q, qb, qe), rows(step_k, w.k_begin, w.k_end),
+                            rows(step_v, w.k_begin, w.k_end), rows(part, qb, qe),
+                            rows(part_lse, qb, qe), flash_options(o, w.causal)),
+            {.name = step_name(o, s, "flash")});
+      // The last merge writes the result when it covers every row.
+      const bool last = s + 1 == ranks && qb == 0 && qe == length;
+      g.add(std::make_shared<AttentionMerge>(rows(acc, qb, qe), rows(acc_lse, qb, qe),
+                                             rows(part, qb, qe), rows(part_lse, qb, qe),
+                                             last ? out : Tensor{},
+                                             last && lse.defined() ? lse : Tensor{}, s == 0),
+            {.name = step_name(o, s, "merge")});
+      written = last;
+    }
+    if (s + 1 < ranks) {
+      held_k = kv_buffers[(s + 1) % 2][0];
+      held_v = kv_buffers[(s + 1) % 2][1];
+    }
+  }
+  if (!written) {
+    g.add(std::make_shared<GradientAccumulate>(acc, Tensor{}, out, false),
+          {.name = o.name + ".finish"});
+    if (lse.defined()) g.copy(acc_lse, lse, {.name = o.name + ".finish_lse"});
+  }
+}
+
+void ring_attention_backward(Graph& g, const Communicator& comm, const Tensor& q, const Tensor& k,
+                             const Tensor& v, const Tensor& out, const Tensor& lse,
+                             const Tensor& dout, const AttentionGradients& grads,
+                             const RingAttentionOptions& o) {
+  const std::string op = o.name + "_backward";
+  check_ring(comm, q, k, v, o, op);
+  if (!lse.defined()) reject(op, "lse is required (the forward's log-sum-exp)");
+  const int ranks = comm.size();
+  const int rank = comm.rank();
+  const std::int64_t length = q.size(2);
+  if (ranks == 1) {
+    g.add(flash_attention_backward(q, k, v, out, lse, dout, grads, flash_options(o, o.causal)),
+          {.name = step_name(o, 0, "flash_backward")});
+    return;
+  }
+  const Shape& shape = q.shape();
+  const Tensor kv_buffers[2][2] = {
+      {g.intermediate(k.dtype(), shape), g.intermediate(v.dtype(), shape)},
+      {g.intermediate(k.dtype(), shape), g.intermediate(v.dtype(), shape)}};
+  // Per-step gradients (the kernel's type), two sets so that a step's
+  // kernels run while the one before is summed.
+  Tensor step_grads[2][3];
+  for (auto& set : step_grads) {
+    for (auto& t : set) t = g.intermediate(q.dtype(), shape);
+  }
+  const Tensor dq_sum = g.intermediate(DType::f32, shape);
+  // dK and dV travel with their block: summed here, passed on, summed there.
+  const Tensor travel[2][2] = {
+      {g.intermediate(DType::f32, shape), g.intermediate(DType::f32, shape)},
+      {g.intermediate(DType::f32, shape), g.intermediate(DType::f32, shape)}};
+
+  Tensor held_k = sendable(g, k, o.name + ".pack_k");
+  Tensor held_v = sendable(g, v, o.name + ".pack_v");
+  for (int s = 0; s < ranks; ++s) {
+    if (s + 1 < ranks) {
+      const Tensor* next = kv_buffers[(s + 1) % 2];
+      exchange(g, comm, held_k, next[0], step_name(o, s, "send_k"));
+      exchange(g, comm, held_v, next[1], step_name(o, s, "send_v"));
+    }
+    const int holder = (rank - s + ranks) % ranks;
+    const StepWork w = step_work(rank, holder, length, o);
+    const Tensor* sums = travel[s % 2];
+    if (w.any) {
+      const Tensor* step = step_grads[s % 2];
+      const std::int64_t qb = w.q_begin;
+      const std::int64_t qe = w.q_end;
+      const std::int64_t kb = w.k_begin;
+      const std::int64_t ke = w.k_end;
+      const Tensor step_k = s == 0 ? k : held_k;
+      const Tensor step_v = s == 0 ? v : held_v;
+      g.add(flash_attention_backward(rows(q, qb, qe), rows(step_k, kb, ke), rows(step_v, kb, ke),
+                                     rows(out, qb, qe), rows(lse, qb, qe), rows(dout, qb, qe),
+                                     {.dq = rows(step[0], qb, qe),
+                                      .dk = rows(step[1], kb, ke),
+                                      .dv = rows(step[2], kb, ke)},
+                                     flash_options(o, w.causal)),
+            {.name = step_name(o, s, "flash_backward")});
+      // Step 0 is the rank's own block, which covers every row.
+      g.add(std::make_shared<GradientAccumulate>(rows(dq_sum, qb, qe), rows(step[0], qb, qe),
+                                                 Tensor{}, s == 0),
+            {.name = step_name(o, s, "sum_dq")});
+      g.add(std::make_shared<GradientAccumulate>(rows(sums[0], kb, ke), rows(step[1], kb, ke),
+                                                 Tensor{}, s == 0),
+            {.name = step_name(o, s, "sum_dk")});
+      g.add(std::make_shared<GradientAccumulate>(rows(sums[1], kb, ke), rows(step[2], kb, ke),
+                                                 Tensor{}, s == 0),
+            {.name = step_name(o, s, "sum_dv")});
+    }
+    // The sums go on with their block; after P hops they are home.
+    const Tensor* next_sums = travel[(s + 1) % 2];
+    exchange(g, comm, sums[0], next_sums[0], step_name(o, s, "send_dk"));
+    exchange(g, comm, sums[1], next_sums[1], step_name(o, s, "send_dv"));
+    if (s + 1 < ranks) {
+      held_k = kv_buffers[(s + 1) % 2][0];
+      held_v = kv_buffers[(s + 1) % 2][1];
+    }
+  }
+  const Tensor* home = travel[ranks % 2];
+  g.add(std::make_shared<GradientAccumulate>(dq_sum, Tensor{}, grads.dq, false),
+        {.name = o.name + ".finish_dq"});
+  g.add(std::make_shared<GradientAccumulate>(home[0], Tensor{}, grads.dk, false),
+        {.name = o.name + ".finish_dk"});
+  g.add(std::make_shared<GradientAccumulate>(home[1], Tensor{}, grads.dv, false),
+        {.name = o.name + ".finish_dv"});
+}
+
+std::vector<SequenceRange> ring_ranges(std::int64_t length, int rank, int ranks,
+                                       RingLayout layout) {
+  constexpr std::string_view op = "ring_ranges";
+  if (ranks < 1 || rank < 0 || rank >= ranks) {
+    reject(op, "rank " + std::to_string(rank) + " of " + std::to_string(ranks));
+  }
+  const std::int64_t parts = layout == RingLayout::zigzag ? 2 * std::int64_t{ranks} : ranks;
+  if (length < 0 || length % parts != 0) {
+    reject(op, "the sequence length must be a multiple of " + std::to_string(parts) + " (ranks" +
+                   (layout == RingLayout::zigzag ? " x 2 for zigzag" : "") + "), got " +
+                   std::to_string(length));
+  }
+  const std::int64_t chunk = length / parts;
+  if (layout == RingLayout::contiguous) return {{rank * chunk, (rank + 1) * chunk}};
+  const std::int64_t late = parts - 1 - rank;
+  return {{rank * chunk, (rank + 1) * chunk}, {late * chunk, (late + 1) * chunk}};
+}
+
+namespace {
+
+void check_shard_shapes(const Tensor& whole, const Tensor& local, int ranks, int dim,
+                        std::string_view op) {
+  detail::require_defined(whole, op, "whole");
+  detail::require_defined(local, op, "local");
+  if (dim < 0 || dim >= whole.rank() || whole.rank() != local.rank()) {
+    reject(op, "dim " + std::to_string(dim) + " of a " + std::to_string(whole.rank()) +
+                   "-dimensional whole and a " + std::to_string(local.rank()) +
+                   "-dimensional local tensor");
+  }
+  for (int d = 0; d < whole.rank(); ++d) {
+    const std::int64_t expected = d == dim ? whole.size(d) / std::max(ranks, 1) : whole.size(d);
+    if (local.size(d) != expected || (d == dim && whole.size(d) % std::max(ranks, 1) != 0)) {
+      reject(op, "local must be whole's shape " + whole.shape().to_string() + " with the extent " +
+                     std::to_string(whole.size(dim)) + " / " + std::to_string(ranks) +
+                     " along dim " + std::to_string(dim) + ", got " + local.shape().to_string());
+    }
+  }
+}
+
+// The copies between whole's ranges and local's consecutive pieces: casts
+// to the same type, which read and write strided views on every backend
+// (a copy task writes contiguous tensors only).
+template <class Add>
+void for_each_piece(const Tensor& whole, const Tensor& local, int rank, int ranks,
+                    RingLayout layout, int dim, std::string_view op, Add&& add) {
+  check_shard_shapes(whole, local, ranks, dim, op);
+  std::int64_t at = 0;
+  int piece = 0;
+  for (const SequenceRange& r : ring_ranges(whole.size(dim), rank, ranks, layout)) {
+    const std::int64_t n = r.stop - r.start;
+    add(whole.slice(dim, r.start, r.stop), local.slice(dim, at, at + n), piece++);
+    at += n;
+  }
+}
+
+}  // namespace
+
+void ring_shard(Graph& g, const Tensor& whole, const Tensor& local, int rank, int ranks,
+                RingLayout layout, int dim) {
+  for_each_piece(whole, local, rank, ranks, layout, dim, "ring_shard",
+                 [&](const Tensor& w, const Tensor& l, int piece) {
+                   g.add(cast(w, l), {.name = "ring_shard." + std::to_string(piece)});
+                 });
+}
+
+void ring_unshard(Graph& g, const Tensor& local, const Tensor& whole, int rank, int ranks,
+                  RingLayout layout, int dim) {
+  for_each_piece(whole, local, rank, ranks, layout, dim, "ring_unshard",
+                 [&](const Tensor& w, const Tensor& l, int piece) {
+                   g.add(cast(l, w), {.name = "ring_unshard." + std::to_string(piece)});
+                 });
+}
+
+}  // namespace loom::ops
