@@ -3,6 +3,7 @@
 // bf16/f16, widening, and an attention computed the plain way (the whole
 // score matrix of a head, masked, softmaxed) to hold the reference against.
 #include <loom/dtype.hpp>
+#include <loom/ops/ring_attention.hpp>
 
 #include "common/convert.hpp"
 
@@ -109,6 +110,27 @@ inline PlainGradients plain_attention_gradients(const std::vector<float>& q,
     }
   }
   return g;
+}
+
+/// A rank's rows of a whole-sequence array of `heads` heads of `length`
+/// rows of `width` values, in its block's order (ring_ranges), as floats.
+template <class T>
+std::vector<float> ring_local_rows(const std::vector<T>& whole, std::int64_t heads,
+                                   std::int64_t length,
+                                   const std::vector<ops::SequenceRange>& ranges,
+                                   std::int64_t width) {
+  std::vector<float> out;
+  for (std::int64_t bh = 0; bh < heads; ++bh) {
+    for (const auto& r : ranges) {
+      for (std::int64_t i = r.start; i < r.stop; ++i) {
+        const auto at = static_cast<std::size_t>((bh * length + i) * width);
+        for (std::int64_t e = 0; e < width; ++e) {
+          out.push_back(static_cast<float>(whole[at + static_cast<std::size_t>(e)]));
+        }
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace loom::test::attention

@@ -58,26 +58,10 @@ struct Case {
   RingLayout layout = RingLayout::zigzag;
 };
 
-// This rank's rows (in its block's order) of a whole [B, H, S, D] array.
-std::vector<float> local_rows(const std::vector<float>& whole, const Case& c, std::int64_t s,
+std::vector<float> local_rows(const auto& whole, const Case& c, std::int64_t s,
                               const std::vector<loom::ops::SequenceRange>& ranges,
                               std::int64_t width) {
-  std::vector<float> out;
-  for (std::int64_t bh = 0; bh < c.b * c.h; ++bh) {
-    for (const auto& r : ranges) {
-      for (std::int64_t i = r.start; i < r.stop; ++i) {
-        const auto at = whole.begin() + (bh * s + i) * width;
-        out.insert(out.end(), at, at + width);
-      }
-    }
-  }
-  return out;
-}
-
-std::vector<float> local_rows(const std::vector<double>& whole, const Case& c, std::int64_t s,
-                              const std::vector<loom::ops::SequenceRange>& ranges,
-                              std::int64_t width) {
-  return local_rows(std::vector<float>(whole.begin(), whole.end()), c, s, ranges, width);
+  return loom::test::attention::ring_local_rows(whole, c.b * c.h, s, ranges, width);
 }
 
 double max_abs(const std::vector<float>& x) {
