@@ -1,8 +1,9 @@
 // The image kernels on 4096 x 4096 frames: RGB to gray (each variant, each
 // layout), box blur (each variant, radii 1, 3, 7 and 8, where the tiled
-// variants run naive) and the histogram (each variant, on random, blurred and
-// one-value frames), against a device-to-device copy that moves the same
-// bytes, timed in the same run.
+// variants run naive; automatic and sliding over r = 0 .. 127; the sliding
+// kernel's segment length swept) and the histogram (each variant, on random,
+// blurred and one-value frames), against a device-to-device copy that moves
+// the same bytes, timed in the same run.
 //
 // Bytes moved: gray reads 3 and writes 1 byte a pixel (64 MB a frame), blur
 // reads 1 and writes 1 (32 MB: the halo comes from L2), the histogram reads 1
@@ -144,10 +145,48 @@ BENCHMARK(BM_BoxBlur)
                     static_cast<int>(loom::kernels::BlurVariant::tiled_v1),
                     static_cast<int>(loom::kernels::BlurVariant::separable)},
                    {1, 3, 7, 8}})
-    // Past the tiled radii: what automatic runs (separable), whose cost should not
-    // move with r (the naive kernel's grows as r squared: 963 us at r = 8).
-    ->ArgsProduct({{static_cast<int>(loom::kernels::BlurVariant::automatic)},
-                   {3, 8, 16, 32, 64, 127}})
+    // The radius sweep against the floor: automatic (tiled for 1..7, sliding
+    // for the others) and the sliding kernel itself at every radius, whose cost
+    // should hardly move with r (targets: ratio >= 0.7 at r = 3, >= 0.6 for
+    // every r <= 64; the naive kernel's grows as r squared: 963 us at r = 8).
+    ->ArgsProduct({{static_cast<int>(loom::kernels::BlurVariant::automatic),
+                    static_cast<int>(loom::kernels::BlurVariant::sliding)},
+                   {0, 1, 3, 7, 8, 16, 32, 64, 127}})
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMicrosecond);
+
+// The sliding kernel with segments of `segment_rows` rows (0: the kernel's own
+// choice, named in the label): a segment first reads 2r rows to fill its
+// window, so long segments read less, but leave fewer warps to cover DRAM's
+// latency. For choosing box_blur_sliding_segment_rows()'s rule.
+void BM_BoxBlurSlidingSegments(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const int radius = static_cast<int>(state.range(0));
+  const int segment_rows = static_cast<int>(state.range(1));
+  loom::detail::Stream stream(0, 0);
+  Rotation r(kPixels, kPixels);
+  double ms = 0;
+  for (auto _ : state) {
+    ms = time_ms(stream, [&](int i) {
+      loom::kernels::box_blur_sliding(r.input(i), r.output(i), 1, kSide, kSide, radius,
+                                      stream.view(), segment_rows);
+    });
+    state.SetIterationTime(ms * 1e-3);
+  }
+  const std::size_t moved = 2 * kPixels;
+  report(state, ms, copy_ms(stream, moved), moved);
+  int sms = 0;
+  LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int rows = segment_rows > 0
+                       ? segment_rows
+                       : loom::kernels::box_blur_sliding_segment_rows(1, kSide, kSide, radius, sms);
+  state.SetLabel("sliding r=" + std::to_string(radius) + " segment_rows=" + std::to_string(rows) +
+                 (segment_rows > 0 ? "" : " (chosen)") + " 4096x4096");
+}
+BENCHMARK(BM_BoxBlurSlidingSegments)
+    ->ArgNames({"radius", "segment_rows"})
+    ->ArgsProduct({{3, 8, 32, 64, 127}, {0, 16, 32, 64, 128, 256}})
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMicrosecond);

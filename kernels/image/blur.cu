@@ -292,12 +292,11 @@ bool aligned(const void* p, std::uintptr_t bytes) {
   return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
 
-// What automatic means for this radius: radius 0 is a copy (naive, no
-// workspace).
+// What automatic means for this radius: the tiled kernels in their radii,
+// the sliding kernel (no workspace) at every other, radius 0 included.
 BlurVariant resolved(BlurVariant variant, int radius) {
   if (variant != BlurVariant::automatic) return variant;
-  if (radius == 0) return BlurVariant::naive;
-  return radius <= kBlurTiledMaxRadius ? kBlurDefault : BlurVariant::separable;
+  return radius >= 1 && radius <= kBlurTiledMaxRadius ? kBlurDefault : BlurVariant::sliding;
 }
 
 unsigned blocks_for_threads(std::int64_t threads) {
@@ -344,6 +343,10 @@ void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, s
               void* workspace) {
   if (planes == 0 || height == 0 || width == 0) return;
   variant = resolved(variant, radius);
+  if (variant == BlurVariant::sliding && box_blur_sliding_takes(height, width, radius)) {
+    box_blur_sliding(src, dst, planes, height, width, radius, stream);
+    return;
+  }
   if (variant == BlurVariant::separable) {
     launch_separable(src, dst, planes, height, width, radius, workspace, stream);
     LOOM_KERNEL_CHECK_LAUNCH("box_blur kernel launch");

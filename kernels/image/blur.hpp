@@ -36,8 +36,19 @@
 //   separable  two passes of running sums (blur_separable.cuh): 16-bit row
 //          sums into a workspace, then column sums and the division; each
 //          pixel costs the same whatever the radius (6 bytes of traffic
-//          against the 2 of the floor). What automatic runs outside the
-//          tiled variants' radii.
+//          against the 2 of the floor).
+//   sliding  one pass at any radius 0..127 (blur_sliding.cuh): a warp walks
+//          down 512 columns, a lane's 16 column sums (16-bit, two to a
+//          word) gaining the row entering the window and losing the one
+//          leaving it (two 16-byte loads a row, the second an L1/L2 hit),
+//          then the horizontal window as the difference of two prefix sums
+//          taken across the warp by shuffles (lanes within r of the warp's
+//          edges only lend), and one multiply-high a pixel (two steps for
+//          pixels within r of a border). Every pixel is read from DRAM once
+//          and written once. 16-byte accesses where the width is a multiple
+//          of 16 and the pointers aligned, bytes otherwise; images one pixel
+//          wide past radius 0 run naive. What automatic
+//          runs outside the tiled radii (and at radius 0).
 
 #include <loom/cuda_interop.hpp>
 #include <loom/ops/image.hpp>
@@ -58,7 +69,7 @@ namespace loom::kernels {
 using BlurVariant = loom::ops::BlurVariant;  // named by its table (loom/ops/variant.hpp)
 
 /// What BlurVariant::automatic runs for radius 1..kBlurTiledMaxRadius
-/// (separable for the others).
+/// (sliding for the others).
 inline constexpr BlurVariant kBlurDefault = BlurVariant::tiled;
 /// The largest radius any variant takes: sums stay well inside 32 bits.
 inline constexpr int kBlurMaxRadius = 127;
@@ -79,6 +90,23 @@ std::size_t box_blur_workspace_bytes(std::int64_t planes, std::int64_t height, s
 void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, std::int64_t height,
               std::int64_t width, int radius, StreamView stream,
               BlurVariant variant = BlurVariant::automatic, void* workspace = nullptr);
+
+/// Whether the sliding kernel takes the image at this radius: 0..127, and
+/// (past radius 0) a width of at least 2.
+bool box_blur_sliding_takes(std::int64_t height, std::int64_t width, int radius) noexcept;
+
+/// The rows a warp of the sliding kernel walks, as box_blur() chooses them
+/// for a device of `sm_count` multiprocessors.
+int box_blur_sliding_segment_rows(std::int64_t planes, std::int64_t height, std::int64_t width,
+                                  int radius, int sm_count) noexcept;
+
+/// The sliding kernel with segments of `segment_rows` rows (0: as box_blur()
+/// chooses them), for benchmarks that sweep it; box_blur() with
+/// BlurVariant::sliding is the usual way in. @throws InvalidArgument where
+/// box_blur_sliding_takes() is false; CudaError if the launch fails.
+void box_blur_sliding(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes,
+                      std::int64_t height, std::int64_t width, int radius, StreamView stream,
+                      int segment_rows = 0);
 
 /// A window's average, rounded half up: what every variant and the reference store.
 LOOM_IMAGE_HD inline unsigned rounded_average(unsigned sum, unsigned count) {

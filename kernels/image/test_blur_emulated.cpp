@@ -1,5 +1,6 @@
-// The streaming blur kernel's own code (blur_stream.cuh) and the separable
-// running sums' (blur_separable.cuh), run on the CPU under the emulation of
+// The streaming blur kernel's own code (blur_stream.cuh), the separable
+// running sums' (blur_separable.cuh) and the sliding kernel's
+// (blur_sliding.cuh), run on the CPU under the emulation of
 // CUDA threads (support/emulated_cuda.hpp): every thread of a block is a
 // std::thread, blocks run one after another, and a shuffle is a write to a
 // double-buffered exchange slot and a barrier. It checks what a GPU run would
@@ -23,6 +24,7 @@
 #include <memory>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "support/emulated_cuda.hpp"
@@ -32,6 +34,7 @@ using namespace loom::emulated;  // NOLINT: the kernel's code reads CUDA's names
 }  // namespace loom::kernels::blur_detail
 
 #include "image/blur_separable.cuh"
+#include "image/blur_sliding.cuh"
 #include "image/blur_stream.cuh"
 
 namespace {
@@ -199,6 +202,196 @@ TEST(BlurSeparableEmulated, MatchesTheReferenceAtRadiiAcrossTheRange) {
       }
     }
   }
+}
+
+// --- sliding -------------------------------------------------------------------
+
+TEST(BlurSlidingDivision, TheAreaDivisorIsExactForEveryCountAndSum) {
+  // Every divisor up to 255^2 (the kernel meets (2r + 1)^2), at both ends of
+  // every quotient's run of sums: the multiply-high is monotone in the sum,
+  // so agreeing there is agreeing everywhere.
+  for (std::uint32_t d = 1; d <= 255U * 255U; ++d) {
+    const emu::SlideDivisor div = emu::slide_divisor(d);
+    for (std::uint32_t q = 0; q <= 255; ++q) {
+      // The sums whose rounded average is q: (sum + d / 2) / d == q.
+      const std::uint64_t lo64 = q * std::uint64_t{d} >= d / 2 ? q * std::uint64_t{d} - d / 2 : 0;
+      const std::uint64_t hi64 =
+          std::min<std::uint64_t>(q * std::uint64_t{d} + d - 1 - d / 2, 255 * std::uint64_t{d});
+      if (lo64 > hi64) continue;
+      for (const std::uint64_t sum : {lo64, hi64}) {
+        const auto s32 = static_cast<unsigned>(sum);
+        ASSERT_EQ(emu::slide_average(s32, div), (s32 + d / 2) / d) << "d " << d << " sum " << sum;
+      }
+    }
+  }
+}
+
+TEST(BlurSlidingDivision, BorderPixelsDivideExactlyInTwoSteps) {
+  // Every column count 2..255 (the kernel sends 1-pixel widths elsewhere)
+  // with every row count 1..255, both ends of every quotient's run of sums.
+  for (unsigned cy = 1; cy <= 255; ++cy) {
+    const std::uint32_t magic_cy = emu::slide_small_magic(cy);
+    const unsigned bias = cy == 1 ? 1 : 0;
+    for (unsigned cx = 2; cx <= 255; ++cx) {
+      const std::uint32_t magic_cx = emu::slide_small_magic(cx);
+      const unsigned c = cx * cy;
+      for (unsigned q = 0; q <= 255; ++q) {
+        const unsigned lo = q * c >= c / 2 ? q * c - c / 2 : 0;
+        const unsigned hi = std::min(q * c + c - 1 - c / 2, 255 * c);
+        if (lo > hi) continue;
+        for (const unsigned sum : {lo, hi}) {
+          ASSERT_EQ(emu::slide_edge_divide(sum + c / 2 + bias, magic_cy, magic_cx),
+                    (sum + c / 2) / c)
+              << "cx " << cx << " cy " << cy << " sum " << sum;
+        }
+      }
+    }
+  }
+}
+
+using SlideKernel = void (*)(const std::uint8_t*, std::uint8_t*, int, int, int, int, int);
+
+template <int... S>
+constexpr std::array<SlideKernel, sizeof...(S)> slide_kernels(std::integer_sequence<int, S...>) {
+  return {&emu::blur_sliding<S>...};
+}
+
+// blur_sliding<r % 16>, then blur_sliding<kSlideGeneric>, as blur_sliding.cu has them.
+const auto kSlideKernels = slide_kernels(std::make_integer_sequence<int, emu::kSlideGeneric + 1>{});
+
+struct SlideLaunch {
+  int segment_rows = 0;     // 0: the kernel's own choice for 132 SMs
+  int warps = 1;            // a block
+  unsigned max_blocks = 0;  // 0: a warp for every task; else fewer (warps stride over tasks)
+  bool generic = false;     // the byte-access instantiation even where 16-byte accesses fit
+};
+
+// The sliding kernel as blur_sliding.cu launches it: 16-byte accesses where
+// the width and the pointers allow them.
+void run_sliding(const std::uint8_t* src, std::uint8_t* dst, int planes, int h, int w, int r,
+                 const SlideLaunch& how) {
+  const int rows =
+      how.segment_rows > 0 ? how.segment_rows : emu::slide_segment_rows(planes, h, w, r, 132);
+  const bool vectorized = !how.generic && w % 16 == 0 &&
+                          reinterpret_cast<std::uintptr_t>(src) % 16 == 0 &&
+                          reinterpret_cast<std::uintptr_t>(dst) % 16 == 0;
+  const long long tasks = emu::slide_tasks(planes, h, w, r, rows);
+  long long blocks = (tasks + how.warps - 1) / how.warps;
+  if (how.max_blocks > 0) blocks = std::min<long long>(blocks, how.max_blocks);
+  const SlideKernel kernel =
+      kSlideKernels[static_cast<std::size_t>(vectorized ? r % 16 : emu::kSlideGeneric)];
+  loom::emulated::run_grid(dim3(static_cast<unsigned>(blocks)),
+                           dim3(static_cast<unsigned>(32 * how.warps)),
+                           [&] { kernel(src, dst, planes, h, w, r, rows); });
+}
+
+enum class Fill { random, saturated, quarter_saturated };
+
+// The sliding kernel against the reference, bit for bit; `offset` shifts
+// both images off 16-byte alignment; 16 poisoned bytes either side.
+void check_sliding(int planes, int h, int w, int r, Fill fill, std::mt19937_64& rng,
+                   const SlideLaunch& how = {}, std::size_t offset = 0) {
+  const auto n =
+      static_cast<std::size_t>(planes) * static_cast<std::size_t>(h) * static_cast<std::size_t>(w);
+  std::uniform_int_distribution<int> dist(0, 255);
+  Bytes src(n + offset);
+  for (auto& b : src) b = fill == Fill::saturated ? 255 : static_cast<std::uint8_t>(dist(rng));
+  if (fill == Fill::quarter_saturated) std::fill(src.begin(), src.begin() + n / 4 + offset, 255);
+  Bytes want(n);
+  loom::kernels::box_blur_reference(src.data() + offset, want.data(), planes, h, w, r);
+  Bytes got(n + offset + 32, 0xA5);
+  run_sliding(src.data() + offset, got.data() + offset + 16, planes, h, w, r, how);
+  std::size_t bad = 0;
+  std::size_t first = n;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (got[offset + 16 + i] != want[i]) {
+      ++bad;
+      first = std::min(first, i);
+    }
+  }
+  std::size_t outside = 0;
+  for (std::size_t i = 0; i < offset + 16; ++i) outside += got[i] != 0xA5 ? 1 : 0;
+  for (std::size_t i = offset + 16 + n; i < got.size(); ++i) outside += got[i] != 0xA5 ? 1 : 0;
+  EXPECT_EQ(bad, 0U) << "r=" << r << " planes=" << planes << " " << h << "x" << w
+                     << " offset=" << offset << " segment_rows=" << how.segment_rows
+                     << " warps=" << how.warps << (how.generic ? " generic" : "")
+                     << " first mismatch at " << first << " (row " << first / w % h << ", column "
+                     << first % w << ")";
+  EXPECT_EQ(outside, 0U) << "r=" << r << ": bytes written outside the image";
+}
+
+TEST(BlurSlidingEmulated, EveryRadiusOnASmallImage) {
+  // 0..127: every r % 16 with every lane offset q; the windows pass the
+  // whole image past r = 20, so every pixel is a border pixel there; a
+  // width of 5 strips (16-byte accesses) and a width of 37 (bytes).
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  for (int r = 0; r <= loom::kernels::kBlurMaxRadius; ++r) {
+    check_sliding(1, 21, 80, r, Fill::quarter_saturated, rng);
+    check_sliding(1, 9, 37, r, Fill::random, rng);
+  }
+}
+
+TEST(BlurSlidingEmulated, InteriorAndBorderPixelsAcrossStripGroups) {
+  // Images wide and tall enough for interior pixels, with two or three
+  // groups of strips (warps side by side, the last one partly outside the
+  // image), segments exact and not.
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  for (int r : {1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 100, 127}) {
+    const int outputs = emu::slide_outputs(r);
+    const int w = 16 * (outputs + 3);
+    const int h = 2 * r + 19;
+    check_sliding(1, h, w, r, Fill::quarter_saturated, rng, {.segment_rows = 32});
+  }
+}
+
+TEST(BlurSlidingEmulated, SaturatedWindowsReachTheLargestSums) {
+  // All 255: 16-bit column sums of (2r + 1) 255 (65025 at r = 127), window
+  // sums of 255 (2r + 1)^2, every divisor's largest quotient.
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  for (int r : {7, 8, 64, 126, 127}) {
+    check_sliding(1, 2 * r + 5, 16 * (emu::slide_outputs(r) + 2), r, Fill::saturated, rng);
+  }
+}
+
+TEST(BlurSlidingEmulated, PlanesSegmentsAndWarpsThatStrideOverTasks) {
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  // Several planes, short segments (many per plane, the last partial), four
+  // warps a block, and a grid smaller than the tasks.
+  check_sliding(3, 70, 96, 5, Fill::random, rng, {.segment_rows = 32, .warps = 4});
+  check_sliding(2, 45, 512, 20, Fill::random, rng,
+                {.segment_rows = 8, .warps = 4, .max_blocks = 3});
+  check_sliding(3, 33, 48, 40, Fill::quarter_saturated, rng, {.segment_rows = 16, .warps = 2});
+  check_sliding(2, 100, 64, 1, Fill::random, rng, {.segment_rows = 64, .max_blocks = 1});
+  // The heuristic's own segments (for 132 SMs) on a taller image.
+  check_sliding(1, 300, 32, 64, Fill::random, rng);
+}
+
+TEST(BlurSlidingEmulated, ImagesSmallerThanTheWindow) {
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  struct Shape {
+    int h, w;
+  };
+  for (const Shape s :
+       {Shape{2, 16}, Shape{2, 2}, Shape{3, 5}, Shape{1, 16}, Shape{1, 37}, Shape{7, 1}}) {
+    for (int r : {0, 1, 2, 9, 127}) {
+      // Past radius 0 the kernel takes widths of at least 2
+      // (box_blur_sliding_takes); radius 0 takes any.
+      if (r > 0 && s.w < 2) continue;
+      check_sliding(2, s.h, s.w, r, Fill::random, rng);
+    }
+  }
+}
+
+TEST(BlurSlidingEmulated, ByteAccessesForOddWidthsAndUnalignedPointers) {
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  // Widths that are not a multiple of 16 (a last strip cut short), pointers
+  // off 16-byte alignment, and the byte instantiation where vectors fit.
+  for (int r : {0, 1, 4, 8, 16, 23, 64, 127}) {
+    check_sliding(1, 19, 53, r, Fill::random, rng);
+    check_sliding(2, 12, 64, r, Fill::random, rng, {}, 3);
+    check_sliding(1, 17, 48, r, Fill::quarter_saturated, rng, {.generic = true});
+  }
+  check_sliding(1, 40, 16 * (emu::slide_outputs(33) + 2) + 7, 33, Fill::random, rng);
 }
 
 }  // namespace

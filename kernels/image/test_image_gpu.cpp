@@ -186,9 +186,75 @@ TEST(BlurSeparableGpu, MatchesTheReferenceAtEveryRadius) {
   check_blur(BlurVariant::automatic, 1, 1000, 4096, 8, 0);  // automatic past the tiled radii
 }
 
+// The sliding kernel (one pass at any radius, what automatic runs outside
+// 1..7): every radius the op takes on an aligned image of two strip groups
+// (16-byte accesses), an odd width at an unaligned offset (bytes), and
+// saturated windows.
+TEST(BlurSlidingGpu, MatchesTheReferenceAtEveryRadius) {
+  LOOM_REQUIRE_GPU();
+  for (int r = 0; r <= loom::kernels::kBlurMaxRadius; ++r) {
+    check_blur(BlurVariant::sliding, 1, 70, 512, r, 0);
+    check_blur(BlurVariant::sliding, 2, 37, 300, r, 3);
+    check_blur(BlurVariant::sliding, 1, 64, 256, r, 16, true);
+  }
+}
+
+// Frame-sized images at the radii the benchmark sweeps, through the variant
+// and through automatic: random pixels, outputs poisoned twice.
+TEST(BlurSlidingGpu, LargeImagesAtTheBenchmarkRadii) {
+  LOOM_REQUIRE_GPU();
+  for (int r : {1, 7, 8, 16, 33, 64, 127}) {
+    for (BlurVariant variant : {BlurVariant::sliding, BlurVariant::automatic}) {
+      check_blur(variant, 1, 300, 4096, r, 0);   // many strip groups, 16-byte accesses
+      check_blur(variant, 1, 1080, 1920, r, 0);  // a frame
+      check_blur(variant, 3, 131, 1001, r, 5);   // planes, an odd width, unaligned: bytes
+      check_blur(variant, 1, 2 * r + 40, 512, r, 0, true);  // saturated, interior rows
+    }
+  }
+}
+
+TEST(BlurSlidingGpu, ThinAndTinyImages) {
+  LOOM_REQUIRE_GPU();
+  struct Size {
+    std::int64_t h, w;
+  };
+  // One row (cy = 1), two columns, one column (runs naive past radius 0),
+  // windows far larger than the image.
+  for (const Size s : {Size{1, 16}, Size{1, 4096}, Size{2, 2}, Size{4096, 2}, Size{5, 1},
+                       Size{3, 17}, Size{129, 16}}) {
+    for (int r : {0, 1, 8, 64, 127}) check_blur(BlurVariant::sliding, 2, s.h, s.w, r, 0);
+  }
+}
+
+// The segment length changes which rows a warp walks, never the result.
+TEST(BlurSlidingGpu, EverySegmentLengthGivesTheSameImage) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::random_engine();
+  const std::int64_t h = 517;
+  const std::int64_t w = 1024;
+  for (int r : {3, 16, 64, 127}) {
+    const Bytes src = random_bytes(static_cast<std::size_t>(h * w), rng);
+    Bytes want(src.size());
+    loom::kernels::box_blur_reference(src.data(), want.data(), 1, h, w, r);
+    loom::test::DeviceBuffer<std::uint8_t> d_src(src.size());
+    loom::test::DeviceBuffer<std::uint8_t> d_dst(src.size() + 16);
+    d_src.upload(src);
+    loom::detail::Stream stream(0, 0);
+    for (int rows : {1, 7, 32, 100, 256, 4096}) {
+      LOOM_CUDA_CHECK(cudaMemset(d_dst.data(), 0x5A, d_dst.size()));
+      LOOM_CUDA_CHECK(cudaDeviceSynchronize());  // before the kernel on a loom stream
+      loom::kernels::box_blur_sliding(d_src.data(), d_dst.data(), 1, h, w, r, stream.view(), rows);
+      stream.synchronize();
+      EXPECT_EQ(mismatches(d_dst.download(), want, 0, 0x5A), 0U)
+          << "r=" << r << " segment_rows=" << rows;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, BlurGpu,
                          ::testing::Values(BlurVariant::naive, BlurVariant::tiled,
-                                           BlurVariant::tiled_v1, BlurVariant::separable),
+                                           BlurVariant::tiled_v1, BlurVariant::separable,
+                                           BlurVariant::sliding),
                          [](const auto& param_info) {
                            return std::string(to_string(param_info.param));
                          });

@@ -7,8 +7,10 @@
 //  - Every thread of a block is a std::thread; blocks run one after another
 //    (so a kernel's __shared__ arrays, made static, are its block's).
 //  - __syncthreads is a barrier of the block.
-//  - Warp shuffles exchange through double-buffered slots and the block's
-//    barrier: blocks of one warp (32 threads) only.
+//  - Warp shuffles exchange through double-buffered slots of their warp and
+//    a barrier of the warp's threads (threads 32 w .. 32 w + 31 of a block):
+//    every lane of a warp must reach every shuffle, as __shfl_sync with a
+//    full mask requires; the warps of a block need not shuffle together.
 //  - atomicAdd is a plain addition: for kernels whose phases a test runs
 //    thread by thread, one at a time, never under run_grid.
 //
@@ -23,6 +25,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <barrier>
 #include <bit>
@@ -55,34 +58,51 @@ inline dim3 gridDim;
 
 namespace state {
 inline std::barrier<>* block_barrier = nullptr;
-// Shuffle k writes buffer k % 2; a lane can reach shuffle k + 2 only after
-// every lane has passed shuffle k + 1's barrier, so after it read shuffle k.
-inline std::array<std::array<unsigned, 32>, 2> exchange{};
+// A warp of the block: its threads' barrier and exchange slots. Shuffle k
+// writes buffer k % 2; a lane can reach shuffle k + 2 only after every lane
+// of its warp has passed shuffle k + 1's barrier, so after it read shuffle k.
+struct Warp {
+  explicit Warp(std::ptrdiff_t lanes) : barrier(lanes) {}
+  std::barrier<> barrier;
+  std::array<std::array<unsigned, 32>, 2> exchange{};
+};
+inline std::vector<std::unique_ptr<Warp>>* warps = nullptr;
 inline thread_local unsigned shuffles = 0;
+inline thread_local int thread_rank = 0;  // threadIdx linearized, as CUDA numbers a block's threads
 }  // namespace state
 
 inline void __syncthreads() { state::block_barrier->arrive_and_wait(); }
 
+inline int lane_id() { return state::thread_rank % 32; }
+
+// `value` as lane `source` of this thread's warp holds it; a source outside
+// the warp's lanes reads the caller's own value.
 inline unsigned shuffle_from(unsigned value, int source) {
-  const auto lane = static_cast<int>(threadIdx.x);
-  auto& slots = state::exchange[state::shuffles++ % 2];
+  const int lane = lane_id();
+  auto& warp = *(*state::warps)[static_cast<std::size_t>(state::thread_rank / 32)];
+  auto& slots = warp.exchange[state::shuffles++ % 2];
   slots[static_cast<std::size_t>(lane)] = value;
-  state::block_barrier->arrive_and_wait();
+  warp.barrier.arrive_and_wait();
   return source >= 0 && source < 32 ? slots[static_cast<std::size_t>(source)] : value;
 }
 
 inline unsigned __shfl_up_sync(unsigned /*mask*/, unsigned value, int delta) {
-  const int lane = static_cast<int>(threadIdx.x);
+  const int lane = lane_id();
   return shuffle_from(value, lane - delta >= 0 ? lane - delta : lane);
 }
 
 inline unsigned __shfl_down_sync(unsigned /*mask*/, unsigned value, int delta) {
-  const int lane = static_cast<int>(threadIdx.x);
+  const int lane = lane_id();
   return shuffle_from(value, lane + delta < 32 ? lane + delta : lane);
 }
 
+// As CUDA's (width 32): a source lane outside 0..31 is taken modulo 32.
+inline unsigned __shfl_sync(unsigned /*mask*/, unsigned value, int source) {
+  return shuffle_from(value, ((source % 32) + 32) % 32);
+}
+
 inline float __shfl_xor_sync(unsigned /*mask*/, float value, int lane_mask) {
-  const int lane = static_cast<int>(threadIdx.x);
+  const int lane = lane_id();
   return std::bit_cast<float>(shuffle_from(std::bit_cast<unsigned>(value), lane ^ lane_mask));
 }
 
@@ -120,11 +140,18 @@ inline void run_grid(dim3 grid, dim3 block, const std::function<void()>& kernel)
   // at a local (g++ 13 rejects that even when it is reset before return).
   auto barrier = std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(threads));
   state::block_barrier = barrier.get();
+  auto warps = std::make_unique<std::vector<std::unique_ptr<state::Warp>>>();
+  for (unsigned first = 0; first < threads; first += 32) {
+    warps->push_back(
+        std::make_unique<state::Warp>(static_cast<std::ptrdiff_t>(std::min(threads - first, 32U))));
+  }
+  state::warps = warps.get();
   std::vector<std::thread> team;
   team.reserve(threads);
   for (unsigned t = 0; t < threads; ++t) {
     team.emplace_back([&, t] {
       threadIdx = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+      state::thread_rank = static_cast<int>(t);
       state::shuffles = 0;
       for (unsigned bz = 0; bz < grid.z; ++bz) {
         for (unsigned by = 0; by < grid.y; ++by) {
@@ -139,6 +166,7 @@ inline void run_grid(dim3 grid, dim3 block, const std::function<void()>& kernel)
   }
   for (auto& th : team) th.join();
   state::block_barrier = nullptr;
+  state::warps = nullptr;
 }
 
 }  // namespace loom::emulated

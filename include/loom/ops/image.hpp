@@ -27,17 +27,19 @@ struct VariantNames<GrayVariant> {
 
 /// box_blur's kernels (variant.hpp).
 enum class BlurVariant : std::uint8_t {
-  automatic,  ///< the fastest for the shape: tiled for radius 1..7, separable for others
+  automatic,  ///< the fastest for the shape: tiled for radius 1..7, sliding for others
   naive,      ///< a pixel a thread, every window read from global memory
   tiled,      ///< radius 1..7 (others run naive): a register-streaming kernel when the width
               ///< is a multiple of 16 and the data 16-byte aligned, else tiled_v1
   tiled_v1,   ///< shared-memory tiles; radius 1..7 (others run naive)
-  separable,  ///< running sums along rows, then down columns: any radius at the same cost
+  separable,  ///< running sums along rows into a workspace, then down columns: two passes
+  sliding,    ///< one pass at any radius: running column sums down the image, the row's
+              ///< window from prefix sums across a warp
 };
 template <>
 struct VariantNames<BlurVariant> {
-  static constexpr std::array<std::string_view, 5> names = {"automatic", "naive", "tiled",
-                                                            "tiled_v1", "separable"};
+  static constexpr std::array<std::string_view, 6> names = {"automatic", "naive",     "tiled",
+                                                            "tiled_v1",  "separable", "sliding"};
 };
 
 /// histogram's kernels (variant.hpp).

@@ -1,0 +1,426 @@
+#pragma once
+// The sliding box blur, what "sliding" runs and what automatic runs outside
+// the tiled radii (blur.hpp describes it); launched from blur_sliding.cu. A
+// header so that the CPU test can run its own code under an emulation of
+// warps (test_blur_emulated.cpp).
+//
+// A warp is a task: a group of strips of 16 columns (one a lane, 512
+// columns a warp) over a segment of rows of one plane. Each lane walks down
+// its strip, and per output row:
+//  - vertical: the 16 column sums of the window, 16 bits each (at most
+//    (2r + 1) 255 <= 65025), packed two to a word, gain the row entering the
+//    window and lose the row leaving it: two 16-byte loads, the second of a
+//    row this warp read 2r + 1 rows earlier (L1 or L2). No ring of rows in
+//    registers, so any radius costs the same a row; a segment starts with
+//    2r loads that fill its first window.
+//  - horizontal: each lane's 16 inclusive prefix sums of the column sums, a
+//    5-step shuffle scan of the lanes' totals, and the window sum of column
+//    c as P[c + r] - P[c - r - 1]: with r = 16 q + S, P[c + r] is element
+//    (j + S) % 16 of lane l + q or l + q + 1, and P[c - r - 1] element
+//    (j + 15 - S) % 16 of lane l - q - 1 or l - q: one shuffle each with a
+//    compile-time element (the kernel is a template on S = r % 16) and the
+//    lanes' scanned offsets folded into four constants a row. Lanes whose
+//    windows reach past the warp's 32 strips only lend: a warp writes
+//    31 - 2q - (S > 0) strips (16 at r = 127).
+//  - division: interior pixels (window inside the image) divide by
+//    (2r + 1)^2 with one multiply-high (slide_divisor, exact for every sum);
+//    pixels within r of a border, by their in-image count cx cy in two
+//    steps, floor(floor(n / cy) / cx), with reciprocals of at most 255 (cx
+//    from a table in shared memory).
+// Image widths that are a multiple of 16 with 16-byte aligned pointers load
+// and store 16 bytes a lane; any other shape and alignment, bytes (a slower
+// path with the same arithmetic). Widths of at least 2 where r >= 1 (the
+// two-step division needs cx >= 2; blur.cu sends 1-pixel columns elsewhere).
+#include <cstddef>
+#include <cstdint>
+
+namespace loom::kernels::blur_detail {
+namespace {
+
+constexpr int kSlideStrip = 16;  // columns a lane owns
+constexpr int kSlideLanes = 32;
+constexpr int kSlideWarps = 4;  // warps a block; each runs its own tasks
+constexpr int kSlideThreads = kSlideLanes * kSlideWarps;
+constexpr int kSlideAhead = 2;        // rows loaded ahead of their use
+constexpr int kSlideMaxRadius = 127;  // 16-bit column sums; counts fit a byte
+constexpr unsigned kSlideMask = 0xFFFFFFFFU;
+
+constexpr int slide_min(int a, int b) { return a < b ? a : b; }
+constexpr int slide_max(int a, int b) { return a > b ? a : b; }
+
+__host__ __device__ inline std::uint32_t slide_mulhi(std::uint32_t a, std::uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __umulhi(a, b);  // one IMAD.HI (the 64-bit product's high word costs more)
+#else
+  return static_cast<std::uint32_t>((static_cast<std::uint64_t>(a) * b) >> 32);
+#endif
+}
+
+/// floor(n / d) for n < 256 d and 1 <= d <= 65025 (so n < 2^24) as byte
+/// `byte` of mulhi(n + addend, magic):
+///  - d in 2..256: magic = ceil(2^32 / d) <= 2^31, error e = magic d - 2^32
+///    < d, exact while n e < 2^32 (n d < 2^24);
+///  - d > 256: magic = ceil(2^40 / d) < 2^32, and the quotient is byte 1
+///    (the shift by 8 is the byte's place), exact while n e < 2^40
+///    (n e < 256 d^2 <= 256 * 65025^2 < 2^40);
+///  - d = 1: magic = 2^32 - 1 and addend 1: mulhi(n + 1, 2^32 - 1) = n.
+/// The rounding's d / 2 rides in the addend (the kernel adds it with the
+/// window sum). test_blur_emulated.cpp checks both ends of every quotient
+/// of every d.
+struct SlideDivisor {
+  std::uint32_t magic;
+  std::uint32_t addend;  // d / 2 for the rounding (1 for d = 1)
+  std::uint32_t byte;    // where the quotient lies in the multiply-high
+};
+
+__host__ __device__ inline SlideDivisor slide_divisor(std::uint32_t d) {
+  if (d <= 1) return SlideDivisor{0xFFFFFFFFU, 1U, 0U};
+  if (d <= 256) return SlideDivisor{0xFFFFFFFFU / d + 1U, d / 2, 0U};
+  const std::uint64_t magic = ((std::uint64_t{1} << 40) - 1) / d + 1;
+  return SlideDivisor{static_cast<std::uint32_t>(magic), d / 2, 1U};
+}
+
+/// round-half-up sum / d through the divisor, as the kernel does it.
+__host__ __device__ inline unsigned slide_average(unsigned sum, const SlideDivisor& d) {
+  return (slide_mulhi(sum + d.addend, d.magic) >> (8 * d.byte)) & 0xFFU;
+}
+
+/// ceil(2^32 / d) for 2 <= d <= 255: floor(n / d) = mulhi(n, magic) for
+/// n < 2^24 (the error is below d, and n d < 2^32). d < 2 gets 2^32 - 1,
+/// which divides by 1 when 1 is added to n (the kernel's cy = 1 rows).
+__host__ __device__ constexpr std::uint32_t slide_small_magic(unsigned d) {
+  return d < 2 ? 0xFFFFFFFFU : 0xFFFFFFFFU / d + 1U;
+}
+
+/// A border pixel's average: n = sum + cx cy / 2 (+ 1 where cy = 1), then
+/// floor(floor(n / cy) / cx) = floor(n / (cx cy)); cx >= 2.
+__host__ __device__ inline unsigned slide_edge_divide(unsigned n, std::uint32_t magic_cy,
+                                                      std::uint32_t magic_cx) {
+  return slide_mulhi(slide_mulhi(n, magic_cy), magic_cx);
+}
+
+/// Pixels of the window around p inside [0, extent); at least 1, so that
+/// columns outside the image (computed, never stored) index the table safely.
+__host__ __device__ inline int slide_count(int p, int r, int extent) {
+  return slide_max(slide_min(p + r, extent - 1) - slide_max(p - r, 0) + 1, 1);
+}
+
+// The strip's 16 bytes at offset `at` of the plane; zeros where not
+// `valid` (the row or the strip lies outside the image). kVector: one
+// 16-byte load; else bytes up to the width (`n` of them), zeros past it.
+template <bool kVector>
+__device__ __forceinline__ uint4 slide_load(const std::uint8_t* gIn, long long at, bool valid,
+                                            int n) {
+  if (!valid) return make_uint4(0, 0, 0, 0);
+  if constexpr (kVector) {
+    return *reinterpret_cast<const uint4*>(gIn + at);
+  } else {
+    unsigned w[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int i = 0; i < kSlideStrip; ++i) {
+      if (i < n) w[i / 4] |= static_cast<unsigned>(gIn[at + i]) << (8 * (i % 4));
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+// Column sums (word m: columns 2m, 2m + 1) gain `in` and lose `out`. Every
+// 16-bit lane ends in [0, 65535], so the 32-bit arithmetic, wrapping or
+// not, is exact lane by lane.
+__device__ __forceinline__ void slide_column_sums(unsigned (&v)[8], uint4 in, uint4 out) {
+  const unsigned a[4] = {in.x, in.y, in.z, in.w};
+  const unsigned b[4] = {out.x, out.y, out.z, out.w};
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    v[2 * w] += __byte_perm(a[w], 0, 0x4140) - __byte_perm(b[w], 0, 0x4140);
+    v[2 * w + 1] += __byte_perm(a[w], 0, 0x4342) - __byte_perm(b[w], 0, 0x4342);
+  }
+}
+
+__device__ __forceinline__ void slide_add(unsigned (&v)[8], uint4 in) {
+  const unsigned a[4] = {in.x, in.y, in.z, in.w};
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    v[2 * w] += __byte_perm(a[w], 0, 0x4140);
+    v[2 * w + 1] += __byte_perm(a[w], 0, 0x4342);
+  }
+}
+
+// What a lane keeps for its whole task.
+struct SlideLane {
+  int lane;
+  int s;  // r % 16
+  int x;  // the strip's first column (negative or past the width: a lender outside the image)
+  int plus0, plus1, minus0, minus1;  // lanes l + q, l + q + 1, l - q, l - q - 1 (mod 32)
+  unsigned counts[4];                // cx of the strip's 16 columns, a byte each
+  bool owner;                        // writes its strip
+  bool interior;  // every in-image column's window lies inside the image horizontally
+};
+
+// What a row shares across the warp.
+struct SlideRowDivisors {
+  SlideDivisor area;       // of (2r + 1)^2, for interior pixels
+  bool interior;           // the row's window lies inside the image vertically
+  unsigned cy;             // rows of the window inside the image
+  std::uint32_t magic_cy;  // slide_small_magic(cy)
+  unsigned bias;           // (cy == 1) - area.addend: from the window sums to n
+};
+
+/// The instantiation for any r % 16 (a runtime S), with byte accesses: for
+/// widths that are not a multiple of 16 and unaligned pointers.
+constexpr int kSlideGeneric = kSlideStrip;
+
+// One output row of the strip from its column sums `v` (every lane calls it:
+// the shuffles need the whole warp); owners store it at gRow (the strip's
+// first pixel).
+template <int S>
+__device__ __forceinline__ void slide_row(const unsigned (&v)[8], const SlideLane& L,
+                                          const SlideRowDivisors& d, const std::uint32_t* sMagic,
+                                          std::uint8_t* gRow, int width) {
+  constexpr bool kGeneric = S == kSlideGeneric;
+  const int s = kGeneric ? L.s : S;
+  // Inclusive prefix sums of the strip's column sums (below 2^20).
+  unsigned p[kSlideStrip];
+  p[0] = v[0] & 0xFFFFU;
+  p[1] = p[0] + (v[0] >> 16);
+#pragma unroll
+  for (int m = 1; m < 8; ++m) {
+    p[2 * m] = p[2 * m - 1] + (v[m] & 0xFFFFU);
+    p[2 * m + 1] = p[2 * m] + (v[m] >> 16);
+  }
+  // The strips left of this one: an exclusive scan of the lanes' totals.
+  unsigned total = p[kSlideStrip - 1];
+#pragma unroll
+  for (int delta = 1; delta < kSlideLanes; delta *= 2) {
+    const unsigned t = __shfl_up_sync(kSlideMask, total, delta);
+    if (L.lane >= delta) total += t;
+  }
+  const unsigned before = total - p[kSlideStrip - 1];
+  // The offsets of the lanes each window reads from, folded into constants:
+  // window(j) = p[e+] of lane l + q + A - p[e-] of lane l - q - B + c[A][B]
+  // (with the area's rounding addend).
+  const unsigned plus0 = __shfl_sync(kSlideMask, before, L.plus0);
+  unsigned plus1 = 0;
+  if (kGeneric || S > 0) plus1 = __shfl_sync(kSlideMask, before, L.plus1);
+  unsigned minus0 = 0;
+  if (kGeneric || S < kSlideStrip - 1) minus0 = __shfl_sync(kSlideMask, before, L.minus0);
+  const unsigned minus1 = __shfl_sync(kSlideMask, before, L.minus1);
+  const unsigned c00 = plus0 - minus0 + d.area.addend;
+  const unsigned c01 = plus0 - minus1 + d.area.addend;
+  const unsigned c10 = plus1 - minus0 + d.area.addend;
+  const unsigned c11 = plus1 - minus1 + d.area.addend;
+
+  // Window sums plus the addend (below 2^24 + 2^15).
+  unsigned sums[kSlideStrip];
+#pragma unroll
+  for (int j = 0; j < kSlideStrip; ++j) {
+    const bool a = j + s >= kSlideStrip;  // P[c + r] lies in lane l + q + 1
+    const bool b = j < s + 1;             // P[c - r - 1] lies in lane l - q - 1
+    const unsigned hi = __shfl_sync(kSlideMask, p[(j + s) % kSlideStrip], a ? L.plus1 : L.plus0);
+    const unsigned lo = __shfl_sync(kSlideMask, p[(j + kSlideStrip - 1 - s) % kSlideStrip],
+                                    b ? L.minus1 : L.minus0);
+    sums[j] = hi - lo + (a ? (b ? c11 : c10) : (b ? c01 : c00));
+  }
+
+  // Lenders' results are never stored: they take the interior path, so that
+  // only the warps that hold border strips diverge.
+  const bool fast = d.interior && (L.interior || !L.owner);
+  unsigned quotients[kSlideStrip];
+  unsigned place = 0;  // the quotients' byte
+  if (fast) {
+#pragma unroll
+    for (int j = 0; j < kSlideStrip; ++j) quotients[j] = slide_mulhi(sums[j], d.area.magic);
+    place = d.area.byte;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kSlideStrip; ++j) {
+      const unsigned cx = (L.counts[j / 4] >> (8 * (j % 4))) & 0xFFU;
+      const unsigned n = sums[j] + ((cx * d.cy) >> 1) + d.bias;
+      quotients[j] = slide_edge_divide(n, d.magic_cy, sMagic[cx]);
+    }
+  }
+  // Byte `place` of each quotient, four to a word.
+  const unsigned pick = place * 0x11U + 0x40U;
+  unsigned w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    w[k] = __byte_perm(__byte_perm(quotients[4 * k], quotients[4 * k + 1], pick),
+                       __byte_perm(quotients[4 * k + 2], quotients[4 * k + 3], pick), 0x5410);
+  }
+  if (!L.owner) return;
+  if constexpr (!kGeneric) {
+    *reinterpret_cast<uint4*>(gRow) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else {
+    const int n = width - L.x;
+#pragma unroll
+    for (int i = 0; i < kSlideStrip; ++i) {
+      if (i < n) gRow[i] = static_cast<std::uint8_t>(w[i / 4] >> (8 * (i % 4)));
+    }
+  }
+}
+
+/// Strips a warp writes at radius r: the lanes whose windows stay inside the
+/// warp's 32 strips.
+__host__ __device__ constexpr int slide_outputs(int r) {
+  return kSlideLanes - 1 - 2 * (r / kSlideStrip) - (r % kSlideStrip > 0 ? 1 : 0);
+}
+
+/// The kernel's tasks (warps' walks) for this image and segment length.
+inline long long slide_tasks(long long planes, int height, int width, int r, int segment_rows) {
+  const long long strips = (width + kSlideStrip - 1) / kSlideStrip;
+  const long long groups = (strips + slide_outputs(r) - 1) / slide_outputs(r);
+  return planes * ((height + segment_rows - 1) / segment_rows) * groups;
+}
+
+/// Rows a warp walks. Each segment first reads 2r rows to fill its window
+/// (from L2 mostly), so longer is cheaper; but an SM needs several warps in
+/// flight to cover DRAM's latency. From 32 rows, doubled while the tasks
+/// stay at 8 warps an SM or more, or, where the window's fill still costs
+/// more than the segment (2r > rows), at 3 an SM or more; at most 256.
+inline int slide_segment_rows(long long planes, int height, int width, int r, int sm_count) {
+  const long long sms = sm_count > 0 ? sm_count : 1;
+  int rows = 32;
+  while (rows < 256 && rows < height) {
+    const long long next = slide_tasks(planes, height, width, r, 2 * rows);
+    if (next >= 8 * sms || (2 * r > rows && next >= 3 * sms)) {
+      rows *= 2;
+    } else {
+      break;
+    }
+  }
+  return rows;
+}
+
+/// Tasks, in order: the strip group (fastest), the segment of rows, the
+/// plane. Grid: any number of blocks of up to kSlideThreads threads, a
+/// multiple of 32 (each warp takes task blockIdx.x * warps + warp, then
+/// strides by the grid's warps). S = r % 16 with 16-byte accesses (width %
+/// 16 == 0, 16-byte aligned pointers), or kSlideGeneric (any r % 16, bytes).
+/// r = 16 q + (r % 16) <= kSlideMaxRadius; width >= 2 where r >= 1.
+template <int S>
+__global__ void __launch_bounds__(kSlideThreads)
+    blur_sliding(const std::uint8_t* __restrict__ gSrc, std::uint8_t* __restrict__ gDst, int planes,
+                 int height, int width, int radius, int segment_rows) {
+  static_assert(S >= 0 && S <= kSlideGeneric, "S is r % 16, or kSlideGeneric");
+  constexpr bool kVector = S != kSlideGeneric;
+  // ceil(2^32 / cx) for every column count (the border pixels' second step).
+  __shared__ std::uint32_t sMagic[256];
+  for (int i = static_cast<int>(threadIdx.x); i < 256; i += static_cast<int>(blockDim.x)) {
+    sMagic[i] = slide_small_magic(static_cast<unsigned>(i));
+  }
+  __syncthreads();
+
+  const int lane = static_cast<int>(threadIdx.x) % kSlideLanes;
+  const int warp = static_cast<int>(threadIdx.x) / kSlideLanes;
+  const int warps = static_cast<int>(blockDim.x) / kSlideLanes;
+  const int r = radius;
+  const int q = r / kSlideStrip;
+  const int first = q + 1;  // the first lane that writes
+  const int outputs = slide_outputs(r);
+  const int strips = (width + kSlideStrip - 1) / kSlideStrip;
+  const int groups = (strips + outputs - 1) / outputs;
+  const int segments = (height + segment_rows - 1) / segment_rows;
+  const long long tasks = static_cast<long long>(planes) * segments * groups;
+  const auto window = static_cast<unsigned>(2 * r + 1);
+  const SlideDivisor area = slide_divisor(window * window);
+  const std::uint32_t magic_window = slide_small_magic(window);
+  const std::size_t plane_size = static_cast<std::size_t>(height) * width;
+  const long long span = static_cast<long long>(window) * width;  // entering to leaving row
+
+  SlideLane L{};
+  L.lane = lane;
+  L.s = r % kSlideStrip;
+  L.plus0 = (lane + q) & (kSlideLanes - 1);
+  L.plus1 = (lane + q + 1) & (kSlideLanes - 1);
+  L.minus0 = (lane - q) & (kSlideLanes - 1);
+  L.minus1 = (lane - q - 1) & (kSlideLanes - 1);
+
+  for (long long task = static_cast<long long>(blockIdx.x) * warps + warp; task < tasks;
+       task += static_cast<long long>(gridDim.x) * warps) {
+    const auto group = static_cast<int>(task % groups);
+    const long long rest = task / groups;
+    const auto segment = static_cast<int>(rest % segments);
+    const auto plane = static_cast<std::size_t>(rest / segments);
+    const int strip = group * outputs + lane - first;
+    const bool in_image = strip >= 0 && strip < strips;
+    L.x = strip * kSlideStrip;
+    L.owner = in_image && lane >= first && lane < first + outputs;
+    L.interior = L.x - r >= 0 && slide_min(L.x + kSlideStrip - 1, width - 1) + r <= width - 1;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      unsigned word = 0;
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        word |= static_cast<unsigned>(slide_count(L.x + 4 * w + b, r, width)) << (8 * b);
+      }
+      L.counts[w] = word;
+    }
+    const std::uint8_t* gIn = gSrc + plane * plane_size;
+    std::uint8_t* gOut = gDst + plane * plane_size;
+    const int y0 = segment * segment_rows;
+    const int rows = slide_min(segment_rows, height - y0);
+    const int tail = width - L.x;  // the strip's columns inside the image, if below 16
+
+    // The first window but its last row: rows y0 - r .. y0 + r - 1 in the image.
+    unsigned v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    {
+      const int end = slide_min(y0 + r, height);
+      int y = slide_max(y0 - r, 0);
+      long long at = static_cast<long long>(y) * width + L.x;
+      for (; y + 4 <= end; y += 4, at += 4LL * width) {
+        const uint4 a = slide_load<kVector>(gIn, at, in_image, tail);
+        const uint4 b = slide_load<kVector>(gIn, at + width, in_image, tail);
+        const uint4 c = slide_load<kVector>(gIn, at + 2LL * width, in_image, tail);
+        const uint4 e = slide_load<kVector>(gIn, at + 3LL * width, in_image, tail);
+        slide_add(v, a);
+        slide_add(v, b);
+        slide_add(v, c);
+        slide_add(v, e);
+      }
+      for (; y < end; ++y, at += width) slide_add(v, slide_load<kVector>(gIn, at, in_image, tail));
+    }
+
+    // Output row y0 + t: row y0 + t + r enters, row y0 + t - r - 1 leaves
+    // (none for t = 0: the first window was filled above). Row `ahead`'s
+    // loads are issued next, kSlideAhead rows before its use.
+    long long enter_at = static_cast<long long>(y0 + r) * width + L.x;
+    long long leave_at = enter_at - span;
+    int ahead = 0;
+    const auto load_ahead = [&](uint4& in, uint4& out) {
+      const int y = y0 + ahead;
+      const bool now = in_image && ahead < rows;
+      in = slide_load<kVector>(gIn, enter_at, now && y + r < height, tail);
+      out = slide_load<kVector>(gIn, leave_at, now && ahead >= 1 && y - r - 1 >= 0, tail);
+      ++ahead;
+      enter_at += width;
+      leave_at += width;
+    };
+    uint4 in[kSlideAhead];
+    uint4 out[kSlideAhead];
+#pragma unroll
+    for (int k = 0; k < kSlideAhead; ++k) load_ahead(in[k], out[k]);
+    std::uint8_t* gRow = gOut + static_cast<std::size_t>(y0) * width + L.x;
+    for (int base = 0; base < rows; base += kSlideAhead) {
+#pragma unroll
+      for (int k = 0; k < kSlideAhead; ++k) {
+        const int t = base + k;  // the same on every lane
+        if (t >= rows) break;
+        slide_column_sums(v, in[k], out[k]);
+        load_ahead(in[k], out[k]);
+        const int y = y0 + t;
+        SlideRowDivisors d{area, y - r >= 0 && y + r <= height - 1, window, magic_window,
+                           0U - area.addend};
+        if (!d.interior) {
+          d.cy = static_cast<unsigned>(slide_count(y, r, height));
+          d.magic_cy = slide_small_magic(d.cy);
+          d.bias = (d.cy == 1 ? 1U : 0U) - area.addend;
+        }
+        slide_row<S>(v, L, d, sMagic, gRow, width);
+        gRow += width;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace loom::kernels::blur_detail
