@@ -210,6 +210,10 @@ void BM_Hgemm(benchmark::State& state) {
   const bool a_col = (state.range(4) & 1) != 0;
   const bool b_col = (state.range(4) & 2) != 0;
   const auto variant = static_cast<loom::kernels::HgemmVariant>(state.range(5));
+  if (variant == loom::kernels::HgemmVariant::wgmma && !loom::kernels::hgemm_wgmma_available()) {
+    state.SkipWithError("wgmma needs a device of compute capability 9.0 and an sm_90a build");
+    return;
+  }
   const auto halves = [](std::int64_t count) { return static_cast<std::size_t>(count / 2 + 1); };
   DeviceMatrix a(halves(m * k)), b(halves(k * n)), c(halves(m * n)), c_ref(halves(m * n));
   std::mt19937 rng(42);
@@ -280,13 +284,23 @@ void BM_Hgemm(benchmark::State& state) {
   state.SetLabel(label.str());
 }
 
+// variant: 0 automatic, 1 mma_sync, 2 simple, 3 wgmma (HgemmVariant's order).
 void hgemm_arguments(benchmark::internal::Benchmark* b) {
+  constexpr auto kWgmma = static_cast<std::int64_t>(loom::kernels::HgemmVariant::wgmma);
+  static_assert(kWgmma == 3);
   for (std::int64_t s : {4096, 8192}) {
     for (int dtype : {0, 1}) b->Args({dtype, s, s, s, 0, 0});
   }
   for (int layout = 1; layout < 4; ++layout) b->Args({0, 8192, 8192, 8192, layout, 0});
   b->Args({0, 4096, 4096, 4096, 0, 2});  // the simple kernel, for scale
   b->Args({0, 4000, 4000, 4000, 0, 0});  // tails
+  // The wgmma kernel (Hopper only): the target is a ratio of 0.9 at 4096^3
+  // and 8192^3, every layout, and the tails.
+  for (std::int64_t s : {4096, 8192}) {
+    for (int dtype : {0, 1}) b->Args({dtype, s, s, s, 0, kWgmma});
+  }
+  for (int layout = 1; layout < 4; ++layout) b->Args({0, 8192, 8192, 8192, layout, kWgmma});
+  b->Args({0, 4000, 4000, 4000, 0, kWgmma});
 }
 
 BENCHMARK(BM_Hgemm)

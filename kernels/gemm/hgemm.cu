@@ -1,4 +1,5 @@
-// hgemm's dispatch and its simple variant (the mma_sync kernel: hgemm_mma_sync.cuh).
+// hgemm's dispatch and its simple variant (the mma_sync kernel:
+// hgemm_mma_sync.cuh; the wgmma kernel: hgemm_wgmma.cuh).
 #include "gemm/hgemm.hpp"
 
 #include "common/check.hpp"
@@ -8,6 +9,8 @@
 
 #include <loom/error.hpp>
 
+#include <array>
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <string>
@@ -95,15 +98,136 @@ void check_extents(const HgemmArgs& p) {
   }
 }
 
+// What a device is, read once a device (the first 64): compute capability
+// and multiprocessors, packed with a bit that says the entry is filled.
+struct DeviceInfo {
+  int major = 0;
+  int minor = 0;
+  int multiprocessors = 0;
+};
+
+DeviceInfo current_device_info() {
+  static std::array<std::atomic<std::uint64_t>, 64> cache{};
+  constexpr std::uint64_t kFilled = std::uint64_t{1} << 63;
+  int device = 0;
+  LOOM_KERNEL_CHECK(cudaGetDevice(&device));
+  const bool cached = device >= 0 && device < static_cast<int>(cache.size());
+  if (cached) {
+    const std::uint64_t v = cache[static_cast<std::size_t>(device)].load(std::memory_order_acquire);
+    if ((v & kFilled) != 0) {
+      return {static_cast<int>((v >> 40) & 0xFF), static_cast<int>((v >> 32) & 0xFF),
+              static_cast<int>(v & 0xFFFFFFFFU)};
+    }
+  }
+  DeviceInfo info;
+  LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&info.major, cudaDevAttrComputeCapabilityMajor, device));
+  LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&info.minor, cudaDevAttrComputeCapabilityMinor, device));
+  LOOM_KERNEL_CHECK(
+      cudaDeviceGetAttribute(&info.multiprocessors, cudaDevAttrMultiProcessorCount, device));
+  if (cached) {
+    cache[static_cast<std::size_t>(device)].store(
+        kFilled | (static_cast<std::uint64_t>(info.major & 0xFF) << 40) |
+            (static_cast<std::uint64_t>(info.minor & 0xFF) << 32) |
+            static_cast<std::uint32_t>(info.multiprocessors),
+        std::memory_order_release);
+  }
+  return info;
+}
+
+std::atomic<int> g_automatic_uses_wgmma_for_tests{0};
+
+bool automatic_uses_wgmma() {
+  return kHgemmAutomaticUsesWgmma ||
+         g_automatic_uses_wgmma_for_tests.load(std::memory_order_acquire) > 0;
+}
+
+// TMA's limits on one operand: data on 16 bytes; the leading dimension and
+// the batch stride (or, for a shared operand, the one-matrix stride the
+// kernel puts in its place) below 2^40 bytes; no negative stride.
+bool tma_operand_fits(const BatchedMatrix& m, std::int64_t ld, std::int64_t outer) {
+  constexpr std::int64_t kLimit = std::int64_t{1} << 39;  // elements of 2 bytes
+  if (reinterpret_cast<std::uintptr_t>(m.data) % 16 != 0) return false;
+  if (ld <= 0 || ld >= kLimit || m.batch_stride < 0 || m.batch_stride % 8 != 0) return false;
+  if (m.batch_stride != 0) return m.batch_stride < kLimit;
+  return outer < kLimit / ld;  // ld * outer < 2^39
+}
+
+// Why wgmma cannot take these operands ("" when it can); the device aside.
+std::string wgmma_refusal(const HgemmArgs& p) {
+  using hgemm_detail::WgmmaContiguous;
+  if (!hgemm_detail::wgmma_built()) {
+    return "the library was not compiled for sm_90a (CMAKE_CUDA_ARCHITECTURES without 90)";
+  }
+  if (p.m <= 0 || p.n <= 0 || p.k <= 0 || p.batch <= 0) {
+    return "m, n, k and batch must be positive, got m=" + std::to_string(p.m) +
+           " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
+           " batch=" + std::to_string(p.batch);
+  }
+  if (p.a.dtype != p.b.dtype || (p.a.dtype != DType::bf16 && p.a.dtype != DType::f16)) {
+    return "a and b must both be bf16 or both f16";
+  }
+  if (p.m > INT_MAX || p.n > INT_MAX || p.k > INT_MAX ||
+      ((p.m + 127) / 128) * ((p.n + 255) / 256) * p.batch > INT_MAX / 2) {
+    return "the extents exceed the kernel's tile indices";
+  }
+  const WgmmaContiguous a = hgemm_detail::wgmma_contiguous(p.a);
+  const WgmmaContiguous b = hgemm_detail::wgmma_contiguous(p.b);
+  if (a == WgmmaContiguous::none || b == WgmmaContiguous::none) {
+    return "each operand must be row- or column-major with a leading dimension that is a "
+           "positive multiple of 8 elements (16 bytes, for TMA)";
+  }
+  const bool a_cols = a == WgmmaContiguous::cols;
+  const bool b_cols = b == WgmmaContiguous::cols;
+  if (!tma_operand_fits(p.a, a_cols ? p.a.row_stride : p.a.col_stride, a_cols ? p.m : p.k) ||
+      !tma_operand_fits(p.b, b_cols ? p.b.row_stride : p.b.col_stride, b_cols ? p.k : p.n)) {
+    return "TMA needs each operand's data 16-byte aligned, and its leading dimension and batch "
+           "stride non-negative multiples of 8 elements below 2^40 bytes";
+  }
+  return "";
+}
+
 }  // namespace
+
+namespace hgemm_detail {
+
+WgmmaContiguous wgmma_contiguous(const BatchedMatrix& m) noexcept {
+  if (m.col_stride == 1 && m.row_stride > 0 && m.row_stride % 8 == 0) return WgmmaContiguous::cols;
+  if (m.row_stride == 1 && m.col_stride > 0 && m.col_stride % 8 == 0) return WgmmaContiguous::rows;
+  return WgmmaContiguous::none;
+}
+
+AutomaticUsesWgmmaForTests::AutomaticUsesWgmmaForTests() {
+  g_automatic_uses_wgmma_for_tests.fetch_add(1, std::memory_order_acq_rel);
+}
+
+AutomaticUsesWgmmaForTests::~AutomaticUsesWgmmaForTests() {
+  g_automatic_uses_wgmma_for_tests.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+}  // namespace hgemm_detail
 
 std::string_view to_string(HgemmVariant variant) noexcept {
   switch (variant) {
     case HgemmVariant::automatic: return "automatic";
     case HgemmVariant::mma_sync: return "mma_sync";
     case HgemmVariant::simple: return "simple";
+    case HgemmVariant::wgmma: return "wgmma";
   }
   return "unknown";
+}
+
+bool hgemm_wgmma_fits(const HgemmArgs& args) noexcept {
+  try {
+    return wgmma_refusal(args).empty();
+  } catch (...) {  // std::bad_alloc from a reason's string
+    return false;
+  }
+}
+
+bool hgemm_wgmma_available() {
+  if (!hgemm_detail::wgmma_built()) return false;
+  const DeviceInfo info = current_device_info();
+  return info.major == 9 && info.minor == 0;
 }
 
 bool hgemm_mma_sync_fits(const HgemmArgs& p) noexcept {
@@ -115,6 +239,29 @@ bool hgemm_mma_sync_fits(const HgemmArgs& p) noexcept {
 void hgemm(const HgemmArgs& args, StreamView stream, HgemmVariant variant) {
   if (args.m <= 0 || args.n <= 0 || args.batch <= 0) return;
   check_extents(args);
+  if (variant == HgemmVariant::wgmma ||
+      (variant == HgemmVariant::automatic && automatic_uses_wgmma())) {
+    const std::string refusal = wgmma_refusal(args);
+    DeviceInfo device;
+    if (refusal.empty()) device = current_device_info();
+    const bool runs = refusal.empty() && device.major == 9 && device.minor == 0;
+    if (runs) {
+      if (args.a.dtype == DType::bf16) {
+        hgemm_detail::launch_wgmma_bf16(args, stream, device.multiprocessors);
+      } else {
+        hgemm_detail::launch_wgmma_f16(args, stream, device.multiprocessors);
+      }
+      return;
+    }
+    if (variant == HgemmVariant::wgmma) {
+      throw InvalidArgument(
+          "hgemm: wgmma cannot run here: " +
+          (refusal.empty()
+               ? "it needs a device of compute capability 9.0 (H100/H200), this one is " +
+                     std::to_string(device.major) + "." + std::to_string(device.minor)
+               : refusal));
+    }
+  }
   const bool fits = hgemm_mma_sync_fits(args);
   if (variant == HgemmVariant::mma_sync && !fits) {
     throw InvalidArgument(

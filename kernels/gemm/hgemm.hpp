@@ -19,6 +19,16 @@
 //              Needs both operands' contiguous dimension a multiple of 8
 //              elements, leading dimensions and batch strides multiples of 8,
 //              and 16-byte aligned data (hgemm_mma_sync_fits).
+//   wgmma      Hopper's warpgroup MMA fed by TMA (sm_90a, compute
+//              capability 9.0 only; hgemm_wgmma.cuh): persistent blocks of
+//              a TMA producer warpgroup and two consumer warpgroups on
+//              128 x 256 x 64 tiles, four shared-memory stages on mbarriers.
+//              Tails in M, N and K are TMA's zero fill. Needs each operand
+//              contiguous along one dimension, its leading dimension and
+//              batch stride multiples of 8 elements (16 bytes) and 16-byte
+//              aligned data; any extents (hgemm_wgmma_fits), and a device
+//              of compute capability 9.0 (hgemm_wgmma_available). Not yet
+//              chosen by automatic (kHgemmAutomaticUsesWgmma).
 //   simple     any layout, any alignment: 32 x 32 tiles through shared
 //              memory, f32 math, one element of C a thread. What runs where
 //              mma_sync does not fit.
@@ -68,15 +78,33 @@ constexpr std::array<std::size_t, 4> HgemmArgs::loom_pointer_offsets() {
 }
 static_assert(std::is_standard_layout_v<HgemmArgs>, "offsetof needs a standard layout");
 
-enum class HgemmVariant { automatic, mma_sync, simple };
+enum class HgemmVariant { automatic, mma_sync, simple, wgmma };
 
 std::string_view to_string(HgemmVariant variant) noexcept;
+
+/// Whether automatic picks wgmma (on a 9.0 device, where it fits) before
+/// mma_sync. THE SWITCH: false until the wgmma kernel has passed its GPU
+/// tests (test_hgemm_gpu.cpp, HgemmGpu.Wgmma*) on an H100/H200.
+inline constexpr bool kHgemmAutomaticUsesWgmma = false;
 
 /// Whether mma_sync takes these operands (layouts and alignment above).
 bool hgemm_mma_sync_fits(const HgemmArgs& args) noexcept;
 
-/// Enqueues the product on `stream`. automatic runs mma_sync where it fits,
-/// else simple; mma_sync where it does not fit throws InvalidArgument.
+/// Whether wgmma takes these operands (layouts and alignment above), and
+/// it was built (the library was compiled for sm_90a). Says nothing of the
+/// device: see hgemm_wgmma_available.
+bool hgemm_wgmma_fits(const HgemmArgs& args) noexcept;
+
+/// Whether wgmma can run on the calling thread's current device: built,
+/// and the device's compute capability is exactly 9.0 (wgmma, setmaxnreg
+/// and the sm_90a image run nowhere else). Cached per device.
+/// @throws CudaError when the device cannot be queried.
+bool hgemm_wgmma_available();
+
+/// Enqueues the product on `stream`. automatic runs mma_sync where it fits
+/// (wgmma first, once kHgemmAutomaticUsesWgmma is on), else simple;
+/// mma_sync or wgmma where it does not fit (wgmma: or on a device other
+/// than 9.0) throws InvalidArgument saying why.
 /// m, n or batch of 0 launches nothing; k of 0 applies the epilogue to a
 /// zero product. Extents must fit in int; batch at most 65535.
 void hgemm(const HgemmArgs& args, StreamView stream,
@@ -90,6 +118,33 @@ namespace hgemm_detail {
 /// mma_sync for one operand type (hgemm_bf16.cu, hgemm_f16.cu).
 void launch_mma_sync_bf16(const HgemmArgs& args, StreamView stream);
 void launch_mma_sync_f16(const HgemmArgs& args, StreamView stream);
+
+/// wgmma for one operand type (hgemm_wgmma_bf16.cu, hgemm_wgmma_f16.cu), on
+/// a grid of at most `sm_count` blocks; throws InvalidArgument where it was
+/// not built.
+void launch_wgmma_bf16(const HgemmArgs& args, StreamView stream, int sm_count);
+void launch_wgmma_f16(const HgemmArgs& args, StreamView stream, int sm_count);
+/// Whether the wgmma kernels were compiled for sm_90a (hgemm_wgmma_bf16.cu).
+bool wgmma_built() noexcept;
+
+/// Which dimension of a matrix wgmma's TMA reads contiguously: its columns
+/// (unit column stride, row stride a positive multiple of 8 elements), its
+/// rows (unit row stride, column stride a positive multiple of 8), or
+/// neither. A is K-contiguous when its columns are, B when its rows are.
+enum class WgmmaContiguous { none, rows, cols };
+WgmmaContiguous wgmma_contiguous(const BatchedMatrix& m) noexcept;
+
+/// Test hook: makes automatic pick wgmma (where it fits and is available)
+/// whatever kHgemmAutomaticUsesWgmma says, for its scope. Not for
+/// production code; the GPU tests use it to run loom::ops::matmul through
+/// wgmma in compiled graphs.
+class AutomaticUsesWgmmaForTests {
+ public:
+  AutomaticUsesWgmmaForTests();
+  ~AutomaticUsesWgmmaForTests();
+  AutomaticUsesWgmmaForTests(const AutomaticUsesWgmmaForTests&) = delete;
+  AutomaticUsesWgmmaForTests& operator=(const AutomaticUsesWgmmaForTests&) = delete;
+};
 }  // namespace hgemm_detail
 
 }  // namespace loom::kernels

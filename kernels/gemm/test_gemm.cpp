@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "common/convert.hpp"
+#include "gemm/hgemm.hpp"
 #include "gemm/sgemm.hpp"
 #include "gemm/test_support.hpp"
 #include "support/cpu.hpp"
@@ -115,6 +116,71 @@ TEST(SgemmDispatch, DefaultTileFillsTheSms) {
   EXPECT_EQ(default_warp_tile(1024, 1024, 132), SgemmWarpTile::t64x64x8);  // 64 blocks of 128
   EXPECT_EQ(default_warp_tile(256, 256, 132), SgemmWarpTile::t64x64x8);
   EXPECT_EQ(default_warp_tile(1, 1, 132), SgemmWarpTile::t64x64x8);
+}
+
+// What hgemm's wgmma variant takes (hgemm_wgmma_fits looks at the operands
+// only, never at the memory: fake addresses do). TMA wants each operand
+// contiguous along one dimension, 16-byte aligned data, and leading
+// dimensions and batch strides that are multiples of 16 bytes; extents are
+// free (TMA fills what lies outside with zeros).
+TEST(HgemmDispatch, WgmmaFitsWhatTmaTakes) {
+  using loom::DType;
+  using loom::kernels::hgemm_wgmma_fits;
+  using loom::kernels::HgemmArgs;
+  using loom::kernels::hgemm_detail::wgmma_contiguous;
+  using loom::kernels::hgemm_detail::WgmmaContiguous;
+  EXPECT_EQ(to_string(loom::kernels::HgemmVariant::wgmma), "wgmma");
+  const auto at = [](std::uintptr_t address) { return reinterpret_cast<const void*>(address); };
+  // 131 x 41 by 41 x 67, leading dimensions padded to 48 and 72, bf16.
+  HgemmArgs p;
+  p.m = 131;
+  p.n = 67;
+  p.k = 41;
+  p.a = {at(0x10000), 48, 1, 0, DType::bf16};
+  p.b = {at(0x20000), 72, 1, 0, DType::bf16};
+  p.c = {at(0x30002), 67, 1, 0, DType::f32};  // C: any layout, any alignment
+  EXPECT_EQ(wgmma_contiguous(p.a), WgmmaContiguous::cols);
+  EXPECT_EQ(wgmma_contiguous(p.b), WgmmaContiguous::cols);
+  if (!loom::kernels::hgemm_detail::wgmma_built()) {
+    EXPECT_FALSE(hgemm_wgmma_fits(p)) << "not built for sm_90a: never fits";
+    return;
+  }
+  EXPECT_TRUE(hgemm_wgmma_fits(p));
+  HgemmArgs t = p;
+  t.a = {at(0x10000), 1, 136, 0, DType::bf16};  // A column-major, B column-major
+  t.b = {at(0x20000), 1, 48, 0, DType::bf16};
+  EXPECT_EQ(wgmma_contiguous(t.a), WgmmaContiguous::rows);
+  EXPECT_TRUE(hgemm_wgmma_fits(t));
+  t.batch = 4;  // batched, B shared
+  t.a.batch_stride = 136 * 41;
+  EXPECT_TRUE(hgemm_wgmma_fits(t));
+  t.a.batch_stride = 136 * 41 + 4;  // 8 bytes
+  EXPECT_FALSE(hgemm_wgmma_fits(t));
+  t.a.batch_stride = -136 * 41;
+  EXPECT_FALSE(hgemm_wgmma_fits(t));
+
+  t = p;
+  t.a.row_stride = 41;  // rows 82 bytes apart
+  EXPECT_EQ(wgmma_contiguous(t.a), WgmmaContiguous::none);
+  EXPECT_FALSE(hgemm_wgmma_fits(t));
+  t = p;
+  t.b.data = at(0x20008);  // 8 bytes off 16
+  EXPECT_FALSE(hgemm_wgmma_fits(t));
+  t = p;
+  t.a.col_stride = 2;  // strided: contiguous along neither
+  EXPECT_FALSE(hgemm_wgmma_fits(t));
+  t = p;
+  t.b.dtype = DType::f16;  // mixed types
+  EXPECT_FALSE(hgemm_wgmma_fits(t));
+  t = p;
+  t.a.dtype = t.b.dtype = DType::f32;
+  EXPECT_FALSE(hgemm_wgmma_fits(t));
+  t = p;
+  t.k = 0;  // the epilogue alone: another variant's job
+  EXPECT_FALSE(hgemm_wgmma_fits(t));
+  t = p;
+  t.a.row_stride = std::int64_t{1} << 40;  // beyond TMA's 2^40-byte strides
+  EXPECT_FALSE(hgemm_wgmma_fits(t));
 }
 
 // ---------------------------------------------------------------- the op, CPU backend

@@ -1,0 +1,541 @@
+#pragma once
+// wgmma: bf16/f16 GEMM on Hopper's warpgroup MMA, fed by TMA (hgemm.hpp).
+// Compiled for sm_90a only (library.cmake); runs on compute capability 9.0.
+//
+// Design (CUTLASS's "cooperative" warp-specialized kernel, written over CuTe):
+//
+//  - A block owns 128 x 256 tiles of C, one after another: the grid is at
+//    most one block a multiprocessor, and block b takes tiles b, b + grid,
+//    b + 2 grid, ... (persistent), walked in groups of 8 tile rows so that a
+//    group's B panel is read while it is still in L2.
+//  - 384 threads, three warpgroups. Warpgroup 0 is the producer: it gives
+//    registers back (setmaxnreg 40) and one thread of its first warp issues
+//    the TMA loads. Warpgroups 1 and 2 are the consumers (setmaxnreg 232):
+//    each owns 64 rows of the tile (64 x 256, 128 f32 accumulators a thread)
+//    and issues wgmma.m64n256k16 on both operands in shared memory.
+//  - K advances 64 at a time through 4 shared-memory stages (48 KiB each:
+//    A 128 x 64, B 256 x 64), 128-byte swizzled as GMMA's canonical layouts
+//    want them (K-major or MN-major, whichever the operand is in memory; TMA
+//    writes either, so nothing is transposed on the way).
+//  - The pipeline is two mbarriers a stage. full[s] (arrival count 1): the
+//    producer arrives with the stage's byte count and TMA completes the
+//    transaction. empty[s] (arrival count 256): every consumer thread
+//    arrives once the wgmma that read the stage has retired. The producer
+//    waits on empty before refilling a stage, the consumers on full before
+//    reading one; each side tracks the phase parity it waits for, flipping
+//    it each time its stage index wraps (the producer starts at parity 1,
+//    which an initialised barrier reports complete: every stage starts free).
+//  - Consumers keep one k tile of wgmma in flight: they issue tile t, wait
+//    until at most that batch is pending (warpgroup_wait<1>), then release
+//    tile t - 1's stage.
+//  - The epilogue works from registers: alpha, beta C, bias and the
+//    activation in f32, then stores, a pair of neighbouring columns at once
+//    where C is row-major and the pair is aligned, else element by element;
+//    each store is predicated on lying inside C (tails). The producer is
+//    already loading the block's next tile meanwhile.
+//
+// Tails: the TMA descriptors carry the true extents, and TMA fills whatever
+// lies outside them with zeros (and still counts the box's full bytes on
+// the barrier), so a partial tile in M, N or K multiplies zeros.
+//
+// Batches: each operand's TMA tensor has the batch as a third mode; a batch
+// stride of 0 (one matrix shared by the batch) becomes a batch extent of 1
+// that every tile reads at index 0 (TMA takes no zero stride).
+//
+// The TMA descriptors are built on the host for each call (they hold the
+// operands' addresses) and reach the kernel as a __grid_constant__
+// parameter, which is where TMA reads them from. A compiled graph cannot
+// re-point such a launch: the addresses live inside opaque 128-byte
+// descriptors. So the kernel's parameter struct (WgmmaParams) deliberately
+// declares no loom_pointer_offsets() and no loom_pointer_free: its
+// LaunchRecord is not "plain", the compiled graph captures the task as it
+// is (compile/capture.hpp), and a rebinding run copies bound tensors into
+// and out of the placeholders instead of re-pointing the node
+// (executable.hpp). The static_assert in launch_wgmma_layout keeps it so.
+//
+// Layouts: TMA + GMMA take A K- or M-contiguous and B K- or N-contiguous
+// directly. Three instantiations a type: (A K, B K), (A K, B N), (A M, B N);
+// the fourth, (A M, B K), is the transposed problem C^T = B^T A^T, which is
+// (A K, B N).
+#include "common/check.hpp"
+#include "common/convert.hpp"
+#include "common/launch.hpp"
+#include "common/tensor_core.cuh"
+#include "elementwise/functors.hpp"
+#include "gemm/hgemm.hpp"
+
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/cutlass.h>
+#include <cute/tensor.hpp>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <type_traits>
+#include <utility>
+
+namespace loom::kernels::hgemm_detail {
+namespace {
+
+using cute::Tensor;  // not loom::Tensor
+
+constexpr int kWgBM = 128;
+constexpr int kWgBN = 256;
+constexpr int kWgBK = 64;
+constexpr int kWgStages = 4;
+constexpr int kWgThreads = 384;          // a producer warpgroup and two consumers
+constexpr int kWgConsumerThreads = 256;  // the empty barriers' arrival count
+constexpr int kWgProducerRegisters = 40;
+constexpr int kWgConsumerRegisters = 232;  // 128 x 40 + 256 x 232 <= 64 Ki registers
+constexpr int kWgGroupRows = 8;            // tile rows a group walks before moving along N
+
+/// The kernel's parameters: both TMA descriptors and the problem.
+template <class TmaA, class TmaB>
+struct WgmmaParams {
+  TmaA tma_a;
+  TmaB tma_b;
+  HgemmArgs args;  ///< m, n, k, batch, the epilogue and C (a's and b's data unused)
+  int tiles_m = 0;
+  int tiles_n = 0;
+  int batches_a = 1;     ///< 1 where A is shared by the batch
+  int batches_b = 1;     ///< 1 where B is shared by the batch
+  bool c_pairs = false;  ///< C row-major, pairs of columns aligned: stored two at once
+};
+
+/// Tiles, shared-memory layouts, the tiled MMA and the TMA types for
+/// operand type T and each operand's contiguous dimension.
+template <class T_, bool AKMajor, bool BKMajor>
+struct WgmmaConfig {
+  using T = T_;
+  using TileShape = cute::Shape<cute::Int<kWgBM>, cute::Int<kWgBN>, cute::Int<kWgBK>>;
+  static constexpr cute::GMMA::Major kMajorA =
+      AKMajor ? cute::GMMA::Major::K : cute::GMMA::Major::MN;
+  static constexpr cute::GMMA::Major kMajorB =
+      BKMajor ? cute::GMMA::Major::K : cute::GMMA::Major::MN;
+
+  // 128-byte swizzle atoms: 8 rows of 64 K-contiguous elements, or 64
+  // MN-contiguous elements by 8 K. An MN-major operand's atoms go along K
+  // first (as CUTLASS orders them), so that a TMA box spans a whole 64-wide
+  // MN block.
+  template <int Rows, bool KMajor>
+  using SmemLayout = decltype(cute::tile_to_shape(
+      std::conditional_t<KMajor, cute::GMMA::Layout_K_SW128_Atom<T>,
+                         cute::GMMA::Layout_MN_SW128_Atom<T>>{},
+      cute::Shape<cute::Int<Rows>, cute::Int<kWgBK>, cute::Int<kWgStages>>{},
+      std::conditional_t<KMajor, cute::Step<cute::_1, cute::_2, cute::_3>,
+                         cute::Step<cute::_2, cute::_1, cute::_3>>{}));
+  using SmemLayoutA = SmemLayout<kWgBM, AKMajor>;  // (BM, BK, stages)
+  using SmemLayoutB = SmemLayout<kWgBN, BKMajor>;  // (BN, BK, stages)
+
+  using MmaOp = std::conditional_t<std::is_same_v<T, cute::bfloat16_t>,
+                                   cute::SM90_64x256x16_F32BF16BF16_SS<kMajorA, kMajorB>,
+                                   cute::SM90_64x256x16_F32F16F16_SS<kMajorA, kMajorB>>;
+  // Two consumer warpgroups along M: 128 x 256 a k step of 16.
+  using TiledMma = decltype(cute::make_tiled_mma(
+      MmaOp{}, cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
+
+  /// An operand (rows, K, batches) for TMA: K-major (rows ld apart) or
+  /// rows-major (K columns ld apart).
+  template <bool KMajor, class SLayout>
+  static auto make_tma(const T* data, int rows, int k, int batches, std::int64_t ld,
+                       std::int64_t batch_stride) {
+    using namespace cute;
+    const auto shape = make_shape(rows, k, batches);
+    const auto tensor = [&] {
+      if constexpr (KMajor) {
+        return make_tensor(make_gmem_ptr(data),
+                           make_layout(shape, make_stride(ld, _1{}, batch_stride)));
+      } else {
+        return make_tensor(make_gmem_ptr(data),
+                           make_layout(shape, make_stride(_1{}, ld, batch_stride)));
+      }
+    }();
+    return make_tma_copy(SM90_TMA_LOAD{}, tensor, SLayout{}(_, _, Int<0>{}));
+  }
+  using TmaA = decltype(make_tma<AKMajor, SmemLayoutA>(nullptr, 0, 0, 0, 0, 0));
+  using TmaB = decltype(make_tma<BKMajor, SmemLayoutB>(nullptr, 0, 0, 0, 0, 0));
+  using Params = WgmmaParams<TmaA, TmaB>;
+
+  /// Shared memory: the stages (each operand's on 1024 bytes, as 128-byte
+  /// swizzles need) and the barriers.
+  struct Storage {
+    alignas(1024) cute::array<T, cute::cosize_v<SmemLayoutA>> a;
+    alignas(1024) cute::array<T, cute::cosize_v<SmemLayoutB>> b;
+    alignas(8) std::uint64_t full[kWgStages];
+    alignas(8) std::uint64_t empty[kWgStages];
+  };
+  /// The bytes TMA writes into a stage (a partial tile counts whole).
+  static constexpr std::uint32_t kStageBytes =
+      static_cast<std::uint32_t>((kWgBM + kWgBN) * kWgBK * sizeof(T));
+  /// Dynamic shared memory: the storage, and room to align its start to 1024.
+  static constexpr std::size_t kSharedBytes = sizeof(Storage) + 1024;
+  static_assert(kSharedBytes <= 227 * 1024, "more shared memory than a Hopper block gets");
+};
+
+/// The tile (m, n) and batch entry of the grid's `tile`-th: batch outermost,
+/// then groups of kWgGroupRows tile rows walked column by column.
+__device__ __forceinline__ void wgmma_tile(int tile, int tiles_m, int tiles_n, int& tm, int& tn,
+                                           int& batch) {
+  const int per_batch = tiles_m * tiles_n;
+  batch = tile / per_batch;
+  const int id = tile - batch * per_batch;
+  const int per_group = kWgGroupRows * tiles_n;
+  const int first_m = (id / per_group) * kWgGroupRows;
+  const int rows = min(tiles_m - first_m, kWgGroupRows);
+  const int in_group = id % per_group;
+  tm = first_m + in_group % rows;
+  tn = in_group / rows;
+}
+
+/// act(alpha * acc + beta * c + bias) for element (m, n) of C's batch entry
+/// b, c_index its index in C: the order the reference applies them in.
+__device__ __forceinline__ float wgmma_epilogue_value(const HgemmArgs& p, float acc, std::int64_t m,
+                                                      std::int64_t n, std::int64_t c_index, int b) {
+  float v = p.alpha * acc;
+  if (p.beta != 0.0F) v = fmaf(p.beta, load_as_f32(p.c.data, p.c.dtype, c_index), v);
+  if (p.bias.data != nullptr) {
+    v += load_as_f32(p.bias.data, p.bias.dtype,
+                     b * p.bias.batch_stride + m * p.bias.row_stride + n * p.bias.col_stride);
+  }
+  switch (p.activation) {
+    case SgemmActivation::relu: return map_fn::loom_map_relu(v);
+    case SgemmActivation::gelu_tanh: return map_fn::loom_map_gelu_tanh(v);
+    default: return v;
+  }
+}
+
+/// Two values into C at `at` (element n and n + 1 of a row), one store.
+__device__ __forceinline__ void wgmma_store_pair(void* c, DType dtype, std::int64_t at, float v0,
+                                                 float v1) {
+  if (dtype == DType::f32) {
+    *reinterpret_cast<float2*>(static_cast<float*>(c) + at) = make_float2(v0, v1);
+  } else if (dtype == DType::bf16) {
+    // cvt.rn.bf16x2.f32: the bits of f32_to_bf16_bits (common/convert.hpp).
+    *reinterpret_cast<__nv_bfloat162*>(static_cast<std::uint16_t*>(c) + at) =
+        __floats2bfloat162_rn(v0, v1);
+  } else {
+    *reinterpret_cast<__half2*>(static_cast<std::uint16_t*>(c) + at) = __floats2half2_rn(v0, v1);
+  }
+}
+
+/// One consumer thread's accumulators into C, each element inside C. An
+/// element's address is its offset (dr, dc) from the thread's first
+/// element, so the pass needs a base address and C's strides, never an
+/// index an element (128 64-bit indices would not fit in registers).
+///
+/// Plain (alpha alone: beta 0, no bias, no activation), unrolled from the
+/// registers, where the offsets are compile-time constants: where C's pairs
+/// are aligned (c_pairs: row-major, even strides, data on two elements),
+/// accumulators 2j and 2j + 1, which wgmma puts in neighbouring columns of
+/// one row (checked through the coordinates, at compile time), go out as
+/// one store.
+///
+/// Otherwise (beta, bias or an activation) the accumulators are copied to a
+/// thread-local array and walked by a loop that is not unrolled, one element
+/// at a time: 128 unrolled copies of C's and bias's loads, conversions and
+/// the activation would cost minutes of compile time for a few percent of a
+/// tile's time (the local array stays in L1).
+template <bool Plain, class Accumulators, class Coordinates>
+__device__ __forceinline__ void wgmma_epilogue(const HgemmArgs& p, bool c_pairs,
+                                               const Accumulators& acc, const Coordinates& coords,
+                                               std::int64_t m0, std::int64_t n0, int batch) {
+  using cute::get;
+  constexpr int kValues = decltype(cute::size(acc))::value;
+  const int row0 = get<0>(coords(0));
+  const int col0 = get<1>(coords(0));
+  const std::int64_t m_base = m0 + row0;
+  const std::int64_t n_base = n0 + col0;
+  // An offset (dr, dc) lies inside C when dr < rows_left and dc < cols_left
+  // (the tile overhangs C by less than a tile: both above -256).
+  const int rows_left = static_cast<int>(cute::min(p.m - m_base, std::int64_t{kWgBM}));
+  const int cols_left = static_cast<int>(cute::min(p.n - n_base, std::int64_t{kWgBN}));
+  const std::int64_t rs = p.c.row_stride;
+  const std::int64_t cs = p.c.col_stride;
+  const std::int64_t base = batch * p.c.batch_stride + m_base * rs + n_base * cs;
+  void* c = const_cast<void*>(p.c.data);
+  if constexpr (Plain) {
+    const bool pairs = c_pairs && n_base % 2 == 0;
+    CUTE_UNROLL
+    for (int i = 0; i < kValues; i += 2) {
+      const int dr = get<0>(coords(i)) - row0;
+      const int dc = get<1>(coords(i)) - col0;
+      const bool neighbours = get<0>(coords(i + 1)) - row0 == dr &&
+                              get<1>(coords(i + 1)) - col0 == dc + 1 && dc % 2 == 0;
+      if (pairs && neighbours) {
+        if (dr >= rows_left || dc >= cols_left) continue;
+        const std::int64_t at = base + dr * rs + dc;  // cs == 1
+        if (dc + 1 < cols_left) {
+          wgmma_store_pair(c, p.c.dtype, at, p.alpha * acc(i), p.alpha * acc(i + 1));
+        } else {
+          store_from_f32(c, p.c.dtype, at, p.alpha * acc(i));
+        }
+        continue;
+      }
+      CUTE_UNROLL
+      for (int j = 0; j < 2; ++j) {
+        const int drj = get<0>(coords(i + j)) - row0;
+        const int dcj = get<1>(coords(i + j)) - col0;
+        if (drj >= rows_left || dcj >= cols_left) continue;
+        store_from_f32(c, p.c.dtype, base + drj * rs + dcj * cs, p.alpha * acc(i + j));
+      }
+    }
+  } else {
+    float staged[kValues];
+    CUTE_UNROLL
+    for (int i = 0; i < kValues; ++i) staged[i] = acc(i);
+#pragma unroll 1
+    for (int i = 0; i < kValues; ++i) {
+      const int dr = get<0>(coords(i)) - row0;
+      const int dc = get<1>(coords(i)) - col0;
+      if (dr >= rows_left || dc >= cols_left) continue;
+      const std::int64_t at = base + dr * rs + dc * cs;
+      store_from_f32(c, p.c.dtype, at,
+                     wgmma_epilogue_value(p, staged[i], m_base + dr, n_base + dc, at, batch));
+    }
+  }
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(kWgThreads, 1)
+    hgemm_wgmma_kernel(const __grid_constant__ typename Cfg::Params p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace cute;
+  using FullBarrier = cutlass::arch::ClusterTransactionBarrier;
+  using EmptyBarrier = cutlass::arch::ClusterBarrier;
+  using Storage = typename Cfg::Storage;
+  using TileShape = typename Cfg::TileShape;
+
+  // The storage on 1024 bytes (the host asked for 1024 bytes more).
+  extern __shared__ __align__(1024) unsigned char shared_raw[];
+  const std::uint32_t raw_address = cast_smem_ptr_to_uint(shared_raw);
+  Storage& smem =
+      *reinterpret_cast<Storage*>(shared_raw + ((1024U - (raw_address & 1023U)) & 1023U));
+
+  const int warp = cutlass::canonical_warp_idx_sync();
+  const int warp_group = cutlass::canonical_warp_group_idx();
+  const bool elected = elect_one_sync() != 0;
+
+  if (warp == 0 && elected) {
+    prefetch_tma_descriptor(p.tma_a.get_tma_descriptor());
+    prefetch_tma_descriptor(p.tma_b.get_tma_descriptor());
+    CUTE_UNROLL
+    for (int s = 0; s < kWgStages; ++s) {
+      FullBarrier::init(&smem.full[s], 1);
+      EmptyBarrier::init(&smem.empty[s], kWgConsumerThreads);
+    }
+  }
+  cutlass::arch::fence_barrier_init();
+  __syncthreads();
+
+  const HgemmArgs& args = p.args;
+  const int M = static_cast<int>(args.m);
+  const int N = static_cast<int>(args.n);
+  const int K = static_cast<int>(args.k);
+  const int k_tiles = (K + kWgBK - 1) / kWgBK;
+  const int tiles = p.tiles_m * p.tiles_n * static_cast<int>(args.batch);
+
+  Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename Cfg::SmemLayoutA{});  // (BM,BK,P)
+  Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename Cfg::SmemLayoutB{});  // (BN,BK,P)
+
+  if (warp_group == 0) {
+    // Producer.
+    cutlass::arch::warpgroup_reg_dealloc<kWgProducerRegisters>();
+    if (warp != 0 || !elected) return;
+    // The operands as TMA coordinate tensors, tiled: (BM,BK,m,k,l), (BN,BK,n,k,l).
+    const Tensor mA = p.tma_a.get_tma_tensor(make_shape(M, K, p.batches_a));
+    const Tensor mB = p.tma_b.get_tma_tensor(make_shape(N, K, p.batches_b));
+    const Tensor gA = local_tile(mA, TileShape{}, make_coord(_, _, _), Step<_1, X, _1>{});
+    const Tensor gB = local_tile(mB, TileShape{}, make_coord(_, _, _), Step<X, _1, _1>{});
+    auto tma_a = p.tma_a.get_slice(Int<0>{});
+    auto tma_b = p.tma_b.get_slice(Int<0>{});
+    Tensor tAsA = tma_a.partition_D(sA);  // (TMA,TMA_M,TMA_K,P)
+    Tensor tBsB = tma_b.partition_D(sB);  // (TMA,TMA_N,TMA_K,P)
+    int stage = 0;
+    std::uint32_t phase = 1;  // every stage starts free
+    for (int tile = static_cast<int>(blockIdx.x); tile < tiles;
+         tile += static_cast<int>(gridDim.x)) {
+      int tm = 0;
+      int tn = 0;
+      int batch = 0;
+      wgmma_tile(tile, p.tiles_m, p.tiles_n, tm, tn, batch);
+      const Tensor tAgA =
+          tma_a.partition_S(gA(_, _, tm, _, p.batches_a == 1 ? 0 : batch));  // (TMA,TMA_M,TMA_K,k)
+      const Tensor tBgB =
+          tma_b.partition_S(gB(_, _, tn, _, p.batches_b == 1 ? 0 : batch));  // (TMA,TMA_N,TMA_K,k)
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        EmptyBarrier::wait(&smem.empty[stage], phase);
+        FullBarrier::arrive_and_expect_tx(&smem.full[stage], Cfg::kStageBytes);
+        copy(p.tma_a.with(smem.full[stage]), tAgA(_, _, _, kt), tAsA(_, _, _, stage));
+        copy(p.tma_b.with(smem.full[stage]), tBgB(_, _, _, kt), tBsB(_, _, _, stage));
+        if (++stage == kWgStages) {
+          stage = 0;
+          phase ^= 1U;
+        }
+      }
+    }
+    return;
+  }
+
+  // Consumers: warpgroups 1 and 2, threads 0..255 of the tiled MMA.
+  cutlass::arch::warpgroup_reg_alloc<kWgConsumerRegisters>();
+  const int mma_thread = static_cast<int>(threadIdx.x) - 128;
+  typename Cfg::TiledMma mma;
+  auto thr_mma = mma.get_slice(mma_thread);
+  const Tensor tCsA = thr_mma.partition_A(sA);                      // (MMA,MMA_M,MMA_K,P)
+  const Tensor tCsB = thr_mma.partition_B(sB);                      // (MMA,MMA_N,MMA_K,P)
+  const Tensor tCrA = thr_mma.make_fragment_A(tCsA);                // GMMA descriptors
+  const Tensor tCrB = thr_mma.make_fragment_B(tCsB);                // GMMA descriptors
+  Tensor acc = partition_fragment_C(mma, take<0, 2>(TileShape{}));  // (MMA,MMA_M,MMA_N) f32
+  const Tensor tCcC = thr_mma.partition_C(make_identity_tensor(take<0, 2>(TileShape{})));
+  static_assert(decltype(size<2>(tCrA))::value == kWgBK / 16, "four k steps of 16 a stage");
+
+  int stage = 0;
+  std::uint32_t phase = 0;
+  for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
+    int tm = 0;
+    int tn = 0;
+    int batch = 0;
+    wgmma_tile(tile, p.tiles_m, p.tiles_n, tm, tn, batch);
+
+    // The first k tile overwrites the accumulators (scale-out zero on its
+    // first k step), the others add to them.
+    mma.accumulate_ = GMMA::ScaleOut::Zero;
+    warpgroup_fence_operand(acc);
+    FullBarrier::wait(&smem.full[stage], phase);
+    warpgroup_arrive();
+    CUTE_UNROLL
+    for (int kb = 0; kb < size<2>(tCrA); ++kb) {
+      gemm(mma, tCrA(_, _, kb, stage), tCrB(_, _, kb, stage), acc);
+      mma.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+    int release = stage;
+    if (++stage == kWgStages) {
+      stage = 0;
+      phase ^= 1U;
+    }
+    warpgroup_fence_operand(acc);
+    for (int kt = 1; kt < k_tiles; ++kt) {
+      FullBarrier::wait(&smem.full[stage], phase);
+      warpgroup_fence_operand(acc);
+      warpgroup_arrive();
+      gemm(mma, tCrA(_, _, _, stage), tCrB(_, _, _, stage), acc);
+      warpgroup_commit_batch();
+      // The previous k tile's wgmma have retired: its stage is free.
+      warpgroup_wait<1>();
+      warpgroup_fence_operand(acc);
+      EmptyBarrier::arrive(&smem.empty[release]);
+      release = stage;
+      if (++stage == kWgStages) {
+        stage = 0;
+        phase ^= 1U;
+      }
+    }
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(acc);
+    EmptyBarrier::arrive(&smem.empty[release]);
+
+    const std::int64_t m0 = static_cast<std::int64_t>(tm) * kWgBM;
+    const std::int64_t n0 = static_cast<std::int64_t>(tn) * kWgBN;
+    if (args.beta == 0.0F && args.bias.data == nullptr &&
+        args.activation == SgemmActivation::none) {
+      wgmma_epilogue<true>(args, p.c_pairs, acc, tCcC, m0, n0, batch);
+    } else {
+      wgmma_epilogue<false>(args, p.c_pairs, acc, tCcC, m0, n0, batch);
+    }
+  }
+#elif defined(__CUDA_ARCH__)
+  // This image was compiled without sm_90a's features (the fatbinary holds
+  // an sm_90a image too, which the driver takes on a 9.0 device): stop
+  // loudly rather than leave C unwritten.
+  if (threadIdx.x == 0 && blockIdx.x == 0) {
+    printf("loom hgemm wgmma: kernel image without sm_90a features; not built for this device\n");
+  }
+  __trap();
+#endif
+}
+
+/// Launches one instantiation: the descriptors, the grid, the launch.
+template <class T, bool AKMajor, bool BKMajor>
+void launch_wgmma_layout(const HgemmArgs& p, StreamView stream, int sm_count) {
+  using Cfg = WgmmaConfig<T, AKMajor, BKMajor>;
+  using Params = typename Cfg::Params;
+  // Not re-pointable (see the top of the file): the compiled graph must
+  // capture this launch and copy bindings, never re-point it.
+  static_assert(
+      !loom::detail::declares_its_pointers<Params> && !loom::detail::pointer_free_class<Params>,
+      "a TMA descriptor holds pointers that a compiled graph cannot re-point");
+  static_assert(sizeof(Params) <= 4096, "kernel parameters are limited to 4 KiB");
+
+  const int M = static_cast<int>(p.m);
+  const int N = static_cast<int>(p.n);
+  const int K = static_cast<int>(p.k);
+  const int batch = static_cast<int>(p.batch);
+  // A (M, K): K-major when row-major. B as (N, K): K-major when column-major.
+  const std::int64_t lda = AKMajor ? p.a.row_stride : p.a.col_stride;
+  const std::int64_t ldb = BKMajor ? p.b.col_stride : p.b.row_stride;
+  // A batch extent of 1 for a shared operand; its stride is then never
+  // applied, but TMA wants it a nonzero multiple of 16 bytes: one matrix.
+  const auto batch_stride = [&](const BatchedMatrix& m, std::int64_t ld, std::int64_t outer) {
+    return m.batch_stride != 0 ? m.batch_stride : ld * outer;
+  };
+
+  Params params;
+  params.args = p;
+  params.tiles_m = (M + kWgBM - 1) / kWgBM;
+  params.tiles_n = (N + kWgBN - 1) / kWgBN;
+  params.batches_a = p.a.batch_stride == 0 ? 1 : batch;
+  params.batches_b = p.b.batch_stride == 0 ? 1 : batch;
+  params.tma_a = Cfg::template make_tma<AKMajor, typename Cfg::SmemLayoutA>(
+      static_cast<const T*>(p.a.data), M, K, params.batches_a, lda,
+      batch_stride(p.a, lda, AKMajor ? M : K));
+  params.tma_b = Cfg::template make_tma<BKMajor, typename Cfg::SmemLayoutB>(
+      static_cast<const T*>(p.b.data), N, K, params.batches_b, ldb,
+      batch_stride(p.b, ldb, BKMajor ? N : K));
+  const std::size_t element = p.c.dtype == DType::f32 ? 4U : 2U;
+  params.c_pairs = p.c.col_stride == 1 && p.c.row_stride % 2 == 0 && p.c.batch_stride % 2 == 0 &&
+                   reinterpret_cast<std::uintptr_t>(p.c.data) % (2 * element) == 0;
+
+  constexpr auto kernel = hgemm_wgmma_kernel<Cfg>;
+  static std::atomic<std::uint64_t> opted_in{0};
+  tensor_core::opt_in_shared_memory(kernel, Cfg::kSharedBytes, opted_in);
+  const std::int64_t tiles =
+      static_cast<std::int64_t>(params.tiles_m) * params.tiles_n * static_cast<std::int64_t>(batch);
+  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(tiles, std::max(sm_count, 1)));
+  loom::detail::launch_on_stream(stream, kernel, dim3(blocks), dim3(kWgThreads), Cfg::kSharedBytes,
+                                 params);
+}
+
+/// Launches the kernel for operand type T (hgemm_wgmma_fits holds): an A
+/// whose contiguous dimension is M with a K-contiguous B runs as the
+/// transposed problem C^T = B^T A^T, whose A is K-contiguous and whose B is
+/// N-contiguous.
+template <class T>
+void launch_wgmma(HgemmArgs p, StreamView stream, int sm_count) {
+  const bool a_k = wgmma_contiguous(p.a) == WgmmaContiguous::cols;  // A (M, K)
+  const bool b_k = wgmma_contiguous(p.b) == WgmmaContiguous::rows;  // B (K, N)
+  if (!a_k && b_k) {
+    std::swap(p.m, p.n);
+    std::swap(p.a, p.b);
+    std::swap(p.a.row_stride, p.a.col_stride);
+    std::swap(p.b.row_stride, p.b.col_stride);
+    std::swap(p.c.row_stride, p.c.col_stride);
+    std::swap(p.bias.row_stride, p.bias.col_stride);
+    launch_wgmma_layout<T, true, false>(p, stream, sm_count);
+  } else if (a_k && b_k) {
+    launch_wgmma_layout<T, true, true>(p, stream, sm_count);
+  } else if (a_k) {
+    launch_wgmma_layout<T, true, false>(p, stream, sm_count);
+  } else {
+    launch_wgmma_layout<T, false, false>(p, stream, sm_count);
+  }
+  LOOM_KERNEL_CHECK_LAUNCH("hgemm wgmma kernel launch");
+}
+
+}  // namespace
+}  // namespace loom::kernels::hgemm_detail
