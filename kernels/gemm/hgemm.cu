@@ -98,13 +98,22 @@ void check_extents(const HgemmArgs& p) {
   }
 }
 
-// What a device is, read once a device (the first 64): compute capability
-// and multiprocessors, packed with a bit that says the entry is filled.
+// What a device is, read once a device (the first 64): compute capability,
+// multiprocessors and, on a 9.0 device where wgmma was built, the registers
+// a thread of the loaded wgmma kernel takes; packed with a bit that says
+// the entry is filled.
 struct DeviceInfo {
   int major = 0;
   int minor = 0;
   int multiprocessors = 0;
+  int wgmma_registers = 0;
 };
+
+// The wgmma kernel's real (sm_90a) image takes 168 registers a thread; the
+// plain sm_90 image beside it in the fatbinary, a stub that traps, about
+// 24. Should the driver ever load the stub on a 9.0 device, wgmma is
+// refused instead of trapping.
+constexpr int kWgmmaImageMinRegisters = 128;
 
 DeviceInfo current_device_info() {
   static std::array<std::atomic<std::uint64_t>, 64> cache{};
@@ -116,7 +125,7 @@ DeviceInfo current_device_info() {
     const std::uint64_t v = cache[static_cast<std::size_t>(device)].load(std::memory_order_acquire);
     if ((v & kFilled) != 0) {
       return {static_cast<int>((v >> 40) & 0xFF), static_cast<int>((v >> 32) & 0xFF),
-              static_cast<int>(v & 0xFFFFFFFFU)};
+              static_cast<int>(v & 0xFFFFFFFFU), static_cast<int>((v >> 48) & 0xFF)};
     }
   }
   DeviceInfo info;
@@ -124,14 +133,32 @@ DeviceInfo current_device_info() {
   LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&info.minor, cudaDevAttrComputeCapabilityMinor, device));
   LOOM_KERNEL_CHECK(
       cudaDeviceGetAttribute(&info.multiprocessors, cudaDevAttrMultiProcessorCount, device));
+  if (info.major == 9 && info.minor == 0 && hgemm_detail::wgmma_built()) {
+    info.wgmma_registers = hgemm_detail::wgmma_kernel_registers();
+  }
   if (cached) {
     cache[static_cast<std::size_t>(device)].store(
-        kFilled | (static_cast<std::uint64_t>(info.major & 0xFF) << 40) |
+        kFilled | (static_cast<std::uint64_t>(info.wgmma_registers & 0xFF) << 48) |
+            (static_cast<std::uint64_t>(info.major & 0xFF) << 40) |
             (static_cast<std::uint64_t>(info.minor & 0xFF) << 32) |
             static_cast<std::uint32_t>(info.multiprocessors),
         std::memory_order_release);
   }
   return info;
+}
+
+// Why wgmma cannot run on this device ("" when it can).
+std::string wgmma_device_refusal(const DeviceInfo& device) {
+  if (device.major != 9 || device.minor != 0) {
+    return "it needs a device of compute capability 9.0 (H100/H200), this one is " +
+           std::to_string(device.major) + "." + std::to_string(device.minor);
+  }
+  if (device.wgmma_registers < kWgmmaImageMinRegisters) {
+    return "the driver loaded the kernel's plain sm_90 image (" +
+           std::to_string(device.wgmma_registers) +
+           " registers a thread), not its sm_90a one: rebuild with CMAKE_CUDA_ARCHITECTURES=90a";
+  }
+  return "";
 }
 
 std::atomic<int> g_automatic_uses_wgmma_for_tests{0};
@@ -226,8 +253,7 @@ bool hgemm_wgmma_fits(const HgemmArgs& args) noexcept {
 
 bool hgemm_wgmma_available() {
   if (!hgemm_detail::wgmma_built()) return false;
-  const DeviceInfo info = current_device_info();
-  return info.major == 9 && info.minor == 0;
+  return wgmma_device_refusal(current_device_info()).empty();
 }
 
 bool hgemm_mma_sync_fits(const HgemmArgs& p) noexcept {
@@ -241,11 +267,13 @@ void hgemm(const HgemmArgs& args, StreamView stream, HgemmVariant variant) {
   check_extents(args);
   if (variant == HgemmVariant::wgmma ||
       (variant == HgemmVariant::automatic && automatic_uses_wgmma())) {
-    const std::string refusal = wgmma_refusal(args);
+    std::string refusal = wgmma_refusal(args);
     DeviceInfo device;
-    if (refusal.empty()) device = current_device_info();
-    const bool runs = refusal.empty() && device.major == 9 && device.minor == 0;
-    if (runs) {
+    if (refusal.empty()) {
+      device = current_device_info();
+      refusal = wgmma_device_refusal(device);
+    }
+    if (refusal.empty()) {
       if (args.a.dtype == DType::bf16) {
         hgemm_detail::launch_wgmma_bf16(args, stream, device.multiprocessors);
       } else {
@@ -254,12 +282,7 @@ void hgemm(const HgemmArgs& args, StreamView stream, HgemmVariant variant) {
       return;
     }
     if (variant == HgemmVariant::wgmma) {
-      throw InvalidArgument(
-          "hgemm: wgmma cannot run here: " +
-          (refusal.empty()
-               ? "it needs a device of compute capability 9.0 (H100/H200), this one is " +
-                     std::to_string(device.major) + "." + std::to_string(device.minor)
-               : refusal));
+      throw InvalidArgument("hgemm: wgmma cannot run here: " + refusal);
     }
   }
   const bool fits = hgemm_mma_sync_fits(args);

@@ -96,8 +96,9 @@ bool hgemm_mma_sync_fits(const HgemmArgs& args) noexcept;
 bool hgemm_wgmma_fits(const HgemmArgs& args) noexcept;
 
 /// Whether wgmma can run on the calling thread's current device: built,
-/// and the device's compute capability is exactly 9.0 (wgmma, setmaxnreg
-/// and the sm_90a image run nowhere else). Cached per device.
+/// the device's compute capability is exactly 9.0 (wgmma, setmaxnreg and
+/// the sm_90a image run nowhere else), and the driver loaded the kernel's
+/// sm_90a image. Cached per device.
 /// @throws CudaError when the device cannot be queried.
 bool hgemm_wgmma_available();
 
@@ -126,6 +127,11 @@ void launch_wgmma_bf16(const HgemmArgs& args, StreamView stream, int sm_count);
 void launch_wgmma_f16(const HgemmArgs& args, StreamView stream, int sm_count);
 /// Whether the wgmma kernels were compiled for sm_90a (hgemm_wgmma_bf16.cu).
 bool wgmma_built() noexcept;
+/// The registers a thread of the wgmma kernel (bf16, A K- and B N-major)
+/// takes in the image the driver loaded for the current device
+/// (cudaFuncGetAttributes); 0 where not built. Tells the sm_90a image from
+/// the plain sm_90 stub beside it. @throws CudaError.
+int wgmma_kernel_registers();
 
 /// Which dimension of a matrix wgmma's TMA reads contiguously: its columns
 /// (unit column stride, row stride a positive multiple of 8 elements), its

@@ -28,10 +28,12 @@
 //  - Consumers keep one k tile of wgmma in flight: they issue tile t, wait
 //    until at most that batch is pending (warpgroup_wait<1>), then release
 //    tile t - 1's stage.
-//  - The epilogue works from registers: alpha, beta C, bias and the
-//    activation in f32, then stores, a pair of neighbouring columns at once
-//    where C is row-major and the pair is aligned, else element by element;
-//    each store is predicated on lying inside C (tails). The producer is
+//  - The epilogue works from registers, each store predicated on lying
+//    inside C (tails). With alpha alone (beta 0, no bias, no activation) it
+//    is unrolled, and stores a pair of neighbouring columns at once where C
+//    is row-major and the pairs aligned; otherwise the accumulators go to a
+//    thread-local array walked by a rolled loop (alpha, beta C, bias, the
+//    activation, in f32), which keeps the compile time down. The producer is
 //    already loading the block's next tile meanwhile.
 //
 // Tails: the TMA descriptors carry the true extents, and TMA fills whatever
@@ -509,6 +511,16 @@ void launch_wgmma_layout(const HgemmArgs& p, StreamView stream, int sm_count) {
   const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(tiles, std::max(sm_count, 1)));
   loom::detail::launch_on_stream(stream, kernel, dim3(blocks), dim3(kWgThreads), Cfg::kSharedBytes,
                                  params);
+}
+
+/// The registers a thread of one instantiation takes in the image loaded
+/// for the current device (hgemm.hpp, wgmma_kernel_registers).
+template <class T>
+int wgmma_registers() {
+  cudaFuncAttributes attributes{};
+  LOOM_KERNEL_CHECK(
+      cudaFuncGetAttributes(&attributes, hgemm_wgmma_kernel<WgmmaConfig<T, true, false>>));
+  return attributes.numRegs;
 }
 
 /// Launches the kernel for operand type T (hgemm_wgmma_fits holds): an A

@@ -20,6 +20,14 @@ bool wgmma_built() noexcept {
 #endif
 }
 
+int wgmma_kernel_registers() {
+#if defined(LOOM_HGEMM_WGMMA_BUILT)
+  return wgmma_registers<cute::bfloat16_t>();
+#else
+  return 0;
+#endif
+}
+
 void launch_wgmma_bf16(const HgemmArgs& args, StreamView stream, int sm_count) {
 #if defined(LOOM_HGEMM_WGMMA_BUILT)
   launch_wgmma<cute::bfloat16_t>(args, stream, sm_count);
