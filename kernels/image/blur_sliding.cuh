@@ -25,8 +25,13 @@
 //  - division: interior pixels (window inside the image) divide by
 //    (2r + 1)^2 with one multiply-high (slide_divisor, exact for every sum);
 //    pixels within r of a border, by their in-image count cx cy in two
-//    steps, floor(floor(n / cy) / cx), with reciprocals of at most 255 (cx
-//    from a table in shared memory).
+//    steps, floor(floor(n / cy) / cx), with reciprocals of at most 255 (cx's
+//    from a 1 KB table in global memory, L1-resident).
+//  - memory: rows go in pairs whose steps interleave (two rows' latencies
+//    overlap in one warp); a pair's loads are issued one pair ahead, and
+//    entering rows are prefetched into L2 kSlidePrefetch rows ahead, so that
+//    a few warps an SM keep enough DRAM reads in flight. The segment's first
+//    window is filled kSlideFill rows at a time.
 // Image widths that are a multiple of 16 with 16-byte aligned pointers load
 // and store 16 bytes a lane; any other shape and alignment, bytes (a slower
 // path with the same arithmetic). Widths of at least 2 where r >= 1 (the
@@ -41,7 +46,8 @@ constexpr int kSlideStrip = 16;  // columns a lane owns
 constexpr int kSlideLanes = 32;
 constexpr int kSlideWarps = 4;  // warps a block; each runs its own tasks
 constexpr int kSlideThreads = kSlideLanes * kSlideWarps;
-constexpr int kSlideAhead = 2;        // rows loaded ahead of their use
+constexpr int kSlidePrefetch = 12;    // rows between an entering row's L2 prefetch and its load
+constexpr int kSlideFill = 8;         // the first window's rows loaded before any is added
 constexpr int kSlideMaxRadius = 127;  // 16-bit column sums; counts fit a byte
 constexpr unsigned kSlideMask = 0xFFFFFFFFU;
 
@@ -92,6 +98,20 @@ __host__ __device__ constexpr std::uint32_t slide_small_magic(unsigned d) {
   return d < 2 ? 0xFFFFFFFFU : 0xFFFFFFFFU / d + 1U;
 }
 
+/// slide_small_magic(d) for d = 0..255: the border pixels' second step,
+/// looked up by the column count (L1-resident).
+struct SlideMagics {
+  std::uint32_t of[256];
+};
+
+constexpr SlideMagics slide_magics() {
+  SlideMagics t{};
+  for (unsigned d = 0; d < 256; ++d) t.of[d] = slide_small_magic(d);
+  return t;
+}
+
+__device__ constexpr SlideMagics kSlideMagics = slide_magics();
+
 /// A border pixel's average: n = sum + cx cy / 2 (+ 1 where cy = 1), then
 /// floor(floor(n / cy) / cx) = floor(n / (cx cy)); cx >= 2.
 __host__ __device__ inline unsigned slide_edge_divide(unsigned n, std::uint32_t magic_cy,
@@ -103,6 +123,16 @@ __host__ __device__ inline unsigned slide_edge_divide(unsigned n, std::uint32_t 
 /// columns outside the image (computed, never stored) index the table safely.
 __host__ __device__ inline int slide_count(int p, int r, int extent) {
   return slide_max(slide_min(p + r, extent - 1) - slide_max(p - r, 0) + 1, 1);
+}
+
+// Asks L2 for the line holding p (no register, no wait): DRAM reads in
+// flight without warps to hold them. Nothing on the CPU emulation.
+__device__ __forceinline__ void slide_prefetch(const std::uint8_t* p) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#else
+  (void)p;
+#endif
 }
 
 // The strip's 16 bytes at offset `at` of the plane; zeros where not
@@ -170,91 +200,124 @@ struct SlideRowDivisors {
 /// widths that are not a multiple of 16 and unaligned pointers.
 constexpr int kSlideGeneric = kSlideStrip;
 
-// One output row of the strip from its column sums `v` (every lane calls it:
-// the shuffles need the whole warp); owners store it at gRow (the strip's
-// first pixel).
-template <int S>
-__device__ __forceinline__ void slide_row(const unsigned (&v)[8], const SlideLane& L,
-                                          const SlideRowDivisors& d, const std::uint32_t* sMagic,
-                                          std::uint8_t* gRow, int width) {
+// N consecutive output rows of the strip from their column sums `v[n]`
+// (every lane calls it: the shuffles need the whole warp); owners store row
+// n at gRow + n * width (gRow: the strip's first pixel). The rows' steps
+// interleave, so that one row's shuffles and multiply-highs fill the other's
+// latencies. `d.interior`: every one of the N rows' windows lies inside the
+// image vertically.
+template <int S, int N>
+__device__ __forceinline__ void slide_rows(const unsigned (&v)[N][8], const SlideLane& L,
+                                           const SlideRowDivisors (&d)[N], std::uint8_t* gRow,
+                                           int width) {
   constexpr bool kGeneric = S == kSlideGeneric;
   const int s = kGeneric ? L.s : S;
+  const unsigned addend = d[0].area.addend;
   // Inclusive prefix sums of the strip's column sums (below 2^20).
-  unsigned p[kSlideStrip];
-  p[0] = v[0] & 0xFFFFU;
-  p[1] = p[0] + (v[0] >> 16);
+  unsigned p[N][kSlideStrip];
 #pragma unroll
-  for (int m = 1; m < 8; ++m) {
-    p[2 * m] = p[2 * m - 1] + (v[m] & 0xFFFFU);
-    p[2 * m + 1] = p[2 * m] + (v[m] >> 16);
+  for (int n = 0; n < N; ++n) {
+    p[n][0] = v[n][0] & 0xFFFFU;
+    p[n][1] = p[n][0] + (v[n][0] >> 16);
+#pragma unroll
+    for (int m = 1; m < 8; ++m) {
+      p[n][2 * m] = p[n][2 * m - 1] + (v[n][m] & 0xFFFFU);
+      p[n][2 * m + 1] = p[n][2 * m] + (v[n][m] >> 16);
+    }
   }
   // The strips left of this one: an exclusive scan of the lanes' totals.
-  unsigned total = p[kSlideStrip - 1];
+  unsigned total[N];
+#pragma unroll
+  for (int n = 0; n < N; ++n) total[n] = p[n][kSlideStrip - 1];
 #pragma unroll
   for (int delta = 1; delta < kSlideLanes; delta *= 2) {
-    const unsigned t = __shfl_up_sync(kSlideMask, total, delta);
-    if (L.lane >= delta) total += t;
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+      const unsigned t = __shfl_up_sync(kSlideMask, total[n], delta);
+      if (L.lane >= delta) total[n] += t;
+    }
   }
-  const unsigned before = total - p[kSlideStrip - 1];
   // The offsets of the lanes each window reads from, folded into constants:
   // window(j) = p[e+] of lane l + q + A - p[e-] of lane l - q - B + c[A][B]
   // (with the area's rounding addend).
-  const unsigned plus0 = __shfl_sync(kSlideMask, before, L.plus0);
-  unsigned plus1 = 0;
-  if (kGeneric || S > 0) plus1 = __shfl_sync(kSlideMask, before, L.plus1);
-  unsigned minus0 = 0;
-  if (kGeneric || S < kSlideStrip - 1) minus0 = __shfl_sync(kSlideMask, before, L.minus0);
-  const unsigned minus1 = __shfl_sync(kSlideMask, before, L.minus1);
-  const unsigned c00 = plus0 - minus0 + d.area.addend;
-  const unsigned c01 = plus0 - minus1 + d.area.addend;
-  const unsigned c10 = plus1 - minus0 + d.area.addend;
-  const unsigned c11 = plus1 - minus1 + d.area.addend;
+  unsigned c[N][2][2];
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    const unsigned before = total[n] - p[n][kSlideStrip - 1];
+    const unsigned plus0 = __shfl_sync(kSlideMask, before, L.plus0);
+    unsigned plus1 = 0;
+    if (kGeneric || S > 0) plus1 = __shfl_sync(kSlideMask, before, L.plus1);
+    unsigned minus0 = 0;
+    if (kGeneric || S < kSlideStrip - 1) minus0 = __shfl_sync(kSlideMask, before, L.minus0);
+    const unsigned minus1 = __shfl_sync(kSlideMask, before, L.minus1);
+    c[n][0][0] = plus0 - minus0 + addend;
+    c[n][0][1] = plus0 - minus1 + addend;
+    c[n][1][0] = plus1 - minus0 + addend;
+    c[n][1][1] = plus1 - minus1 + addend;
+  }
 
   // Window sums plus the addend (below 2^24 + 2^15).
-  unsigned sums[kSlideStrip];
+  unsigned sums[N][kSlideStrip];
 #pragma unroll
   for (int j = 0; j < kSlideStrip; ++j) {
     const bool a = j + s >= kSlideStrip;  // P[c + r] lies in lane l + q + 1
     const bool b = j < s + 1;             // P[c - r - 1] lies in lane l - q - 1
-    const unsigned hi = __shfl_sync(kSlideMask, p[(j + s) % kSlideStrip], a ? L.plus1 : L.plus0);
-    const unsigned lo = __shfl_sync(kSlideMask, p[(j + kSlideStrip - 1 - s) % kSlideStrip],
-                                    b ? L.minus1 : L.minus0);
-    sums[j] = hi - lo + (a ? (b ? c11 : c10) : (b ? c01 : c00));
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+      const unsigned hi =
+          __shfl_sync(kSlideMask, p[n][(j + s) % kSlideStrip], a ? L.plus1 : L.plus0);
+      const unsigned lo = __shfl_sync(kSlideMask, p[n][(j + kSlideStrip - 1 - s) % kSlideStrip],
+                                      b ? L.minus1 : L.minus0);
+      sums[n][j] = hi - lo + c[n][a ? 1 : 0][b ? 1 : 0];
+    }
   }
 
   // Lenders' results are never stored: they take the interior path, so that
   // only the warps that hold border strips diverge.
-  const bool fast = d.interior && (L.interior || !L.owner);
-  unsigned quotients[kSlideStrip];
+  const bool fast = d[0].interior && (L.interior || !L.owner);
+  unsigned quotients[N][kSlideStrip];
   unsigned place = 0;  // the quotients' byte
   if (fast) {
 #pragma unroll
-    for (int j = 0; j < kSlideStrip; ++j) quotients[j] = slide_mulhi(sums[j], d.area.magic);
-    place = d.area.byte;
+    for (int n = 0; n < N; ++n) {
+#pragma unroll
+      for (int j = 0; j < kSlideStrip; ++j) {
+        quotients[n][j] = slide_mulhi(sums[n][j], d[0].area.magic);
+      }
+    }
+    place = d[0].area.byte;
   } else {
 #pragma unroll
-    for (int j = 0; j < kSlideStrip; ++j) {
-      const unsigned cx = (L.counts[j / 4] >> (8 * (j % 4))) & 0xFFU;
-      const unsigned n = sums[j] + ((cx * d.cy) >> 1) + d.bias;
-      quotients[j] = slide_edge_divide(n, d.magic_cy, sMagic[cx]);
+    for (int n = 0; n < N; ++n) {
+#pragma unroll
+      for (int j = 0; j < kSlideStrip; ++j) {
+        const unsigned cx = (L.counts[j / 4] >> (8 * (j % 4))) & 0xFFU;
+        const unsigned count = sums[n][j] + ((cx * d[n].cy) >> 1) + d[n].bias;
+        quotients[n][j] = slide_edge_divide(count, d[n].magic_cy, kSlideMagics.of[cx]);
+      }
     }
   }
   // Byte `place` of each quotient, four to a word.
   const unsigned pick = place * 0x11U + 0x40U;
-  unsigned w[4];
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    w[k] = __byte_perm(__byte_perm(quotients[4 * k], quotients[4 * k + 1], pick),
-                       __byte_perm(quotients[4 * k + 2], quotients[4 * k + 3], pick), 0x5410);
-  }
-  if (!L.owner) return;
-  if constexpr (!kGeneric) {
-    *reinterpret_cast<uint4*>(gRow) = make_uint4(w[0], w[1], w[2], w[3]);
-  } else {
-    const int n = width - L.x;
+  for (int n = 0; n < N; ++n) {
+    unsigned w[4];
 #pragma unroll
-    for (int i = 0; i < kSlideStrip; ++i) {
-      if (i < n) gRow[i] = static_cast<std::uint8_t>(w[i / 4] >> (8 * (i % 4)));
+    for (int k = 0; k < 4; ++k) {
+      w[k] =
+          __byte_perm(__byte_perm(quotients[n][4 * k], quotients[n][4 * k + 1], pick),
+                      __byte_perm(quotients[n][4 * k + 2], quotients[n][4 * k + 3], pick), 0x5410);
+    }
+    if (!L.owner) continue;
+    std::uint8_t* row = gRow + static_cast<std::ptrdiff_t>(n) * width;
+    if constexpr (!kGeneric) {
+      *reinterpret_cast<uint4*>(row) = make_uint4(w[0], w[1], w[2], w[3]);
+    } else {
+      const int tail = width - L.x;
+#pragma unroll
+      for (int i = 0; i < kSlideStrip; ++i) {
+        if (i < tail) row[i] = static_cast<std::uint8_t>(w[i / 4] >> (8 * (i % 4)));
+      }
     }
   }
 }
@@ -303,13 +366,6 @@ __global__ void __launch_bounds__(kSlideThreads)
                  int height, int width, int radius, int segment_rows) {
   static_assert(S >= 0 && S <= kSlideGeneric, "S is r % 16, or kSlideGeneric");
   constexpr bool kVector = S != kSlideGeneric;
-  // ceil(2^32 / cx) for every column count (the border pixels' second step).
-  __shared__ std::uint32_t sMagic[256];
-  for (int i = static_cast<int>(threadIdx.x); i < 256; i += static_cast<int>(blockDim.x)) {
-    sMagic[i] = slide_small_magic(static_cast<unsigned>(i));
-  }
-  __syncthreads();
-
   const int lane = static_cast<int>(threadIdx.x) % kSlideLanes;
   const int warp = static_cast<int>(threadIdx.x) / kSlideLanes;
   const int warps = static_cast<int>(blockDim.x) / kSlideLanes;
@@ -361,31 +417,40 @@ __global__ void __launch_bounds__(kSlideThreads)
     const int rows = slide_min(segment_rows, height - y0);
     const int tail = width - L.x;  // the strip's columns inside the image, if below 16
 
-    // The first window but its last row: rows y0 - r .. y0 + r - 1 in the image.
+    // The first window but its last row: rows y0 - r .. y0 + r - 1 in the
+    // image, kSlideFill loads in flight at a time, after L2 prefetches of
+    // all of them and of the rows that enter first.
     unsigned v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     {
       const int end = slide_min(y0 + r, height);
       int y = slide_max(y0 - r, 0);
       long long at = static_cast<long long>(y) * width + L.x;
-      for (; y + 4 <= end; y += 4, at += 4LL * width) {
-        const uint4 a = slide_load<kVector>(gIn, at, in_image, tail);
-        const uint4 b = slide_load<kVector>(gIn, at + width, in_image, tail);
-        const uint4 c = slide_load<kVector>(gIn, at + 2LL * width, in_image, tail);
-        const uint4 e = slide_load<kVector>(gIn, at + 3LL * width, in_image, tail);
-        slide_add(v, a);
-        slide_add(v, b);
-        slide_add(v, c);
-        slide_add(v, e);
+      if (in_image) {
+        const int last = slide_min(y0 + r + kSlidePrefetch, height);
+        long long ahead_at = at;
+        for (int k = y; k < last; ++k, ahead_at += width) slide_prefetch(gIn + ahead_at);
+      }
+      for (; y + kSlideFill <= end;
+           y += kSlideFill, at += static_cast<long long>(kSlideFill) * width) {
+        uint4 rows_in[kSlideFill];
+#pragma unroll
+        for (int k = 0; k < kSlideFill; ++k) {
+          rows_in[k] =
+              slide_load<kVector>(gIn, at + static_cast<long long>(k) * width, in_image, tail);
+        }
+#pragma unroll
+        for (int k = 0; k < kSlideFill; ++k) slide_add(v, rows_in[k]);
       }
       for (; y < end; ++y, at += width) slide_add(v, slide_load<kVector>(gIn, at, in_image, tail));
     }
 
     // Output row y0 + t: row y0 + t + r enters, row y0 + t - r - 1 leaves
-    // (none for t = 0: the first window was filled above). Row `ahead`'s
-    // loads are issued next, kSlideAhead rows before its use.
+    // (none for t = 0: the first window was filled above). Rows go in pairs
+    // (a last one alone); a pair's loads are issued while the pair before it
+    // is computed.
     long long enter_at = static_cast<long long>(y0 + r) * width + L.x;
     long long leave_at = enter_at - span;
-    int ahead = 0;
+    int ahead = 0;  // the next row whose loads are issued
     const auto load_ahead = [&](uint4& in, uint4& out) {
       const int y = y0 + ahead;
       const bool now = in_image && ahead < rows;
@@ -395,29 +460,54 @@ __global__ void __launch_bounds__(kSlideThreads)
       enter_at += width;
       leave_at += width;
     };
-    uint4 in[kSlideAhead];
-    uint4 out[kSlideAhead];
-#pragma unroll
-    for (int k = 0; k < kSlideAhead; ++k) load_ahead(in[k], out[k]);
-    std::uint8_t* gRow = gOut + static_cast<std::size_t>(y0) * width + L.x;
-    for (int base = 0; base < rows; base += kSlideAhead) {
-#pragma unroll
-      for (int k = 0; k < kSlideAhead; ++k) {
-        const int t = base + k;  // the same on every lane
-        if (t >= rows) break;
-        slide_column_sums(v, in[k], out[k]);
-        load_ahead(in[k], out[k]);
-        const int y = y0 + t;
-        SlideRowDivisors d{area, y - r >= 0 && y + r <= height - 1, window, magic_window,
+    // Rows y .. y + n - 1 share one divisor path: interior when all are.
+    const auto divisors = [&](int y, int n, SlideRowDivisors& d) {
+      d = SlideRowDivisors{area, y - r >= 0 && y + n - 1 + r <= height - 1, window, magic_window,
                            0U - area.addend};
-        if (!d.interior) {
-          d.cy = static_cast<unsigned>(slide_count(y, r, height));
-          d.magic_cy = slide_small_magic(d.cy);
-          d.bias = (d.cy == 1 ? 1U : 0U) - area.addend;
-        }
-        slide_row<S>(v, L, d, sMagic, gRow, width);
-        gRow += width;
+      if (!d.interior) {
+        d.cy = static_cast<unsigned>(slide_count(y, r, height));
+        d.magic_cy = slide_small_magic(d.cy);
+        d.bias = (d.cy == 1 ? 1U : 0U) - area.addend;
       }
+    };
+    uint4 in[2];
+    uint4 out[2];
+    load_ahead(in[0], out[0]);
+    load_ahead(in[1], out[1]);
+    std::uint8_t* gRow = gOut + static_cast<std::size_t>(y0) * width + L.x;
+    int t = 0;
+    for (; t + 2 <= rows; t += 2) {
+      unsigned pair[2][8];
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        slide_column_sums(v, in[n], out[n]);
+#pragma unroll
+        for (int m = 0; m < 8; ++m) pair[n][m] = v[m];
+      }
+      load_ahead(in[0], out[0]);
+      load_ahead(in[1], out[1]);
+      // Rows t + kSlidePrefetch and the next enter later: to L2 now
+      // (enter_at is row t + 4's).
+      if (in_image && y0 + t + kSlidePrefetch + r < height) {
+        slide_prefetch(gIn + (enter_at + static_cast<long long>(kSlidePrefetch - 4) * width));
+      }
+      if (in_image && y0 + t + kSlidePrefetch + 1 + r < height) {
+        slide_prefetch(gIn + (enter_at + static_cast<long long>(kSlidePrefetch - 3) * width));
+      }
+      SlideRowDivisors d[2];
+      divisors(y0 + t, 2, d[0]);
+      divisors(y0 + t + 1, 1, d[1]);
+      slide_rows<S, 2>(pair, L, d, gRow, width);
+      gRow += 2LL * width;
+    }
+    if (t < rows) {
+      unsigned last[1][8];
+      slide_column_sums(v, in[0], out[0]);
+#pragma unroll
+      for (int m = 0; m < 8; ++m) last[0][m] = v[m];
+      SlideRowDivisors d[1];
+      divisors(y0 + t, 1, d[0]);
+      slide_rows<S, 1>(last, L, d, gRow, width);
     }
   }
 }
