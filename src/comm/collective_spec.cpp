@@ -87,6 +87,11 @@ void require_contiguous(const char* call, const Tensor& t, const char* role) {
   }
 }
 
+bool unbound_intermediate(const Tensor& t) noexcept {
+  const Storage* s = TensorAccess::storage(t).get();
+  return s != nullptr && s->intermediate && !s->bound;
+}
+
 // Same dtype, same memory space, and element counts as the collective wants them.
 void check_pair(const char* call, const Tensor& in, const Tensor& out, std::int64_t in_side,
                 std::int64_t out_side) {
@@ -95,9 +100,9 @@ void check_pair(const char* call, const Tensor& in, const Tensor& out, std::int6
   require(in.dtype() == out.dtype(), std::string(call) + ": input " + in.describe() +
                                          " and output " + out.describe() +
                                          " have different dtypes");
-  require(in.memory() == out.memory(), std::string(call) + ": input " + in.describe() +
-                                           " and output " + out.describe() +
-                                           " are in different memory spaces");
+  // An intermediate has no memory until its graph is submitted or compiled:
+  // the collective's validate() compares the two then (same_memory_at_submit).
+  if (!unbound_intermediate(in) && !unbound_intermediate(out)) same_memory_at_submit(call, in, out);
   require(in_side == out_side, std::string(call) + ": input " + in.describe() + " and output " +
                                    out.describe() + " do not match in size");
 }
@@ -175,6 +180,12 @@ bool overlaps(const Tensor& a, const Tensor& b) noexcept {
   const auto* pb = static_cast<const unsigned char*>(b.data());
   if (pa == nullptr || pb == nullptr || a.nbytes() == 0 || b.nbytes() == 0) return false;
   return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+void same_memory_at_submit(const char* call, const Tensor& in, const Tensor& out) {
+  require(in.memory() == out.memory(), std::string(call) + ": input " + in.describe() +
+                                           " and output " + out.describe() +
+                                           " are in different memory spaces");
 }
 
 }  // namespace loom::detail

@@ -54,6 +54,13 @@ CollectiveSpec broadcast_spec(const Tensor& data, int root, int ranks);
 CollectiveSpec ring_exchange_spec(const Tensor& send, const Tensor& recv);
 /// send or recv: contiguous whole-byte data, and a peer that is another rank.
 void check_point_to_point(const char* call, const Tensor& data, int peer, int rank, int ranks);
+/// Whether `t` is a graph intermediate that no runtime has bound yet (no
+/// memory: it takes the runtime's default space at submit or compile).
+bool unbound_intermediate(const Tensor& t) noexcept;
+/// @throws InvalidArgument when in and out are in different memory spaces
+/// (collectives check at build, and again at submit, where an intermediate
+/// has its memory).
+void same_memory_at_submit(const char* call, const Tensor& in, const Tensor& out);
 
 /// A byte of host memory as a one-element u8 tensor, never read or written
 /// by anyone: a collective lists it among its writes so that the graph's

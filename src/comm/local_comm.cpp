@@ -712,6 +712,7 @@ class LocalCollective final : public LocalOp {
   std::string_view name() const noexcept override { return name_of(entry_.spec.kind); }
   std::vector<Tensor> reads() const override { return {in_}; }
   std::vector<Tensor> writes() const override { return {out_, token_}; }
+  void validate() const override { same_memory_at_submit(name_of(entry_.spec.kind), in_, out_); }
   void run_cpu() const override {
     Entry mine = entry_;
     mine.in = static_cast<const unsigned char*>(in_.data());

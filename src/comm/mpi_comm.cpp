@@ -379,6 +379,7 @@ class MpiCollective final : public MpiOp {
   std::string_view name() const noexcept override { return name_of(spec_.kind); }
   std::vector<Tensor> reads() const override { return {in_}; }
   std::vector<Tensor> writes() const override { return {out_, token_}; }
+  void validate() const override { same_memory_at_submit(name_of(spec_.kind), in_, out_); }
 
   void run_cpu() const override {
     MpiGroup& g = *group_;

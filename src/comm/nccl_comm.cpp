@@ -240,6 +240,7 @@ class NcclCollective final : public NcclOp {
   void validate() const override {
     require_device(in_);
     require_device(out_);
+    same_memory_at_submit(name_of(spec_.kind), in_, out_);
   }
 
   void run_cuda(const ExecutionContext& ctx) const override {
