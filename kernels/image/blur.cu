@@ -320,11 +320,14 @@ void launch_separable(const std::uint8_t* src, std::uint8_t* dst, std::int64_t p
   }
   auto* rows = static_cast<std::uint16_t*>(workspace);
   const std::int64_t all_rows = planes * height;
-  const std::int64_t row_runs = (width + blur_detail::kRowRun - 1) / blur_detail::kRowRun;
+  const std::int64_t row_chunks = (width + blur_detail::kRowChunk - 1) / blur_detail::kRowChunk;
   const std::int64_t col_runs = (height + blur_detail::kColRun - 1) / blur_detail::kColRun;
-  loom::detail::launch_on_stream(
-      stream, blur_detail::blur_row_sums, blocks_for_threads(all_rows * row_runs),
-      blur_detail::kSeparableThreads, 0, src, rows, all_rows, width, std::int64_t{radius});
+  // A block a chunk of a row (striding past 2^31 - 1 chunks).
+  const auto row_blocks =
+      static_cast<unsigned>(std::min<std::int64_t>(all_rows * row_chunks, 0x7FFFFFFF));
+  loom::detail::launch_on_stream(stream, blur_detail::blur_row_sums, row_blocks,
+                                 blur_detail::kSeparableThreads, 0, src, rows, all_rows, width,
+                                 std::int64_t{radius});
   loom::detail::launch_on_stream(
       stream, blur_detail::blur_column_sums, blocks_for_threads(planes * col_runs * width),
       blur_detail::kSeparableThreads, 0, rows, dst, planes, height, width, std::int64_t{radius});

@@ -33,8 +33,10 @@
 //          thread's 8 rows. Interior tiles divide by a compile-time
 //          constant; tiles that touch a border divide by their pixels' own
 //          counts. Radii 1..kBlurTiledMaxRadius; other radii run naive.
-//   separable  two passes of running sums (blur_separable.cuh): 16-bit row
-//          sums into a workspace, then column sums and the division; each
+//   separable  two passes (blur_separable.cuh): 16-bit row sums into a
+//          workspace (a block takes 1024 pixels of a row and the window's
+//          reach into shared memory, coalesced, and differences their prefix
+//          sums), then column sums by running windows and the division; each
 //          pixel costs the same whatever the radius (6 bytes of traffic
 //          against the 2 of the floor).
 //   sliding  one pass at any radius 0..127 (blur_sliding.cuh): a warp walks

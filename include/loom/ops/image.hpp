@@ -32,7 +32,7 @@ enum class BlurVariant : std::uint8_t {
   tiled,      ///< radius 1..7 (others run naive): a register-streaming kernel when the width
               ///< is a multiple of 16 and the data 16-byte aligned, else tiled_v1
   tiled_v1,   ///< shared-memory tiles; radius 1..7 (others run naive)
-  separable,  ///< running sums along rows into a workspace, then down columns: two passes
+  separable,  ///< row sums into a workspace, then running sums down columns: two passes
   sliding,    ///< one pass at any radius: running column sums down the image, the row's
               ///< window from prefix sums across a warp
 };
