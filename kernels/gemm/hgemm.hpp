@@ -27,8 +27,8 @@
 //              contiguous along one dimension, its leading dimension and
 //              batch stride multiples of 8 elements (16 bytes) and 16-byte
 //              aligned data; any extents (hgemm_wgmma_fits), and a device
-//              of compute capability 9.0 (hgemm_wgmma_available). Not yet
-//              chosen by automatic (kHgemmAutomaticUsesWgmma).
+//              of compute capability 9.0 (hgemm_wgmma_available). What
+//              automatic runs where it can (kHgemmAutomaticUsesWgmma).
 //   simple     any layout, any alignment: 32 x 32 tiles through shared
 //              memory, f32 math, one element of C a thread. What runs where
 //              mma_sync does not fit.
@@ -83,9 +83,9 @@ enum class HgemmVariant { automatic, mma_sync, simple, wgmma };
 std::string_view to_string(HgemmVariant variant) noexcept;
 
 /// Whether automatic picks wgmma (on a 9.0 device, where it fits) before
-/// mma_sync. THE SWITCH: false until the wgmma kernel has passed its GPU
-/// tests (test_hgemm_gpu.cpp, HgemmGpu.Wgmma*) on an H100/H200.
-inline constexpr bool kHgemmAutomaticUsesWgmma = false;
+/// mma_sync: on since its GPU tests (HgemmGpu.Wgmma*, MatmulHalfGpu.Wgmma*)
+/// passed on an H100 (2026-12-05), where it ran 2.7x mma_sync at 8192^3.
+inline constexpr bool kHgemmAutomaticUsesWgmma = true;
 
 /// Whether mma_sync takes these operands (layouts and alignment above).
 bool hgemm_mma_sync_fits(const HgemmArgs& args) noexcept;
