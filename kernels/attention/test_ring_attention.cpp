@@ -25,14 +25,13 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
 
 using loom::DType;
 using loom::ops::RingLayout;
-using loom::test::attention::plain_attention;
-using loom::test::attention::plain_attention_gradients;
 using loom::test::attention::random_halves;
 using loom::test::attention::widen;
 
@@ -69,25 +68,18 @@ Whole whole_problem(const Case& c) {
   w.k = random_halves(n, c.dtype, rng);
   w.v = random_halves(n, c.dtype, rng);
   w.dout = random_halves(n, c.dtype, rng);
-  const auto head = [&](const std::vector<std::uint16_t>& bits, std::int64_t bh) {
-    std::vector<float> x(static_cast<std::size_t>(w.s * c.d));
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      x[i] = widen(c.dtype, bits[static_cast<std::size_t>(bh * w.s * c.d) + i]);
-    }
+  const auto widened = [&](const std::vector<std::uint16_t>& bits) {
+    std::vector<float> x(bits.size());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = widen(c.dtype, bits[i]);
     return x;
   };
-  const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
-  for (std::int64_t bh = 0; bh < c.b * c.h; ++bh) {
-    const auto r = plain_attention(head(w.q, bh), head(w.k, bh), head(w.v, bh), w.s, w.s, c.d,
-                                   scale, c.causal, 0);
-    const auto g = plain_attention_gradients(head(w.q, bh), head(w.k, bh), head(w.v, bh),
-                                             head(w.dout, bh), w.s, w.s, c.d, scale, c.causal, 0);
-    w.out.insert(w.out.end(), r.out.begin(), r.out.end());
-    w.lse.insert(w.lse.end(), r.lse.begin(), r.lse.end());
-    w.dq.insert(w.dq.end(), g.dq.begin(), g.dq.end());
-    w.dk.insert(w.dk.end(), g.dk.begin(), g.dk.end());
-    w.dv.insert(w.dv.end(), g.dv.begin(), g.dv.end());
-  }
+  auto ref = loom::test::attention::whole_reference(widened(w.q), widened(w.k), widened(w.v),
+                                                    widened(w.dout), c.b * c.h, w.s, c.d, c.causal);
+  w.out = std::move(ref.out);
+  w.lse = std::move(ref.lse);
+  w.dq = std::move(ref.dq);
+  w.dk = std::move(ref.dk);
+  w.dv = std::move(ref.dv);
   return w;
 }
 

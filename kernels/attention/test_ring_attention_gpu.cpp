@@ -65,23 +65,7 @@ void check(const Case& c) {
     return v;
   };
   const auto q = values(), k = values(), v = values(), dout = values();
-  std::vector<double> out_ref, lse_ref, dq_ref, dk_ref, dv_ref;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
-  for (std::int64_t bh = 0; bh < heads; ++bh) {
-    const auto head = [&](const std::vector<float>& x) {
-      const auto at = x.begin() + bh * s * c.d;
-      return std::vector<float>(at, at + s * c.d);
-    };
-    const auto r = loom::test::attention::plain_attention(head(q), head(k), head(v), s, s, c.d,
-                                                          scale, c.causal, 0);
-    const auto g = loom::test::attention::plain_attention_gradients(
-        head(q), head(k), head(v), head(dout), s, s, c.d, scale, c.causal, 0);
-    out_ref.insert(out_ref.end(), r.out.begin(), r.out.end());
-    lse_ref.insert(lse_ref.end(), r.lse.begin(), r.lse.end());
-    dq_ref.insert(dq_ref.end(), g.dq.begin(), g.dq.end());
-    dk_ref.insert(dk_ref.end(), g.dk.begin(), g.dk.end());
-    dv_ref.insert(dv_ref.end(), g.dv.begin(), g.dv.end());
-  }
+  const auto ref = loom::test::attention::whole_reference(q, k, v, dout, heads, s, c.d, c.causal);
   const double tol = c.dtype == DType::bf16 ? 1e-2 : 5e-3;
   loom::test::on_ranks(
       loom::local_communicators(c.ranks), loom::RuntimeOptions{},
@@ -131,12 +115,12 @@ void check(const Case& c) {
                 << i / static_cast<std::size_t>(c.d) << ")";
           }
         };
-        expect(out32, out_ref, "out");
-        expect(dq32, dq_ref, "dq");
-        expect(dk32, dk_ref, "dk");
-        expect(dv32, dv_ref, "dv");
+        expect(out32, ref.out, "out");
+        expect(dq32, ref.dq, "dq");
+        expect(dk32, ref.dk, "dk");
+        expect(dv32, ref.dv, "dv");
         const auto got_lse = rt.download<float>(lse);
-        const auto want_lse = ring_local_rows(lse_ref, heads, s, ranges, 1);
+        const auto want_lse = ring_local_rows(ref.lse, heads, s, ranges, 1);
         for (std::size_t i = 0; i < want_lse.size(); ++i) {
           ASSERT_NEAR(got_lse[i], want_lse[i], 1e-3) << "lse, rank " << rank << ", row " << i;
         }

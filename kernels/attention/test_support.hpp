@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -131,6 +132,35 @@ std::vector<float> ring_local_rows(const std::vector<T>& whole, std::int64_t hea
     }
   }
   return out;
+}
+
+/// Attention over a whole sequence and its gradients, head by head: q, k,
+/// v and dout hold `heads` heads of `length` rows of d values each.
+struct WholeReference {
+  std::vector<double> out, lse, dq, dk, dv;
+};
+inline WholeReference whole_reference(const std::vector<float>& q, const std::vector<float>& k,
+                                      const std::vector<float>& v, const std::vector<float>& dout,
+                                      std::int64_t heads, std::int64_t length, std::int64_t d,
+                                      bool causal) {
+  WholeReference w;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const auto rows = static_cast<std::ptrdiff_t>(length * d);
+  for (std::int64_t bh = 0; bh < heads; ++bh) {
+    const auto head = [&](const std::vector<float>& x) {
+      const auto at = x.begin() + bh * rows;
+      return std::vector<float>(at, at + rows);
+    };
+    const auto r = plain_attention(head(q), head(k), head(v), length, length, d, scale, causal, 0);
+    const auto g = plain_attention_gradients(head(q), head(k), head(v), head(dout), length, length,
+                                             d, scale, causal, 0);
+    w.out.insert(w.out.end(), r.out.begin(), r.out.end());
+    w.lse.insert(w.lse.end(), r.lse.begin(), r.lse.end());
+    w.dq.insert(w.dq.end(), g.dq.begin(), g.dq.end());
+    w.dk.insert(w.dk.end(), g.dk.begin(), g.dk.end());
+    w.dv.insert(w.dv.end(), g.dv.begin(), g.dv.end());
+  }
+  return w;
 }
 
 }  // namespace loom::test::attention

@@ -81,24 +81,8 @@ void check(const Case& c) {
   const auto k = whole_values(n, 2);
   const auto v = whole_values(n, 3);
   const auto dout = whole_values(n, 4);
-  // The reference, head by head.
-  std::vector<double> out_ref, lse_ref, dq_ref, dk_ref, dv_ref;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(c.d));
-  for (std::int64_t bh = 0; bh < c.b * c.h; ++bh) {
-    const auto head = [&](const std::vector<float>& x) {
-      const auto at = x.begin() + bh * s * c.d;
-      return std::vector<float>(at, at + s * c.d);
-    };
-    const auto r = loom::test::attention::plain_attention(head(q), head(k), head(v), s, s, c.d,
-                                                          scale, c.causal, 0);
-    const auto g = loom::test::attention::plain_attention_gradients(
-        head(q), head(k), head(v), head(dout), s, s, c.d, scale, c.causal, 0);
-    out_ref.insert(out_ref.end(), r.out.begin(), r.out.end());
-    lse_ref.insert(lse_ref.end(), r.lse.begin(), r.lse.end());
-    dq_ref.insert(dq_ref.end(), g.dq.begin(), g.dq.end());
-    dk_ref.insert(dk_ref.end(), g.dk.begin(), g.dk.end());
-    dv_ref.insert(dv_ref.end(), g.dv.begin(), g.dv.end());
-  }
+  const auto ref =
+      loom::test::attention::whole_reference(q, k, v, dout, c.b * c.h, s, c.d, c.causal);
 
   const auto ranges = loom::ops::ring_ranges(s, rank, ranks, c.layout);
   const loom::Shape shape{c.b, c.h, c.block, c.d};
@@ -146,12 +130,12 @@ void check(const Case& c) {
       ASSERT_NEAR(got[i], want[i], bound) << what << ", " << where << ", element " << i;
     }
   };
-  expect(out32, out_ref, "out");
-  expect(dq32, dq_ref, "dq");
-  expect(dk32, dk_ref, "dk");
-  expect(dv32, dv_ref, "dv");
+  expect(out32, ref.out, "out");
+  expect(dq32, ref.dq, "dq");
+  expect(dk32, ref.dk, "dk");
+  expect(dv32, ref.dv, "dv");
   const auto got_lse = rt.download<float>(lse);
-  const auto want_lse = local_rows(lse_ref, c, s, ranges, 1);
+  const auto want_lse = local_rows(ref.lse, c, s, ranges, 1);
   for (std::size_t i = 0; i < want_lse.size(); ++i) {
     ASSERT_NEAR(got_lse[i], want_lse[i], 1e-3) << "lse, " << where << ", row " << i;
   }
