@@ -232,18 +232,67 @@ AttentionOptions flash_options(const RingAttentionOptions& o, bool causal) {
   return {.causal = causal, .alignment = CausalAlignment::top_left, .scale = o.scale};
 }
 
-// `t` if contiguous, else a contiguous copy of it (what a ring exchange sends).
-Tensor sendable(Graph& g, const Tensor& t, const std::string& name) {
-  if (t.is_contiguous()) return t;
-  Tensor packed = g.intermediate(t.dtype(), t.shape());
-  g.copy(t, packed, {.name = name});
-  return packed;
+// Writes `src` into `dst` (contiguous): a copy task where `src` is
+// contiguous too, else a cast to the same type (which reads strided views).
+void place(Graph& g, const Tensor& src, const Tensor& dst, const std::string& name) {
+  if (src.is_contiguous()) {
+    g.copy(src, dst, {.name = name});
+  } else {
+    g.add(cast(src, dst), {.name = name});
+  }
 }
 
 void exchange(Graph& g, const Communicator& comm, const Tensor& send, const Tensor& recv,
               const std::string& name) {
   g.collective(comm.ring_exchange(send, recv), {.name = name});
 }
+
+// Two tensors of one shape [B, H, L, D] that travel the ring together, packed
+// along the batch as [2B, H, L, D] so that a step passes them on in one
+// exchange (one rendezvous, one message) instead of two. Two such pairs
+// alternate: at step s the pair held is pairs[s % 2], and the exchange of
+// step s fills the other.
+class TravellingPair {
+ public:
+  TravellingPair(Graph& g, DType dtype, const Shape& shape)
+      : batch_(shape[0]),
+        pairs_{g.intermediate(dtype, doubled(shape)), g.intermediate(dtype, doubled(shape))} {}
+
+  const Tensor& held(int s) const { return pairs_[s % 2]; }
+  Tensor first(int s) const { return held(s).slice(0, 0, batch_); }
+  Tensor second(int s) const { return held(s).slice(0, batch_, 2 * batch_); }
+
+  // Passes the pair held at step s on to rank + 1, receiving rank - 1's.
+  void pass_on(Graph& g, const Communicator& comm, int s, const std::string& name) const {
+    exchange(g, comm, held(s), held(s + 1), name);
+  }
+
+ private:
+  static Shape doubled(const Shape& shape) { return {2 * shape[0], shape[1], shape[2], shape[3]}; }
+  std::int64_t batch_;
+  Tensor pairs_[2];
+};
+
+// The key/value blocks of the ring: at step 0 the rank's own (read where
+// they are, and packed once to be sent), then each earlier rank's in turn.
+class KeyValueRing {
+ public:
+  KeyValueRing(Graph& g, const Tensor& k, const Tensor& v, const std::string& name)
+      : k_(k), v_(v), pairs_(g, k.dtype(), k.shape()) {
+    place(g, k, pairs_.first(0), name + ".pack_k");
+    place(g, v, pairs_.second(0), name + ".pack_v");
+  }
+  Tensor k(int s) const { return s == 0 ? k_ : pairs_.first(s); }
+  Tensor v(int s) const { return s == 0 ? v_ : pairs_.second(s); }
+  // Sends the block held at step s on while step s uses it (both only read it).
+  void pass_on(Graph& g, const Communicator& comm, int s, const RingAttentionOptions& o) const {
+    if (s + 1 < comm.size()) pairs_.pass_on(g, comm, s, step_name(o, s, "send_kv"));
+  }
+
+ private:
+  Tensor k_, v_;
+  TravellingPair pairs_;
+};
 
 }  // namespace
 
@@ -261,51 +310,34 @@ void ring_attention(Graph& g, const Communicator& comm, const Tensor& q, const T
   }
   const Shape& shape = q.shape();
   const Shape lse_shape{shape[0], shape[1], shape[2]};
-  const Tensor kv_buffers[2][2] = {
-      {g.intermediate(k.dtype(), shape), g.intermediate(v.dtype(), shape)},
-      {g.intermediate(k.dtype(), shape), g.intermediate(v.dtype(), shape)}};
   const Tensor parts[2] = {g.intermediate(q.dtype(), shape), g.intermediate(q.dtype(), shape)};
   const Tensor part_lses[2] = {g.intermediate(DType::f32, lse_shape),
                                g.intermediate(DType::f32, lse_shape)};
   const Tensor acc = g.intermediate(DType::f32, shape);
   const Tensor acc_lse = g.intermediate(DType::f32, lse_shape);
 
-  Tensor held_k = sendable(g, k, o.name + ".pack_k");
-  Tensor held_v = sendable(g, v, o.name + ".pack_v");
+  const KeyValueRing blocks(g, k, v, o.name);
   bool written = false;  // whether out (and lse) have their result
   for (int s = 0; s < ranks; ++s) {
-    // Passes the held block on while it is used (both only read it).
-    if (s + 1 < ranks) {
-      const Tensor* next = kv_buffers[(s + 1) % 2];
-      exchange(g, comm, held_k, next[0], step_name(o, s, "send_k"));
-      exchange(g, comm, held_v, next[1], step_name(o, s, "send_v"));
-    }
+    blocks.pass_on(g, comm, s, o);
     const int holder = (rank - s + ranks) % ranks;
     const StepWork w = step_work(rank, holder, length, o);
-    if (w.any) {
-      const Tensor& part = parts[s % 2];
-      const Tensor& part_lse = part_lses[s % 2];
-      const std::int64_t qb = w.q_begin;
-      const std::int64_t qe = w.q_end;
-      const Tensor step_k = s == 0 ? k : held_k;
-      const Tensor step_v = s == 0 ? v : held_v;
-      g.add(flash_attention(rows(q, qb, qe), rows(step_k, w.k_begin, w.k_end),
-                            rows(step_v, w.k_begin, w.k_end), rows(part, qb, qe),
-                            rows(part_lse, qb, qe), flash_options(o, w.causal)),
-            {.name = step_name(o, s, "flash")});
-      // The last merge writes the result when it covers every row.
-      const bool last = s + 1 == ranks && qb == 0 && qe == length;
-      g.add(std::make_shared<AttentionMerge>(rows(acc, qb, qe), rows(acc_lse, qb, qe),
-                                             rows(part, qb, qe), rows(part_lse, qb, qe),
-                                             last ? out : Tensor{},
-                                             last && lse.defined() ? lse : Tensor{}, s == 0),
-            {.name = step_name(o, s, "merge")});
-      written = last;
-    }
-    if (s + 1 < ranks) {
-      held_k = kv_buffers[(s + 1) % 2][0];
-      held_v = kv_buffers[(s + 1) % 2][1];
-    }
+    if (!w.any) continue;
+    const Tensor& part = parts[s % 2];
+    const Tensor& part_lse = part_lses[s % 2];
+    const std::int64_t qb = w.q_begin;
+    const std::int64_t qe = w.q_end;
+    g.add(flash_attention(rows(q, qb, qe), rows(blocks.k(s), w.k_begin, w.k_end),
+                          rows(blocks.v(s), w.k_begin, w.k_end), rows(part, qb, qe),
+                          rows(part_lse, qb, qe), flash_options(o, w.causal)),
+          {.name = step_name(o, s, "flash")});
+    // The last merge writes the result when it covers every row.
+    const bool last = s + 1 == ranks && qb == 0 && qe == length;
+    g.add(std::make_shared<AttentionMerge>(
+              rows(acc, qb, qe), rows(acc_lse, qb, qe), rows(part, qb, qe), rows(part_lse, qb, qe),
+              last ? out : Tensor{}, last && lse.defined() ? lse : Tensor{}, s == 0),
+          {.name = step_name(o, s, "merge")});
+    written = last;
   }
   if (!written) {
     g.add(std::make_shared<GradientAccumulate>(acc, Tensor{}, out, false),
@@ -330,9 +362,6 @@ void ring_attention_backward(Graph& g, const Communicator& comm, const Tensor& q
     return;
   }
   const Shape& shape = q.shape();
-  const Tensor kv_buffers[2][2] = {
-      {g.intermediate(k.dtype(), shape), g.intermediate(v.dtype(), shape)},
-      {g.intermediate(k.dtype(), shape), g.intermediate(v.dtype(), shape)}};
   // Per-step gradients (the kernel's type), two sets so that a step's
   // kernels run while the one before is summed.
   Tensor step_grads[2][3];
@@ -340,64 +369,48 @@ void ring_attention_backward(Graph& g, const Communicator& comm, const Tensor& q
     for (auto& t : set) t = g.intermediate(q.dtype(), shape);
   }
   const Tensor dq_sum = g.intermediate(DType::f32, shape);
-  // dK and dV travel with their block: summed here, passed on, summed there.
-  const Tensor travel[2][2] = {
-      {g.intermediate(DType::f32, shape), g.intermediate(DType::f32, shape)},
-      {g.intermediate(DType::f32, shape), g.intermediate(DType::f32, shape)}};
-
-  Tensor held_k = sendable(g, k, o.name + ".pack_k");
-  Tensor held_v = sendable(g, v, o.name + ".pack_v");
+  const KeyValueRing blocks(g, k, v, o.name);
+  // dK and dV travel with their block, in f32: summed here, passed on,
+  // summed there; after P hops they are home.
+  const TravellingPair sums(g, DType::f32, shape);
   for (int s = 0; s < ranks; ++s) {
-    if (s + 1 < ranks) {
-      const Tensor* next = kv_buffers[(s + 1) % 2];
-      exchange(g, comm, held_k, next[0], step_name(o, s, "send_k"));
-      exchange(g, comm, held_v, next[1], step_name(o, s, "send_v"));
-    }
+    blocks.pass_on(g, comm, s, o);
     const int holder = (rank - s + ranks) % ranks;
     const StepWork w = step_work(rank, holder, length, o);
-    const Tensor* sums = travel[s % 2];
     if (w.any) {
       const Tensor* step = step_grads[s % 2];
       const std::int64_t qb = w.q_begin;
       const std::int64_t qe = w.q_end;
       const std::int64_t kb = w.k_begin;
       const std::int64_t ke = w.k_end;
-      const Tensor step_k = s == 0 ? k : held_k;
-      const Tensor step_v = s == 0 ? v : held_v;
-      g.add(flash_attention_backward(rows(q, qb, qe), rows(step_k, kb, ke), rows(step_v, kb, ke),
-                                     rows(out, qb, qe), rows(lse, qb, qe), rows(dout, qb, qe),
+      g.add(flash_attention_backward(rows(q, qb, qe), rows(blocks.k(s), kb, ke),
+                                     rows(blocks.v(s), kb, ke), rows(out, qb, qe),
+                                     rows(lse, qb, qe), rows(dout, qb, qe),
                                      {.dq = rows(step[0], qb, qe),
                                       .dk = rows(step[1], kb, ke),
                                       .dv = rows(step[2], kb, ke)},
                                      flash_options(o, w.causal)),
             {.name = step_name(o, s, "flash_backward")});
       // Step 0 is the rank's own block, which covers every row.
-      g.add(std::make_shared<GradientAccumulate>(rows(dq_sum, qb, qe), rows(step[0], qb, qe),
-                                                 Tensor{}, s == 0),
-            {.name = step_name(o, s, "sum_dq")});
-      g.add(std::make_shared<GradientAccumulate>(rows(sums[0], kb, ke), rows(step[1], kb, ke),
-                                                 Tensor{}, s == 0),
-            {.name = step_name(o, s, "sum_dk")});
-      g.add(std::make_shared<GradientAccumulate>(rows(sums[1], kb, ke), rows(step[2], kb, ke),
-                                                 Tensor{}, s == 0),
-            {.name = step_name(o, s, "sum_dv")});
+      const auto sum = [&](const Tensor& into, const Tensor& part, std::int64_t b, std::int64_t e,
+                           std::string_view what) {
+        g.add(std::make_shared<GradientAccumulate>(rows(into, b, e), rows(part, b, e), Tensor{},
+                                                   s == 0),
+              {.name = step_name(o, s, what)});
+      };
+      sum(dq_sum, step[0], qb, qe, "sum_dq");
+      sum(sums.first(s), step[1], kb, ke, "sum_dk");
+      sum(sums.second(s), step[2], kb, ke, "sum_dv");
     }
-    // The sums go on with their block; after P hops they are home.
-    const Tensor* next_sums = travel[(s + 1) % 2];
-    exchange(g, comm, sums[0], next_sums[0], step_name(o, s, "send_dk"));
-    exchange(g, comm, sums[1], next_sums[1], step_name(o, s, "send_dv"));
-    if (s + 1 < ranks) {
-      held_k = kv_buffers[(s + 1) % 2][0];
-      held_v = kv_buffers[(s + 1) % 2][1];
-    }
+    sums.pass_on(g, comm, s, step_name(o, s, "send_dkv"));
   }
-  const Tensor* home = travel[ranks % 2];
-  g.add(std::make_shared<GradientAccumulate>(dq_sum, Tensor{}, grads.dq, false),
-        {.name = o.name + ".finish_dq"});
-  g.add(std::make_shared<GradientAccumulate>(home[0], Tensor{}, grads.dk, false),
-        {.name = o.name + ".finish_dk"});
-  g.add(std::make_shared<GradientAccumulate>(home[1], Tensor{}, grads.dv, false),
-        {.name = o.name + ".finish_dv"});
+  const auto finish = [&](const Tensor& sum, const Tensor& grad, std::string_view what) {
+    g.add(std::make_shared<GradientAccumulate>(sum, Tensor{}, grad, false),
+          {.name = o.name + "." + std::string(what)});
+  };
+  finish(dq_sum, grads.dq, "finish_dq");
+  finish(sums.first(ranks), grads.dk, "finish_dk");
+  finish(sums.second(ranks), grads.dv, "finish_dv");
 }
 
 std::vector<SequenceRange> ring_ranges(std::int64_t length, int rank, int ranks,

@@ -556,7 +556,13 @@ class LocalGroup {
       lane.release();
       lane = DeviceLane{};
       DeviceGuard guard(device);
-      LOOM_CUDA_CHECK(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking));
+      // The greatest priority: a collective holds every rank up, and on a
+      // stream of the default (least) priority its copies would wait behind
+      // the compute kernels the ranks have queued meanwhile.
+      int least = 0;
+      int greatest = 0;
+      LOOM_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      LOOM_CUDA_CHECK(cudaStreamCreateWithPriority(&lane.stream, cudaStreamNonBlocking, greatest));
       lane.device = device;
     }
     return lane;

@@ -26,7 +26,9 @@ CudaLauncher::CudaLauncher(CudaLauncherOptions options, CopyEngine& copies, Pois
     for (int i = 0; i < k_; ++i)
       streams_.push_back(stream_pool_->acquire(static_cast<Priority>(p)));
   }
-  streams_.push_back(stream_pool_->acquire(Priority::normal));  // collectives
+  // Collectives at the greatest priority: NCCL's kernels hold every rank
+  // up, and on a lower one their blocks would wait behind queued compute.
+  streams_.push_back(stream_pool_->acquire(Priority::high));
   events_->reserve(64);
   launches_.assign(streams_.size(), 0);
   waker_ = new Waker(loop_, streams_.size());
