@@ -33,7 +33,7 @@ constexpr std::int64_t kSeq = 16384;
 constexpr std::int64_t kHeads = 8;
 constexpr std::int64_t kDim = 128;
 constexpr int kWarmup = 2;
-constexpr int kTimed = 5;
+constexpr int kTimed = 9;
 
 // A bf16 tensor of `shape` with values in [-1, 1) from a small generator.
 Tensor random_bf16(loom::Runtime& rt, const Shape& shape, std::uint64_t seed) {
@@ -74,9 +74,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Mean wall time of one round, after warm-up, in which every runtime
+// Median wall time of one round, after warm-up, in which every runtime
 // submits its graph and all are waited for (the runs meet in the ring's
-// collectives, on the runtimes' own threads).
+// collectives, on the runtimes' own threads). The median: a round now and
+// then pays for the host (eight runtimes' threads on one machine).
 double time_rounds(std::vector<std::unique_ptr<loom::Runtime>>& runtimes,
                    std::vector<loom::Graph>& graphs) {
   const auto round = [&] {
@@ -87,9 +88,13 @@ double time_rounds(std::vector<std::unique_ptr<loom::Runtime>>& runtimes,
     for (auto& run : runs) run.wait();
   };
   for (int i = 0; i < kWarmup; ++i) round();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < kTimed; ++i) round();
-  return seconds_since(t0) / kTimed;
+  std::vector<double> seconds;
+  for (int i = 0; i < kTimed; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    round();
+    seconds.push_back(seconds_since(t0));
+  }
+  return loom::bench::median(seconds);
 }
 
 void BM_RingAttention(benchmark::State& state) {

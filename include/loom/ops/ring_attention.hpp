@@ -3,9 +3,10 @@
 /// Ring attention (Lecture 13): attention over a sequence split across the
 /// ranks of a communicator. Each rank keeps its block of queries; at each of
 /// P steps (P = comm.size()) it runs flash attention against the key/value
-/// block it holds while passing that block to rank + 1 (a ring_exchange on
-/// the communication stream, into the other of two buffers, so the next
-/// block arrives while this one is computed); the partial results merge by
+/// block it holds while passing that block to rank + 1 (k and v packed into
+/// one ring_exchange on the communication stream, into the next of three
+/// buffers, so the next block arrives while this one is computed, and the
+/// exchanges may run a step ahead); the partial results merge by
 /// their log-sum-exp in f32. The result on each rank equals attention over
 /// the whole sequence, for that rank's queries.
 ///
@@ -63,8 +64,8 @@ struct RingAttentionOptions {
 };
 
 /// Adds the forward pass's tasks to `g`: out (and lse, when defined) = this
-/// rank's rows of attention over the whole sequence. Scratch (two key/value
-/// buffers, two partial results, an f32 running result) is graph
+/// rank's rows of attention over the whole sequence. Scratch (three packed
+/// key/value buffers, two partial results, an f32 running result) is graph
 /// intermediates. @throws InvalidArgument for shapes that cannot form a ring
 /// (the message says why); the tensors' other checks are flash_attention's,
 /// at submit, naming the step.
