@@ -6,6 +6,15 @@
 // (issue target: >= 0.9 at P = 2, 4, 8, causal and not). bf16, D = 128,
 // 8 heads, zigzag layout; the backward adds ring_attention_backward (and
 // flash_attention_backward to the anchor).
+//
+// BM_RingDeviceWork is the ring's device work alone, without a runtime or an
+// exchange: its P^2 flash calls (non-causal) on one stream, with or without
+// the P^2 merges, against one flash call over the whole sequence on the same
+// stream. What it reports bounds BM_RingAttention's efficiency from above:
+// the rest of the gap is the exchanges and the host.
+#include "attention/attention.hpp"
+#include "attention/ring.hpp"
+
 #include <loom/comm.hpp>
 #include <loom/loom.hpp>
 #include <loom/ops/attention.hpp>
@@ -14,9 +23,10 @@
 
 #include <benchmark/benchmark.h>
 
-#include "bench_support.hpp"
+#include "bench_device.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -157,6 +167,96 @@ void BM_RingAttention(benchmark::State& state) {
 BENCHMARK(BM_RingAttention)
     ->ArgNames({"P", "causal", "backward"})
     ->ArgsProduct({{2, 4, 8}, {0, 1}, {0, 1}})
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+void BM_RingDeviceWork(benchmark::State& state) {
+  using loom::bench::DeviceBytes;
+  using loom::kernels::AttentionTensor;
+  if (loom::bench::skip_without_gpu(state)) return;
+  const int ranks = static_cast<int>(state.range(0));
+  const bool merges = state.range(1) != 0;
+  const std::int64_t block = kSeq / ranks;
+  const auto bytes = [](std::int64_t rows, std::size_t element) {
+    return static_cast<std::size_t>(kHeads * rows * kDim) * element;
+  };
+  DeviceBytes q(bytes(kSeq, 2)), k(bytes(kSeq, 2)), v(bytes(kSeq, 2)), out(bytes(kSeq, 2));
+  DeviceBytes lse(static_cast<std::size_t>(kHeads * kSeq) * sizeof(float));
+  DeviceBytes part(bytes(block, 2)), part_lse(static_cast<std::size_t>(kHeads * block) * 4);
+  DeviceBytes acc(bytes(kSeq, 4)), acc_lse(static_cast<std::size_t>(kHeads * kSeq) * 4);
+  for (DeviceBytes* x : {&q, &k, &v}) LOOM_CUDA_CHECK(cudaMemset(x->get(), 0x3C, bytes(kSeq, 2)));
+  // Rows [first, first + rows) of a [1, H, S, D] tensor of `element` bytes.
+  const auto rows_of = [](const DeviceBytes& t, std::int64_t first, std::int64_t length,
+                          std::size_t element, std::int64_t width) {
+    return AttentionTensor{t.get() + static_cast<std::size_t>(first * width) * element,
+                           kHeads * length * width, length * width, width};
+  };
+  const auto flash = [&](std::int64_t q0, std::int64_t k0, std::int64_t length, bool whole) {
+    loom::kernels::AttentionArgs p;
+    p.batch = 1;
+    p.heads = kHeads;
+    p.q_len = p.k_len = length;
+    p.head_dim = kDim;
+    p.dtype = DType::bf16;
+    // Head stride kSeq * D: a block's rows inside the whole tensors.
+    p.q = {q.get() + static_cast<std::size_t>(q0 * kDim) * 2, kHeads * kSeq * kDim, kSeq * kDim,
+           kDim};
+    p.k = {k.get() + static_cast<std::size_t>(k0 * kDim) * 2, kHeads * kSeq * kDim, kSeq * kDim,
+           kDim};
+    p.v = {v.get() + static_cast<std::size_t>(k0 * kDim) * 2, kHeads * kSeq * kDim, kSeq * kDim,
+           kDim};
+    p.out = whole ? rows_of(out, 0, kSeq, 2, kDim) : rows_of(part, 0, length, 2, kDim);
+    p.lse = whole ? rows_of(lse, 0, kSeq, 4, 1) : rows_of(part_lse, 0, length, 4, 1);
+    p.scale = 1.0F / std::sqrt(static_cast<float>(kDim));
+    return p;
+  };
+  loom::detail::Stream stream(0, 0);
+  const double whole_ms = loom::bench::time_launches_ms(
+      stream,
+      [&](int) { loom::kernels::flash_attention_forward(flash(0, 0, kSeq, true), stream.view()); },
+      3, 3);
+  double ring_ms = 0;
+  for (auto _ : state) {
+    ring_ms = loom::bench::time_launches_ms(
+        stream,
+        [&](int) {
+          for (int r = 0; r < ranks; ++r) {
+            for (int s = 0; s < ranks; ++s) {
+              const int holder = (r - s + ranks) % ranks;
+              loom::kernels::flash_attention_forward(flash(r * block, holder * block, block, false),
+                                                     stream.view());
+              if (!merges) continue;
+              loom::kernels::AttentionMergeArgs m;
+              m.batch = 1;
+              m.heads = kHeads;
+              m.rows = block;
+              m.head_dim = kDim;
+              m.dtype = DType::bf16;
+              m.acc = {acc.get() + static_cast<std::size_t>(r * block * kDim) * 4,
+                       kHeads * kSeq * kDim, kSeq * kDim, kDim};
+              m.acc_lse = {acc_lse.get() + static_cast<std::size_t>(r * block) * 4, kHeads * kSeq,
+                           kSeq, 1};
+              m.part = rows_of(part, 0, block, 2, kDim);
+              m.part_lse = rows_of(part_lse, 0, block, 4, 1);
+              m.first = s == 0;
+              loom::kernels::attention_merge(m, stream.view());
+            }
+          }
+        },
+        3, 3);
+    state.SetIterationTime(ring_ms * 1e-3);
+  }
+  state.counters["ring_work_ms"] = ring_ms;
+  state.counters["one_flash_ms"] = whole_ms;
+  state.counters["ceiling"] = whole_ms / ring_ms;
+  state.SetLabel(std::string("bf16 seq=16384 d=128 heads=8, P^2 flash calls") +
+                 (merges ? " and merges" : "") + " on one stream");
+}
+
+BENCHMARK(BM_RingDeviceWork)
+    ->ArgNames({"P", "merges"})
+    ->ArgsProduct({{2, 4, 8}, {0, 1}})
     ->UseManualTime()
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
