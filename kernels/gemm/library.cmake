@@ -27,7 +27,12 @@ foreach(arch IN LISTS CMAKE_CUDA_ARCHITECTURES)
   endif()
 endforeach()
 if(loom_hgemm_wgmma_built)
+  # PTX only in a sanitizer build (LoomSanitizers.cmake), as every file there.
+  set(loom_wgmma_code sm_90a)
+  if(LOOM_CUDA_PTX_ONLY)
+    set(loom_wgmma_code compute_90a)
+  endif()
   set_source_files_properties(${loom_hgemm_wgmma_sources} PROPERTIES
-    COMPILE_OPTIONS "-gencode=arch=compute_90a,code=sm_90a"
+    COMPILE_OPTIONS "-gencode=arch=compute_90a,code=${loom_wgmma_code}"
     COMPILE_DEFINITIONS LOOM_HGEMM_WGMMA_BUILT=1)
 endif()

@@ -12,7 +12,7 @@ loom_add_gtest(loom_gemm_gpu_tests LABEL gpu SOURCES
 # reorder under strict aliasing (nvcc's device code does not).
 # Newer CMake lists the toolkit's cccl folder in CUDAToolkit_INCLUDE_DIRS
 # already; older ones list only the include folder above it.
-set(loom_emulated_options -fno-strict-aliasing)
+set(loom_emulated_options -fno-strict-aliasing ${LOOM_SANITIZE_EMULATED_OPTIONS})
 if(NOT CUDAToolkit_INCLUDE_DIRS MATCHES "/cccl(;|$)")
   foreach(dir IN LISTS CUDAToolkit_INCLUDE_DIRS)
     if(EXISTS "${dir}/cccl")
