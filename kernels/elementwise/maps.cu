@@ -141,6 +141,60 @@ __device__ __forceinline__ Pack<Out, N> narrow_pack(const float (&r)[N]) {
   return p;
 }
 
+// r[e] = f(x[e], y[e], z[e]) over a thread's elements. The maths chosen at
+// run time (UnaryMath, BinaryMath) switch once here, not once an element:
+// a switch an element made each element's maths a branch region of its own,
+// so the elements' long-latency steps (the special-function unit's exp2,
+// lg2, rcp) could not overlap, and the bf16 maps, which need twice f32's
+// element rate, ran compute-bound (tanh, log, sigmoid at 0.54 of a copy on
+// the H200).
+template <class F, int N>
+__device__ __forceinline__ void apply_all(const F& f, const float (&x)[N], const float (&y)[N],
+                                          const float (&z)[N], float (&r)[N]) {
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    if constexpr (F::kArity == 3) {
+      r[e] = f(x[e], y[e], z[e]);
+    } else if constexpr (F::kArity == 2) {
+      r[e] = f(x[e], y[e]);
+    } else {
+      r[e] = f(x[e]);
+    }
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void apply_all(const map_fn::UnaryMath& f, const float (&x)[N],
+                                          const float (&)[N], const float (&)[N], float (&r)[N]) {
+  switch (f.kind) {
+#define LOOM_CASE(name)                                                                 \
+  case MapKind::name:                                                                   \
+    _Pragma("unroll") for (int e = 0; e < N; ++e) r[e] = map_fn::loom_map_##name(x[e]); \
+    return;
+    LOOM_UNARY_MATH_MAPS(LOOM_CASE)
+#undef LOOM_CASE
+    default:
+#pragma unroll
+      for (int e = 0; e < N; ++e) r[e] = f(x[e]);
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void apply_all(const map_fn::BinaryMath& f, const float (&x)[N],
+                                          const float (&y)[N], const float (&)[N], float (&r)[N]) {
+  switch (f.kind) {
+#define LOOM_CASE(name)                                                                       \
+  case MapKind::name:                                                                         \
+    _Pragma("unroll") for (int e = 0; e < N; ++e) r[e] = map_fn::loom_map_##name(x[e], y[e]); \
+    return;
+    LOOM_BINARY_MATH_MAPS(LOOM_CASE)
+#undef LOOM_CASE
+    default:
+#pragma unroll
+      for (int e = 0; e < N; ++e) r[e] = f(x[e], y[e]);
+  }
+}
+
 // Not __restrict__: out may be x or y (in place); each element is read
 // before it is written, by the same thread, in every variant.
 template <class F, class In, class Out>
@@ -197,33 +251,37 @@ __global__ void __launch_bounds__(kBlock)
   auto* gOut4 = reinterpret_cast<OutPack*>(gOut + head);
   const std::size_t first = static_cast<std::size_t>(blockIdx.x) * kBlock * kU + threadIdx.x;
 
-  InPack rX[kU];
-  InPack rY[F::kArity >= 2 ? kU : 1];
-  InPack rZ[F::kArity == 3 ? kU : 1];
+  // Every vector's elements widened, then the map over all of them at once.
+  // Vectors past the end compute on zeros and are not stored.
+  constexpr int kAll = kU * kV;
+  float fX[kAll];
+  float fY[kAll];  // unused (and dropped by the compiler) below arity 2
+  float fZ[kAll];
+  const auto widen_into = [](float* to, const InPack& p) {
+#pragma unroll
+    for (int e = 0; e < kV; ++e) to[e] = widen(p.v[e]);
+  };
 #pragma unroll
   for (int u = 0; u < kU; ++u) {
     const std::size_t v = first + static_cast<std::size_t>(u) * kBlock;
-    if (v < vectors) {
-      rX[u] = gX4 != nullptr ? gX4[v] : sX;
-      if constexpr (F::kArity >= 2) rY[u] = gY4 != nullptr ? gY4[v] : sY;
-      if constexpr (F::kArity == 3) rZ[u] = gZ4 != nullptr ? gZ4[v] : sZ;
+    const bool inside = v < vectors;
+    widen_into(fX + u * kV, inside ? (gX4 != nullptr ? gX4[v] : sX) : InPack{});
+    if constexpr (F::kArity >= 2) {
+      widen_into(fY + u * kV, inside ? (gY4 != nullptr ? gY4[v] : sY) : InPack{});
+    }
+    if constexpr (F::kArity == 3) {
+      widen_into(fZ + u * kV, inside ? (gZ4 != nullptr ? gZ4[v] : sZ) : InPack{});
     }
   }
+  float fR[kAll];
+  apply_all(f, fX, fY, fZ, fR);
 #pragma unroll
   for (int u = 0; u < kU; ++u) {
     const std::size_t v = first + static_cast<std::size_t>(u) * kBlock;
     if (v < vectors) {
       float rR[kV];
 #pragma unroll
-      for (int e = 0; e < kV; ++e) {
-        if constexpr (F::kArity == 3) {
-          rR[e] = f(widen(rX[u].v[e]), widen(rY[u].v[e]), widen(rZ[u].v[e]));
-        } else if constexpr (F::kArity == 2) {
-          rR[e] = f(widen(rX[u].v[e]), widen(rY[u].v[e]));
-        } else {
-          rR[e] = f(widen(rX[u].v[e]));
-        }
-      }
+      for (int e = 0; e < kV; ++e) rR[e] = fR[u * kV + e];
       gOut4[v] = narrow_pack<Out>(rR);
     }
   }
