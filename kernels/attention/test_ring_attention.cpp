@@ -4,7 +4,8 @@
 // P = 1..4, causal or not, in both layouts and both 16-bit types; the
 // sequence laid out and back by ring_shard / ring_unshard (positions of other
 // ranks left as they were); blocks that cannot form a ring rejected when the
-// graph is built, and ranks whose blocks differ failing by name.
+// graph is built, ranks whose blocks differ failing by name, and repeated
+// runs allocating nothing.
 #include <loom/comm.hpp>
 #include <loom/error.hpp>
 #include <loom/graph.hpp>
@@ -24,6 +25,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -283,6 +285,42 @@ TEST(RingAttentionCpu, RanksWithBlocksOfDifferentLengthsFailNamingTheExchange) {
     EXPECT_NE(errors[r].find("ring_attention.step0.send_"), std::string::npos)
         << "rank " << r << ": " << errors[r];
   }
+}
+
+// Run after run, a ring allocates nothing: its scratch (three key/value
+// buffers, partial results, the f32 sums: graph intermediates) is the
+// submitted graph's from its first run on, and nothing else grows.
+TEST(RingAttentionCpu, RepeatedRunsAllocateNothing) {
+  const Case c{.ranks = 3, .block = 8, .causal = true};
+  loom::test::on_ranks(
+      loom::local_communicators(c.ranks), loom::test::cpu(2),
+      [&](int rank, loom::Communicator& comm, loom::Runtime& rt) {
+        const loom::Shape shape{c.b, c.h, c.block, c.d};
+        auto rng = std::mt19937_64(loom::test::fresh_seed() + static_cast<unsigned>(rank));
+        const auto n = static_cast<std::size_t>(shape.product());
+        const auto q = tensor_of(rt, random_halves(n, c.dtype, rng), c.dtype, shape);
+        const auto k = tensor_of(rt, random_halves(n, c.dtype, rng), c.dtype, shape);
+        const auto v = tensor_of(rt, random_halves(n, c.dtype, rng), c.dtype, shape);
+        const auto dout = tensor_of(rt, random_halves(n, c.dtype, rng), c.dtype, shape);
+        auto out = rt.tensor(c.dtype, shape);
+        auto dq = rt.tensor(c.dtype, shape);
+        auto dk = rt.tensor(c.dtype, shape);
+        auto dv = rt.tensor(c.dtype, shape);
+        auto lse = rt.tensor<float>({c.b, c.h, c.block});
+        const loom::ops::RingAttentionOptions o{.causal = true};
+        loom::Graph g;
+        loom::ops::ring_attention(g, comm, q, k, v, out, lse, o);
+        loom::ops::ring_attention_backward(g, comm, q, k, v, out, lse, dout,
+                                           {.dq = dq, .dk = dk, .dv = dv}, o);
+        rt.submit(g).wait();
+        const auto before = rt.statistics(loom::Memory::pageable);
+        for (int i = 0; i < 5; ++i) rt.submit(g).wait();
+        const auto after = rt.statistics(loom::Memory::pageable);
+        EXPECT_GT(before.allocations, 0U) << "rank " << rank;
+        EXPECT_EQ(after.allocations, before.allocations) << "rank " << rank;
+        EXPECT_EQ(after.upstream_allocations, before.upstream_allocations) << "rank " << rank;
+        EXPECT_EQ(after.in_use_bytes, before.in_use_bytes) << "rank " << rank;
+      });
 }
 
 }  // namespace
