@@ -148,7 +148,7 @@ __device__ __forceinline__ Pack<Out, N> narrow_pack(const float (&r)[N]) {
 // lg2, rcp) could not overlap, and the bf16 maps, which need twice f32's
 // element rate, ran compute-bound (tanh, log, sigmoid at 0.54 of a copy on
 // the H200).
-template <class F, int N>
+template <bool kHalfOut, class F, int N>
 __device__ __forceinline__ void apply_all(const F& f, const float (&x)[N], const float (&y)[N],
                                           const float (&z)[N], float (&r)[N]) {
 #pragma unroll
@@ -163,9 +163,45 @@ __device__ __forceinline__ void apply_all(const F& f, const float (&x)[N], const
   }
 }
 
-template <int N>
+// For 16-bit outputs: log and pow through the special-function unit's lg2
+// and ex2 (non-flushing forms, so subnormal inputs stay exact in range).
+// Their f32 errors (about 2^-22 absolute for lg2, relative for ex2, times
+// |y| for pow's exponent) are far below half a unit of bf16 (2^-9) or f16
+// (2^-12), where logf and powf made the map compute-bound (bf16 log at 0.87
+// of a copy, pow at 0.55). f32 outputs keep the accurate functions, as do
+// the fused chains (their text is map_math.inc's).
+__device__ __forceinline__ float lg2_approx(float x) {
+  float r;
+  asm("lg2.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float ex2_approx(float x) {
+  float r;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float log_for_16bit(float x) {
+  return lg2_approx(x) * 0.693147180559945309f;
+}
+// powf's special cases (x <= 0, x infinite or NaN, x = 1 with any y) take
+// powf itself.
+__device__ __forceinline__ float pow_for_16bit(float x, float y) {
+  if (x > 0.0f && x != 1.0f && x < __int_as_float(0x7F800000)) {
+    return ex2_approx(y * lg2_approx(x));
+  }
+  return powf(x, y);
+}
+
+template <bool kHalfOut, int N>
 __device__ __forceinline__ void apply_all(const map_fn::UnaryMath& f, const float (&x)[N],
                                           const float (&)[N], const float (&)[N], float (&r)[N]) {
+  if constexpr (kHalfOut) {
+    if (f.kind == MapKind::log) {
+#pragma unroll
+      for (int e = 0; e < N; ++e) r[e] = log_for_16bit(x[e]);
+      return;
+    }
+  }
   switch (f.kind) {
 #define LOOM_CASE(name)                                                                 \
   case MapKind::name:                                                                   \
@@ -179,9 +215,16 @@ __device__ __forceinline__ void apply_all(const map_fn::UnaryMath& f, const floa
   }
 }
 
-template <int N>
+template <bool kHalfOut, int N>
 __device__ __forceinline__ void apply_all(const map_fn::BinaryMath& f, const float (&x)[N],
                                           const float (&y)[N], const float (&)[N], float (&r)[N]) {
+  if constexpr (kHalfOut) {
+    if (f.kind == MapKind::pow) {
+#pragma unroll
+      for (int e = 0; e < N; ++e) r[e] = pow_for_16bit(x[e], y[e]);
+      return;
+    }
+  }
   switch (f.kind) {
 #define LOOM_CASE(name)                                                                       \
   case MapKind::name:                                                                         \
@@ -274,7 +317,7 @@ __global__ void __launch_bounds__(kBlock)
     }
   }
   float fR[kAll];
-  apply_all(f, fX, fY, fZ, fR);
+  apply_all<sizeof(Out) == 2>(f, fX, fY, fZ, fR);
 #pragma unroll
   for (int u = 0; u < kU; ++u) {
     const std::size_t v = first + static_cast<std::size_t>(u) * kBlock;
