@@ -193,7 +193,8 @@ __device__ __forceinline__ Candidate lane_best_of_vectors(const uint4* vectors, 
     const float x = Load::widen(elements[e]);
     if (x == run || (x != x && run != run)) at = e;
   }
-  return Candidate{run, first_index + run_vector * kV + at};
+  // The element's own value: a NaN keeps its bits (the packed max gives the canonical NaN).
+  return Candidate{Load::widen(elements[at]), first_index + run_vector * kV + at};
 }
 
 // One row a warp; the row loop is warp-uniform, so every lane shuffles.
