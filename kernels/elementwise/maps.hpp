@@ -7,7 +7,9 @@
 // Their arithmetic is map_math.inc.
 //
 // Every map computes in f32: inputs are widened on load and the result is
-// rounded once, to nearest even, on store to the output dtype.
+// rounded once, to nearest even, on store to the output dtype. For f16 and
+// bf16 outputs the vectorized kernel's log and pow use lg2/ex2.approx
+// (maps.cu): within a 16-bit rounding, not always the same last bit.
 //
 // Which dtypes each map takes (the instantiations are bounded to these):
 //   every map but cast                one dtype for every operand: f32, f16 or bf16
