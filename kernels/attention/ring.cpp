@@ -10,6 +10,7 @@
 #include "attention/ring.hpp"
 #include "common/checks.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -215,6 +216,11 @@ void check_ring(const Communicator& comm, const Tensor& q, const Tensor& k, cons
                    q.shape().to_string() + ", k " + k.shape().to_string() + ", v " +
                    v.shape().to_string());
   }
+  if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) {
+    reject(op, "q, k and v must have one dtype: q is " + std::string(to_string(q.dtype())) +
+                   ", k " + std::string(to_string(k.dtype())) + ", v " +
+                   std::string(to_string(v.dtype())));
+  }
   if (o.layout != RingLayout::contiguous && o.layout != RingLayout::zigzag) {
     reject(op, "unknown layout " + std::to_string(static_cast<int>(o.layout)));
   }
@@ -277,14 +283,14 @@ class TravellingPair {
 
 // The key/value blocks of the ring: at step 0 the rank's own (read where
 // they are, and packed once to be sent), then each earlier rank's in turn.
-// Three buffers: a local exchange is a host rendezvous of every rank, and
-// one that also waited for the previous step's kernels would hold the next
-// step's up (measured on an H100 at P = 8: sends of 0.6-1 ms against
-// flash steps of 0.25 ms).
+// Three buffers (two at P = 2, where one exchange is all): a local exchange
+// is a host rendezvous of every rank, and one that also waited for the
+// previous step's kernels would hold the next step's up (measured on an
+// H100 at P = 8: sends of 0.6-1 ms against flash steps of 0.25 ms).
 class KeyValueRing {
  public:
-  KeyValueRing(Graph& g, const Tensor& k, const Tensor& v, const std::string& name)
-      : k_(k), v_(v), pairs_(g, k.dtype(), k.shape(), 3) {
+  KeyValueRing(Graph& g, const Tensor& k, const Tensor& v, int ranks, const std::string& name)
+      : k_(k), v_(v), pairs_(g, k.dtype(), k.shape(), std::min(3, ranks)) {
     place(g, k, pairs_.first(0), name + ".pack_k");
     place(g, v, pairs_.second(0), name + ".pack_v");
   }
@@ -322,7 +328,7 @@ void ring_attention(Graph& g, const Communicator& comm, const Tensor& q, const T
   const Tensor acc = g.intermediate(DType::f32, shape);
   const Tensor acc_lse = g.intermediate(DType::f32, lse_shape);
 
-  const KeyValueRing blocks(g, k, v, o.name);
+  const KeyValueRing blocks(g, k, v, ranks, o.name);
   bool written = false;  // whether out (and lse) have their result
   for (int s = 0; s < ranks; ++s) {
     blocks.pass_on(g, comm, s, o);
@@ -375,7 +381,7 @@ void ring_attention_backward(Graph& g, const Communicator& comm, const Tensor& q
     for (auto& t : set) t = g.intermediate(q.dtype(), shape);
   }
   const Tensor dq_sum = g.intermediate(DType::f32, shape);
-  const KeyValueRing blocks(g, k, v, o.name);
+  const KeyValueRing blocks(g, k, v, ranks, o.name);
   // dK and dV travel with their block, in f32: summed here, passed on,
   // summed there; after P hops they are home. Two buffers: each hop needs
   // the sums of the step before anyway.

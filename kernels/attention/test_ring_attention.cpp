@@ -251,6 +251,13 @@ TEST(RingAttentionCpu, BlocksThatCannotFormARingAreRejectedWhenBuilt) {
   } catch (const loom::InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("one length"), std::string::npos) << e.what();
   }
+  const auto v16 = rt.tensor(DType::f16, {1, 1, 8, 64});
+  try {
+    loom::ops::ring_attention(g, *comms[0], k8, k8, v16, k8);
+    ADD_FAILURE() << "values of another dtype were accepted";
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("one dtype"), std::string::npos) << e.what();
+  }
   try {
     loom::ops::ring_attention_backward(g, *comms[0], k8, k8, k8, k8, {}, k8, {});
     ADD_FAILURE() << "a backward without lse was accepted";

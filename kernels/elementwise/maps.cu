@@ -165,11 +165,10 @@ __device__ __forceinline__ void apply_all(const F& f, const float (&x)[N], const
 
 // For 16-bit outputs: log and pow through the special-function unit's lg2
 // and ex2 (non-flushing forms, so subnormal inputs stay exact in range).
-// Their f32 errors (about 2^-22 absolute for lg2, relative for ex2, times
-// |y| for pow's exponent) are far below half a unit of bf16 (2^-9) or f16
-// (2^-12), where logf and powf made the map compute-bound (bf16 log at 0.87
-// of a copy, pow at 0.55). f32 outputs keep the accurate functions, as do
-// the fused chains (their text is map_math.inc's).
+// Their f32 errors (about 2^-22 absolute for lg2, relative for ex2) are far
+// below half a unit of bf16 (2^-9) or f16 (2^-12), where logf and powf made
+// the map compute-bound (bf16 log at 0.87 of a copy, pow at 0.55). f32 outputs keep the accurate
+// functions, as do the fused chains (their text is map_math.inc's).
 __device__ __forceinline__ float lg2_approx(float x) {
   float r;
   asm("lg2.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
@@ -183,10 +182,12 @@ __device__ __forceinline__ float ex2_approx(float x) {
 __device__ __forceinline__ float log_for_16bit(float x) {
   return lg2_approx(x) * 0.693147180559945309f;
 }
-// powf's special cases (x <= 0, x infinite or NaN, x = 1 with any y) take
-// powf itself.
+// lg2's absolute error (about 2^-22) is multiplied by y: the fast form is
+// kept to |y| <= 64 (relative error under 2^-16, against half a unit of
+// f16 at 2^-12). Larger exponents and powf's special cases (x <= 0, x
+// infinite or NaN, x = 1 with any y) take powf itself.
 __device__ __forceinline__ float pow_for_16bit(float x, float y) {
-  if (x > 0.0f && x != 1.0f && x < __int_as_float(0x7F800000)) {
+  if (x > 0.0f && x != 1.0f && x < __int_as_float(0x7F800000) && fabsf(y) <= 64.0f) {
     return ex2_approx(y * lg2_approx(x));
   }
   return powf(x, y);
