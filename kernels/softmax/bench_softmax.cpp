@@ -100,8 +100,8 @@ BENCHMARK(BM_Softmax)
                    {0, 1},
                    {4096},
                    {4097}})
-    ->Args({static_cast<int>(SoftmaxVariant::fused), 0, 1, 1000003})
-    ->Args({static_cast<int>(SoftmaxVariant::fused), 0, 64, 262144})
+    ->ArgsProduct({{static_cast<int>(SoftmaxVariant::fused)}, {0, 1}, {1}, {1000003}})
+    ->ArgsProduct({{static_cast<int>(SoftmaxVariant::fused)}, {0, 1}, {64}, {262144}})
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMicrosecond);

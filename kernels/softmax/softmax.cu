@@ -6,6 +6,8 @@
 
 #include <loom/error.hpp>
 
+#include <cooperative_groups.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,6 +17,8 @@
 
 namespace loom::kernels {
 namespace {
+
+namespace cg = cooperative_groups;
 
 using bf16_bits = std::uint16_t;
 
@@ -26,6 +30,12 @@ constexpr int kVectorBytes = 16;
 constexpr std::int64_t kWarpRowMax = 32 * kWarp;
 constexpr std::int64_t kRegisterRowMax = 32 * kMaxThreads;
 constexpr int kWarpRowsPerBlock = 4;
+// fused, rows longer than kRegisterRowMax up to kClusterBlocks times it, on
+// compute capability 9.0 and later: a cluster of kClusterBlocks blocks a
+// row, when there are at least kClusterMinRows rows (fewer split, on more
+// blocks).
+constexpr int kClusterBlocks = 8;
+constexpr std::int64_t kClusterMinRows = 32;
 // fused, rows longer than kRegisterRowMax: fewer rows than this split each
 // row into chunks across blocks; more take a block a row.
 constexpr std::int64_t kSplitBelowRows = 256;
@@ -91,6 +101,56 @@ __device__ __forceinline__ void store(T* p, const float (&in)[VEC]) {
     for (int i = 0; i < VEC; ++i) p[i] = from_float<T>(in[i]);
   }
 }
+
+// One row (x and y alike) seen as packs of VEC elements that start on a
+// 16-byte boundary at or before the row's start: virtual element v is the
+// row's element v - shift, where shift is how far the row starts past that
+// boundary (x and y start equally far past one: the host checks it). A pack
+// wholly inside the row is one 16-byte access; a pack across either end (the
+// peeled head and tail) goes element by element, reading -inf past the row
+// (it adds exp(-inf) = 0) and writing nothing there. So rows at any offset,
+// of any length, take the wide accesses for all but two packs.
+template <class T, int VEC>
+struct RowPacks {
+  const T* x;
+  T* y;
+  int shift;
+  std::int64_t end;  // virtual end: cols + shift
+
+  __device__ __forceinline__ RowPacks(const T* xr, T* yr, std::int64_t cols) {
+    shift = VEC == 1
+                ? 0
+                : static_cast<int>(reinterpret_cast<std::uintptr_t>(xr) % kVectorBytes / sizeof(T));
+    x = xr - shift;
+    y = yr - shift;
+    end = cols + shift;
+  }
+  // Callers never ask for a one-element pack outside the row.
+  __device__ __forceinline__ bool whole(std::int64_t v) const {
+    if constexpr (VEC == 1) return true;
+    return static_cast<std::uint64_t>(v - shift) <= static_cast<std::uint64_t>(end - shift - VEC);
+  }
+  __device__ __forceinline__ void read(std::int64_t v, float (&p)[VEC]) const {
+    if (whole(v)) {
+      load<T, VEC>(x + v, p);
+      return;
+    }
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      p[i] = v + i >= shift && v + i < end ? to_float(x[v + i]) : -INFINITY;
+    }
+  }
+  __device__ __forceinline__ void write(std::int64_t v, const float (&p)[VEC]) const {
+    if (whole(v)) {
+      store<T, VEC>(y + v, p);
+      return;
+    }
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) {
+      if (v + i >= shift && v + i < end) y[v + i] = from_float<T>(p[i]);
+    }
+  }
+};
 
 __device__ __forceinline__ float exp_shifted(float v, float m_log2e) {
   return exp2f(fmaf(v, kLog2e, -m_log2e));
@@ -196,36 +256,38 @@ constexpr int kUnroll = 4;
 
 // Calls f(pack) for the packs at begin, begin + step, ... below end, loading
 // kUnroll packs before using any.
+// Calls f(v, pack) for the packs at virtual elements begin, begin + step, ...
+// below end, reading kUnroll packs before using any.
 template <class T, int VEC, class F>
-__device__ __forceinline__ void for_each_pack(const T* xr, std::int64_t begin, std::int64_t end,
-                                              std::int64_t step, F&& f) {
+__device__ __forceinline__ void for_each_pack(const RowPacks<T, VEC>& row, std::int64_t begin,
+                                              std::int64_t end, std::int64_t step, F&& f) {
   std::int64_t e = begin;
   for (; e + (kUnroll - 1) * step < end; e += kUnroll * step) {
     float v[kUnroll][VEC];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) load<T, VEC>(xr + e + u * step, v[u]);
+    for (int u = 0; u < kUnroll; ++u) row.read(e + u * step, v[u]);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) f(e + u * step, v[u]);
   }
   for (; e < end; e += step) {
     float v[VEC];
-    load<T, VEC>(xr + e, v);
+    row.read(e, v);
     f(e, v);
   }
 }
 
-// Writes exp(x - m) * inv over [begin, end) of one row, VEC at a time, with
-// `step` between one thread's packs. Each element is read before it is
-// written, by the same thread: y may be x.
+// Writes exp(x - m) * inv over virtual elements [begin, end) of one row, VEC
+// at a time, with `step` between one thread's packs. Each element is read
+// before it is written, by the same thread: y may be x.
 template <class T, int VEC>
-__device__ __forceinline__ void normalize_range(const T* xr, T* yr, std::int64_t begin,
+__device__ __forceinline__ void normalize_range(const RowPacks<T, VEC>& row, std::int64_t begin,
                                                 std::int64_t end, std::int64_t step, float m,
                                                 float inv) {
   const float m_log2e = m * kLog2e;
-  for_each_pack<T, VEC>(xr, begin, end, step, [&](std::int64_t e, float(&v)[VEC]) {
+  for_each_pack<T, VEC>(row, begin, end, step, [&](std::int64_t e, float(&v)[VEC]) {
 #pragma unroll
     for (int i = 0; i < VEC; ++i) v[i] = m == -INFINITY ? inv : exp_shifted(v[i], m_log2e) * inv;
-    store<T, VEC>(yr + e, v);
+    row.write(e, v);
   });
 }
 
@@ -237,13 +299,13 @@ __global__ void __launch_bounds__(kMaxThreads)
                   std::int64_t y_stride) {
   __shared__ float sMax[kWarp];
   __shared__ float sSum[kWarp];
-  const T* xr = gX + static_cast<std::int64_t>(blockIdx.x) * x_stride;
-  T* yr = gY + static_cast<std::int64_t>(blockIdx.x) * y_stride;
+  const RowPacks<T, VEC> row(gX + static_cast<std::int64_t>(blockIdx.x) * x_stride,
+                             gY + static_cast<std::int64_t>(blockIdx.x) * y_stride, cols);
   const std::int64_t begin = static_cast<std::int64_t>(threadIdx.x) * VEC;
   const std::int64_t step = static_cast<std::int64_t>(blockDim.x) * VEC;
 
   float m = -INFINITY;
-  for_each_pack<T, VEC>(xr, begin, cols, step, [&](std::int64_t, float(&v)[VEC]) {
+  for_each_pack<T, VEC>(row, begin, row.end, step, [&](std::int64_t, float(&v)[VEC]) {
 #pragma unroll
     for (int i = 0; i < VEC; ++i) m = fmaxf(m, v[i]);
   });
@@ -251,13 +313,13 @@ __global__ void __launch_bounds__(kMaxThreads)
 
   const float m_log2e = m * kLog2e;
   float s = 0.0F;
-  for_each_pack<T, VEC>(xr, begin, cols, step, [&](std::int64_t, float(&v)[VEC]) {
+  for_each_pack<T, VEC>(row, begin, row.end, step, [&](std::int64_t, float(&v)[VEC]) {
 #pragma unroll
     for (int i = 0; i < VEC; ++i) s += exp_shifted(v[i], m_log2e);
   });
   s = block_reduce<Sum>(s, sSum);
 
-  normalize_range<T, VEC>(xr, yr, begin, cols, step, m, reciprocal_or_nan(m, s));
+  normalize_range<T, VEC>(row, begin, row.end, step, m, reciprocal_or_nan(m, s));
 }
 
 // --- online: max and sum in one pass -----------------------------------------
@@ -267,35 +329,78 @@ __global__ void __launch_bounds__(kMaxThreads)
     softmax_online(const T* gX, T* gY, std::int64_t cols, std::int64_t x_stride,
                    std::int64_t y_stride) {
   __shared__ MaxSum sPartial[kWarp];
-  const T* xr = gX + static_cast<std::int64_t>(blockIdx.x) * x_stride;
-  T* yr = gY + static_cast<std::int64_t>(blockIdx.x) * y_stride;
+  const RowPacks<T, VEC> row(gX + static_cast<std::int64_t>(blockIdx.x) * x_stride,
+                             gY + static_cast<std::int64_t>(blockIdx.x) * y_stride, cols);
   const std::int64_t begin = static_cast<std::int64_t>(threadIdx.x) * VEC;
   const std::int64_t step = static_cast<std::int64_t>(blockDim.x) * VEC;
 
   MaxSum acc{-INFINITY, 0.0F};
-  for_each_pack<T, VEC>(xr, begin, cols, step,
+  for_each_pack<T, VEC>(row, begin, row.end, step,
                         [&](std::int64_t, float(&v)[VEC]) { acc = fold<VEC>(acc, v); });
   acc = block_merge(acc, sPartial);
-  normalize_range<T, VEC>(xr, yr, begin, cols, step, acc.m, reciprocal_or_nan(acc.m, acc.s));
+  normalize_range<T, VEC>(row, begin, row.end, step, acc.m, reciprocal_or_nan(acc.m, acc.s));
 }
 
 // --- fused: the row in registers ---------------------------------------------
 
-// One row held in registers by `lanes` threads (a warp, or a block), N
-// elements a thread in packs of VEC: thread t holds packs t, t + lanes, ...
-// Elements past the row are -inf (they add exp(-inf) = 0) and are not stored.
-template <class T, int N, int VEC, bool kWholeBlock>
-__device__ __forceinline__ void row_in_registers(const T* xr, T* yr, std::int64_t cols, int lane,
-                                                 int lanes, float* sMax, float* sSum) {
+// How the threads that hold one row combine their values: a warp's
+// shuffles, a block's shared memory, or (on compute capability 9.0 and
+// later) a cluster's distributed shared memory.
+struct WarpScope {
+  __device__ float max(float v) const { return warp_reduce<Max>(v); }
+  __device__ float sum(float v) const { return warp_reduce<Sum>(v); }
+};
+
+struct BlockScope {
+  float* sMax;  // kWarp floats each
+  float* sSum;
+  __device__ float max(float v) const { return block_reduce<Max>(v, sMax); }
+  __device__ float sum(float v) const { return block_reduce<Sum>(v, sSum); }
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// Each block reduces its own part, publishes it in its shared memory, and
+// every block reads all of them in rank order, so that every block of the
+// cluster gets the same bits. Blocks must not leave while others may still
+// read their parts: the kernel ends with a cluster barrier.
+struct ClusterScope {
+  BlockScope block;
+  float* sPart;  // 2 floats: this block's maximum and sum, read by the cluster
+  __device__ float max(float v) const { return across<Max>(block.max(v), 0); }
+  __device__ float sum(float v) const { return across<Sum>(block.sum(v), 1); }
+
+  template <class Op>
+  __device__ float across(float part, int slot) const {
+    cg::cluster_group cluster = cg::this_cluster();
+    if (threadIdx.x == 0) sPart[slot] = part;
+    cluster.sync();
+    float r = Op::identity();
+    for (unsigned b = 0; b < cluster.num_blocks(); ++b) {
+      r = Op::apply(r, *cluster.map_shared_rank(sPart + slot, b));
+    }
+    return r;
+  }
+};
+#endif
+
+// Virtual elements [first, last) of one row (RowPacks), held in registers by
+// `lanes` threads, N elements a thread in packs of VEC: thread t holds the
+// packs at first + (t, t + lanes, ...) * VEC. Elements outside the row are
+// -inf (they add exp(-inf) = 0) and are not stored. `first` is a multiple
+// of VEC.
+template <class T, int N, int VEC, class Scope>
+__device__ __forceinline__ void row_in_registers(const RowPacks<T, VEC>& row, std::int64_t first,
+                                                 std::int64_t last, int lane, int lanes,
+                                                 const Scope& scope) {
   static_assert(N % VEC == 0, "a thread holds whole packs");
   constexpr int kPacks = N / VEC;
   float v[N];
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
-    const std::int64_t e = (static_cast<std::int64_t>(k) * lanes + lane) * VEC;
+    const std::int64_t e = first + (static_cast<std::int64_t>(k) * lanes + lane) * VEC;
     float p[VEC];
-    if (e < cols) {
-      load<T, VEC>(xr + e, p);
+    if (e < last) {
+      row.read(e, p);
     } else {
 #pragma unroll
       for (int i = 0; i < VEC; ++i) p[i] = -INFINITY;
@@ -306,11 +411,7 @@ __device__ __forceinline__ void row_in_registers(const T* xr, T* yr, std::int64_
   float m = -INFINITY;
 #pragma unroll
   for (int j = 0; j < N; ++j) m = fmaxf(m, v[j]);
-  if constexpr (kWholeBlock) {
-    m = block_reduce<Max>(m, sMax);
-  } else {
-    m = warp_reduce<Max>(m);  // no barrier: warps of finished rows have left
-  }
+  m = scope.max(m);
   const float m_log2e = m * kLog2e;
   float s = 0.0F;
 #pragma unroll
@@ -318,20 +419,16 @@ __device__ __forceinline__ void row_in_registers(const T* xr, T* yr, std::int64_
     v[j] = exp_shifted(v[j], m_log2e);
     s += v[j];
   }
-  if constexpr (kWholeBlock) {
-    s = block_reduce<Sum>(s, sSum);
-  } else {
-    s = warp_reduce<Sum>(s);
-  }
+  s = scope.sum(s);
   const float inv = reciprocal_or_nan(m, s);
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
-    const std::int64_t e = (static_cast<std::int64_t>(k) * lanes + lane) * VEC;
-    if (e < cols) {
+    const std::int64_t e = first + (static_cast<std::int64_t>(k) * lanes + lane) * VEC;
+    if (e < last) {
       float p[VEC];
 #pragma unroll
       for (int i = 0; i < VEC; ++i) p[i] = m == -INFINITY ? inv : v[k * VEC + i] * inv;
-      store<T, VEC>(yr + e, p);
+      row.write(e, p);
     }
   }
 }
@@ -340,12 +437,12 @@ template <class T, int N, int VEC>
 __global__ void __launch_bounds__(kWarp* kWarpRowsPerBlock)
     softmax_warp_row(const T* gX, T* gY, std::int64_t rows, std::int64_t cols,
                      std::int64_t x_stride, std::int64_t y_stride) {
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kWarpRowsPerBlock +
-                           static_cast<int>(threadIdx.x) / kWarp;
-  if (row >= rows) return;  // whole warps leave: the shuffles see full warps
-  row_in_registers<T, N, VEC, false>(gX + row * x_stride, gY + row * y_stride, cols,
-                                     static_cast<int>(threadIdx.x) % kWarp, kWarp, nullptr,
-                                     nullptr);
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kWarpRowsPerBlock +
+                         static_cast<int>(threadIdx.x) / kWarp;
+  if (r >= rows) return;  // whole warps leave: the shuffles see full warps
+  const RowPacks<T, VEC> row(gX + r * x_stride, gY + r * y_stride, cols);
+  row_in_registers<T, N, VEC>(row, 0, row.end, static_cast<int>(threadIdx.x) % kWarp, kWarp,
+                              WarpScope{});
 }
 
 template <class T, int N, int VEC>
@@ -354,10 +451,44 @@ __global__ void __launch_bounds__(kMaxThreads)
                       std::int64_t y_stride) {
   __shared__ float sMax[kWarp];
   __shared__ float sSum[kWarp];
-  const std::int64_t row = blockIdx.x;
-  row_in_registers<T, N, VEC, true>(gX + row * x_stride, gY + row * y_stride, cols,
-                                    static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x),
-                                    sMax, sSum);
+  const std::int64_t r = blockIdx.x;
+  const RowPacks<T, VEC> row(gX + r * x_stride, gY + r * y_stride, cols);
+  row_in_registers<T, N, VEC>(row, 0, row.end, static_cast<int>(threadIdx.x),
+                              static_cast<int>(blockDim.x), BlockScope{sMax, sSum});
+}
+
+// --- fused, long rows: a cluster of blocks a row ------------------------------
+
+// Rows too long for one block's registers, held by a cluster of
+// kClusterBlocks blocks: block b of a row's cluster holds its virtual
+// elements [b * slice, (b + 1) * slice) (slice a multiple of VEC), and the
+// row's maximum and sum are combined through distributed shared memory. The
+// row is read once, as a block row is.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define LOOM_SOFTMAX_CLUSTER_DIMS __cluster_dims__(kClusterBlocks, 1, 1)
+#else
+#define LOOM_SOFTMAX_CLUSTER_DIMS
+#endif
+
+template <class T, int N, int VEC>
+__global__ void LOOM_SOFTMAX_CLUSTER_DIMS __launch_bounds__(kMaxThreads)
+    softmax_cluster_row(const T* gX, T* gY, std::int64_t cols, std::int64_t slice,
+                        std::int64_t x_stride, std::int64_t y_stride) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  __shared__ float sMax[kWarp];
+  __shared__ float sSum[kWarp];
+  __shared__ float sPart[2];
+  cg::cluster_group cluster = cg::this_cluster();
+  const std::int64_t r = blockIdx.x / kClusterBlocks;
+  const RowPacks<T, VEC> row(gX + r * x_stride, gY + r * y_stride, cols);
+  const std::int64_t first = static_cast<std::int64_t>(cluster.block_rank()) * slice;
+  row_in_registers<T, N, VEC>(row, first, min(first + slice, row.end),
+                              static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x),
+                              ClusterScope{BlockScope{sMax, sSum}, sPart});
+  cluster.sync();  // the others have read this block's sPart
+#else
+  __trap();  // never launched: the host picks this kernel on 9.0 and later only
+#endif
 }
 
 // --- fused, a few long rows: split across blocks ------------------------------
@@ -367,16 +498,17 @@ template <class T, int VEC>
 __global__ void __launch_bounds__(kChunkThreads)
     softmax_split_partial(const T* gX, MaxSum* gPartial, std::int64_t cols, std::int64_t x_stride) {
   __shared__ MaxSum sPartial[kWarp];
-  const std::int64_t row = blockIdx.y;
+  const std::int64_t r = blockIdx.y;
+  // Only read: the row's y is not used.
+  const RowPacks<T, VEC> row(gX + r * x_stride, nullptr, cols);
   const std::int64_t chunk_begin = static_cast<std::int64_t>(blockIdx.x) * kChunk;
-  const std::int64_t chunk_end = min(chunk_begin + kChunk, cols);
-  const T* xr = gX + row * x_stride;
+  const std::int64_t chunk_end = min(chunk_begin + kChunk, row.end);
   MaxSum acc{-INFINITY, 0.0F};
-  for_each_pack<T, VEC>(xr, chunk_begin + static_cast<std::int64_t>(threadIdx.x) * VEC, chunk_end,
+  for_each_pack<T, VEC>(row, chunk_begin + static_cast<std::int64_t>(threadIdx.x) * VEC, chunk_end,
                         static_cast<std::int64_t>(blockDim.x) * VEC,
                         [&](std::int64_t, float(&v)[VEC]) { acc = fold<VEC>(acc, v); });
   acc = block_merge(acc, sPartial);
-  if (threadIdx.x == 0) gPartial[row * gridDim.x + blockIdx.x] = acc;
+  if (threadIdx.x == 0) gPartial[r * gridDim.x + blockIdx.x] = acc;
 }
 
 // Block (c, r) merges row r's pairs, then writes chunk c.
@@ -385,18 +517,18 @@ __global__ void __launch_bounds__(kChunkThreads)
     softmax_split_normalize(const T* gX, T* gY, const MaxSum* gPartial, std::int64_t cols,
                             std::int64_t x_stride, std::int64_t y_stride) {
   __shared__ MaxSum sPartial[kWarp];
-  const std::int64_t row = blockIdx.y;
+  const std::int64_t r = blockIdx.y;
   const unsigned chunks = gridDim.x;
   MaxSum acc{-INFINITY, 0.0F};
   for (unsigned c = threadIdx.x; c < chunks; c += blockDim.x) {
-    acc = merge(acc, gPartial[row * chunks + c]);
+    acc = merge(acc, gPartial[r * chunks + c]);
   }
   acc = block_merge(acc, sPartial);
+  const RowPacks<T, VEC> row(gX + r * x_stride, gY + r * y_stride, cols);
   const std::int64_t chunk_begin = static_cast<std::int64_t>(blockIdx.x) * kChunk;
-  const std::int64_t chunk_end = min(chunk_begin + kChunk, cols);
-  normalize_range<T, VEC>(gX + row * x_stride, gY + row * y_stride,
-                          chunk_begin + static_cast<std::int64_t>(threadIdx.x) * VEC, chunk_end,
-                          static_cast<std::int64_t>(blockDim.x) * VEC, acc.m,
+  const std::int64_t chunk_end = min(chunk_begin + kChunk, row.end);
+  normalize_range<T, VEC>(row, chunk_begin + static_cast<std::int64_t>(threadIdx.x) * VEC,
+                          chunk_end, static_cast<std::int64_t>(blockDim.x) * VEC, acc.m,
                           reciprocal_or_nan(acc.m, acc.s));
 }
 
@@ -414,16 +546,46 @@ bool is_split(const SoftmaxShape& s, SoftmaxVariant variant) {
          s.rows < kSplitBelowRows;
 }
 
-std::int64_t chunks_of(const SoftmaxShape& s) { return (s.cols + kChunk - 1) / kChunk; }
+// A row's virtual length (RowPacks) is at most this much past its length:
+// the widest shift, of 16-bit elements.
+constexpr std::int64_t kMaxShift = kVectorBytes / 2 - 1;
 
+// Chunks of the split path: enough for a row of any shift.
+std::int64_t chunks_of(const SoftmaxShape& s) { return (s.cols + kMaxShift + kChunk - 1) / kChunk; }
+
+// Whether every row of x starts as far past a 16-byte boundary as the same
+// row of y, so that one RowPacks serves both and rows take wide accesses
+// (peeling their ends). Else every access is one element.
 template <class T>
-bool can_vectorize(const void* x, const void* y, const SoftmaxShape& s) {
-  constexpr int kVec = kWide<T>;
-  const auto aligned = [](const void* p) {
-    return reinterpret_cast<std::uintptr_t>(p) % kVectorBytes == 0;
-  };
-  return aligned(x) && aligned(y) && s.cols % kVec == 0 && s.x_row_stride % kVec == 0 &&
-         s.y_row_stride % kVec == 0;
+bool packs_line_up(const void* x, const void* y, const SoftmaxShape& s) {
+  const auto gap = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(x) -
+                                             reinterpret_cast<std::uintptr_t>(y));
+  const auto stride_gap = (s.x_row_stride - s.y_row_stride) * static_cast<std::int64_t>(sizeof(T));
+  return gap % kVectorBytes == 0 && stride_gap % kVectorBytes == 0;
+}
+
+// The longest virtual row: the row itself when every row starts on a
+// boundary, else up to a pack more.
+template <class T>
+std::int64_t row_span(const void* x, const SoftmaxShape& s, bool wide) {
+  const bool every_row_aligned =
+      reinterpret_cast<std::uintptr_t>(x) % kVectorBytes == 0 &&
+      s.x_row_stride * static_cast<std::int64_t>(sizeof(T)) % kVectorBytes == 0;
+  return wide && !every_row_aligned ? s.cols + kWide<T> - 1 : s.cols;
+}
+
+bool device_has_clusters() {
+  int device = 0;
+  int major = 0;
+  LOOM_KERNEL_CHECK(cudaGetDevice(&device));
+  LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 9;
+}
+
+// The cluster's slice of a row of `span` virtual elements: a multiple of the pack.
+std::int64_t cluster_slice(std::int64_t span, int vec) {
+  const std::int64_t per_block = (span + kClusterBlocks - 1) / kClusterBlocks;
+  return (per_block + vec - 1) / vec * vec;
 }
 
 unsigned threads_for(std::int64_t items, int cap) {
@@ -459,8 +621,9 @@ void launch_warp_row(const T* x, T* y, const SoftmaxShape& s, bool wide, cudaStr
 }
 
 template <class T, int N>
-void launch_block_row(const T* x, T* y, const SoftmaxShape& s, bool wide, cudaStream_t stream) {
-  const unsigned threads = threads_for((s.cols + N - 1) / N, kMaxThreads);
+void launch_block_row(const T* x, T* y, const SoftmaxShape& s, std::int64_t span, bool wide,
+                      cudaStream_t stream) {
+  const unsigned threads = threads_for((span + N - 1) / N, kMaxThreads);
   const auto blocks = static_cast<unsigned>(s.rows);
   with_vec<T>(wide, [&](auto vec) {
     loom::detail::launch_on_stream(stream, softmax_block_row<T, N, decltype(vec)::value>, blocks,
@@ -483,25 +646,44 @@ int one_block_per_sm_bytes() {
   return std::min(per_sm / 2 + 1, per_block - kStatic);
 }
 
+// A cluster of blocks a row, N = 32 elements a thread.
+template <class T>
+void launch_cluster_row(const T* x, T* y, const SoftmaxShape& s, std::int64_t slice, bool wide,
+                        cudaStream_t stream) {
+  constexpr int kN = 32;
+  const unsigned threads = threads_for((slice + kN - 1) / kN, kMaxThreads);
+  const auto blocks = static_cast<unsigned>(s.rows * kClusterBlocks);
+  with_vec<T>(wide, [&](auto vec) {
+    loom::detail::launch_on_stream(stream, softmax_cluster_row<T, kN, decltype(vec)::value>, blocks,
+                                   threads, 0, x, y, s.cols, slice, s.x_row_stride, s.y_row_stride);
+  });
+}
+
 template <class T>
 void launch_fused(const T* x, T* y, const SoftmaxShape& s, void* workspace, bool wide,
                   cudaStream_t stream) {
   const std::int64_t cols = s.cols;
-  if (cols <= kWarpRowMax) {
+  // Rows are sized by their virtual length: a peeled row may need a pack more.
+  const std::int64_t span = row_span<T>(x, s, wide);
+  if (span <= kWarpRowMax) {
     // The smallest power-of-two share per lane that holds the row.
-    if (cols <= 1 * kWarp) return launch_warp_row<T, 1>(x, y, s, wide, stream);
-    if (cols <= 2 * kWarp) return launch_warp_row<T, 2>(x, y, s, wide, stream);
-    if (cols <= 4 * kWarp) return launch_warp_row<T, 4>(x, y, s, wide, stream);
-    if (cols <= 8 * kWarp) return launch_warp_row<T, 8>(x, y, s, wide, stream);
-    if (cols <= 16 * kWarp) return launch_warp_row<T, 16>(x, y, s, wide, stream);
+    if (span <= 1 * kWarp) return launch_warp_row<T, 1>(x, y, s, wide, stream);
+    if (span <= 2 * kWarp) return launch_warp_row<T, 2>(x, y, s, wide, stream);
+    if (span <= 4 * kWarp) return launch_warp_row<T, 4>(x, y, s, wide, stream);
+    if (span <= 8 * kWarp) return launch_warp_row<T, 8>(x, y, s, wide, stream);
+    if (span <= 16 * kWarp) return launch_warp_row<T, 16>(x, y, s, wide, stream);
     return launch_warp_row<T, 32>(x, y, s, wide, stream);
   }
-  if (cols <= kRegisterRowMax) {
+  if (span <= kRegisterRowMax) {
     // At most 512 threads while that suffices: two blocks an SM, one
     // reducing while the other loads.
-    if (cols <= 8 * 512) return launch_block_row<T, 8>(x, y, s, wide, stream);
-    if (cols <= 16 * 512) return launch_block_row<T, 16>(x, y, s, wide, stream);
-    return launch_block_row<T, 32>(x, y, s, wide, stream);
+    if (span <= 8 * 512) return launch_block_row<T, 8>(x, y, s, span, wide, stream);
+    if (span <= 16 * 512) return launch_block_row<T, 16>(x, y, s, span, wide, stream);
+    return launch_block_row<T, 32>(x, y, s, span, wide, stream);
+  }
+  const std::int64_t slice = cluster_slice(span, wide ? kWide<T> : 1);
+  if (slice <= kRegisterRowMax && s.rows >= kClusterMinRows && device_has_clusters()) {
+    return launch_cluster_row<T>(x, y, s, slice, wide, stream);
   }
   if (!is_split(s, SoftmaxVariant::fused)) {
     // One 1024-thread block a row and one block an SM (it reserves more than
@@ -535,7 +717,7 @@ void launch(const void* xv, void* yv, const SoftmaxShape& s, void* workspace,
             SoftmaxVariant variant, cudaStream_t stream) {
   const auto* x = static_cast<const T*>(xv);
   auto* y = static_cast<T*>(yv);
-  const bool wide = can_vectorize<T>(xv, yv, s);
+  const bool wide = packs_line_up<T>(xv, yv, s);
   const auto blocks = static_cast<unsigned>(s.rows);
   const unsigned threads = threads_for((s.cols + kWide<T> - 1) / kWide<T>, kPassThreads);
   switch (resolved(variant)) {

@@ -15,6 +15,7 @@
 #include <loom/ops.hpp>
 #include <loom/runtime.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -113,16 +114,21 @@ std::string describe(const Case& c, SoftmaxVariant v) {
          (c.in_place ? " in place" : "") + (c.kind == Rows::extreme ? " extreme" : "");
 }
 
-void check(const Case& c, SoftmaxVariant variant) {
+// `offset`: x and y start that many elements into their buffers, whose
+// first elements hold other values (x) or poison (y), which must stay.
+void check(const Case& c, SoftmaxVariant variant, std::int64_t offset = 0) {
   auto rng = loom::test::random_engine();
   const auto x = make_rows(c, rng);
   const SoftmaxShape shape{c.rows, c.cols, c.x_stride, c.in_place ? c.x_stride : c.y_stride};
   const std::size_t eb = element_bytes(c.dtype);
-  const auto x_bytes = to_bytes(x, c.dtype);
+  auto x_bytes = to_bytes(x, c.dtype);
+  std::vector<std::uint8_t> prefix(static_cast<std::size_t>(offset) * eb, 0x3C);
+  x_bytes.insert(x_bytes.begin(), prefix.begin(), prefix.end());
   // The reference over the same bytes, into a NaN-poisoned buffer of y's layout.
   const std::size_t y_elems = static_cast<std::size_t>(c.rows * shape.y_row_stride);
-  std::vector<std::uint8_t> want(y_elems * eb, 0xFF);
-  loom::kernels::softmax_reference(x_bytes.data(), want.data(), c.dtype, shape);
+  std::vector<std::uint8_t> want(y_elems * eb + prefix.size(), 0xFF);
+  loom::kernels::softmax_reference(x_bytes.data() + prefix.size(), want.data() + prefix.size(),
+                                   c.dtype, shape);
 
   loom::test::DeviceBuffer<std::uint8_t> d_x(x_bytes.size());
   loom::test::DeviceBuffer<std::uint8_t> d_y(want.size());
@@ -131,11 +137,17 @@ void check(const Case& c, SoftmaxVariant variant) {
   const std::size_t ws_bytes = loom::kernels::softmax_workspace_bytes(shape, variant);
   loom::test::DeviceBuffer<std::uint8_t> d_ws(ws_bytes);
   loom::detail::Stream stream(0, 0);
-  std::uint8_t* y = c.in_place ? d_x.data() : d_y.data();
-  loom::kernels::softmax(d_x.data(), y, c.dtype, shape, ws_bytes > 0 ? d_ws.data() : nullptr,
-                         stream.view(), variant);
+  std::uint8_t* y = (c.in_place ? d_x.data() : d_y.data()) + prefix.size();
+  loom::kernels::softmax(d_x.data() + prefix.size(), y, c.dtype, shape,
+                         ws_bytes > 0 ? d_ws.data() : nullptr, stream.view(), variant);
   stream.synchronize();
-  const auto got = c.in_place ? d_x.download() : d_y.download();
+  auto got = c.in_place ? d_x.download() : d_y.download();
+  const auto& untouched = c.in_place ? x_bytes : want;
+  EXPECT_EQ(std::memcmp(got.data(), untouched.data(), prefix.size()), 0)
+      << describe(c, variant) << ": the elements before the start were written";
+  got.erase(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(prefix.size()));
+  want.erase(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(prefix.size()));
+  x_bytes.erase(x_bytes.begin(), x_bytes.begin() + static_cast<std::ptrdiff_t>(prefix.size()));
 
   std::size_t bad = 0;
   std::size_t first_bad = 0;
@@ -153,8 +165,8 @@ void check(const Case& c, SoftmaxVariant variant) {
       if (!ok && bad++ == 0) first_bad = i;
     }
   }
-  EXPECT_EQ(bad, 0U) << describe(c, variant) << ": first at element " << first_bad << " got "
-                     << element(got, c.dtype, first_bad) << " want "
+  EXPECT_EQ(bad, 0U) << describe(c, variant) << " offset " << offset << ": first at element "
+                     << first_bad << " got " << element(got, c.dtype, first_bad) << " want "
                      << element(want, c.dtype, first_bad);
 }
 
@@ -166,10 +178,11 @@ class SoftmaxGpu : public ::testing::TestWithParam<std::tuple<SoftmaxVariant, DT
 
 TEST_P(SoftmaxGpu, EveryRowLengthMatchesTheReference) {
   LOOM_REQUIRE_GPU();
-  const std::int64_t shapes[][2] = {{1, 1},       {3, 31},     {4, 32},    {5, 33},    {7, 1000},
-                                    {9, 1024},    {6, 1025},   {3, 4097},  {2, 8192},  {2, 16384},
-                                    {3, 16385},   {2, 32768},  {2, 32769}, {1, 65536}, {3, 100003},
-                                    {1, 1000003}, {260, 33000}};
+  const std::int64_t shapes[][2] = {
+      {1, 1},       {3, 31},      {4, 32},     {5, 33},      {7, 1000},    {9, 1024},
+      {6, 1025},    {3, 4097},    {2, 8192},   {2, 16384},   {3, 16385},   {2, 32768},
+      {2, 32769},   {1, 65536},   {3, 100003}, {1, 1000003}, {260, 33000}, {40, 65536},
+      {33, 262136}, {32, 262145}, {31, 100000}};
   for (const auto& s : shapes) {
     check({dtype(), s[0], s[1], s[1], s[1], false, Rows::random}, variant());
   }
@@ -182,7 +195,23 @@ TEST_P(SoftmaxGpu, StridedRowsAndInPlace) {
     check({dtype(), 5, cols, cols + 8, cols + 16, false, Rows::random}, variant());  // aligned
     check({dtype(), 5, cols, cols + 3, cols + 1, false, Rows::random}, variant());   // not
     check({dtype(), 5, cols, cols + 8, cols + 8, true, Rows::random}, variant());
+    check({dtype(), 5, cols, cols + 3, cols + 3, false, Rows::random}, variant());  // peeled
   }
+}
+
+// Rows that start off a 16-byte boundary, each by the same amount in x and
+// y (so the ends are peeled and the middle is wide) or by different ones,
+// at every length class: warp, block, cluster and split rows.
+TEST_P(SoftmaxGpu, RowsStartingOffABoundary) {
+  LOOM_REQUIRE_GPU();
+  for (std::int64_t offset : {std::int64_t{1}, std::int64_t{3}, std::int64_t{5}}) {
+    for (const auto& s : std::vector<std::array<std::int64_t, 2>>{
+             {7, 20}, {5, 1000}, {4, 4099}, {3, 30000}, {34, 40001}, {2, 70000}}) {
+      check({dtype(), s[0], s[1], s[1], s[1], false, Rows::random}, variant(), offset);
+      check({dtype(), s[0], s[1], s[1] + 1, s[1] + 1, true, Rows::random}, variant(), offset);
+    }
+  }
+  check({dtype(), 40, 50000, 50001, 50003, false, Rows::random}, variant(), 2);  // unequal
 }
 
 TEST_P(SoftmaxGpu, LargeMagnitudesMinusInfinityAndARowOfMinusInfinity) {
