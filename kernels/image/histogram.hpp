@@ -13,9 +13,9 @@
 //   shared          privatized (histogram_shared.cuh): each block counts
 //                   into its own 256-bin histograms in shared memory, then
 //                   adds each non-zero bin to the global counts with one
-//                   atomic. Several copies a block (lane l counts into copy
-//                   l % kCopies, each copy a few banks over from the last)
-//                   spread a warp's equal values over banks; each thread
+//                   atomic. A copy a lane, interleaved so that lane l's
+//                   bins all lie in bank l: a warp's atomics never meet on
+//                   a bank, whatever the values; each thread
 //                   adds a run of equal bytes with one atomic (a constant
 //                   image costs one shared atomic a thread). 16-byte loads
 //                   over the 16-byte aligned body, a few in flight a thread,

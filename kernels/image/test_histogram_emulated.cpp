@@ -150,21 +150,27 @@ TEST(HistogramSharedEmulated, TheSplitCoversEveryByteOnce) {
   }
 }
 
-TEST(HistogramSharedEmulated, NeighbouringValuesInEveryCopyFillDistinctBanks) {
-  // The claim beside kCopyPitch: kBanks / kCopies neighbouring values, in
-  // all kCopies copies, land in kBanks different banks.
-  constexpr int kSpread = emu::kBanks / emu::kCopies;
-  for (int first = 0; first + kSpread <= emu::kBins; ++first) {
+TEST(HistogramSharedEmulated, AWarpsAtomicsFallInDistinctBanksWhateverTheValues) {
+  // The claim beside kCopies: lane l's atomic lands in bank l whatever
+  // value it counts, so 32 lanes never meet on a bank (nor an address).
+  std::mt19937 rng(loom::test::fresh_seed());
+  std::uniform_int_distribution<int> value(0, emu::kBins - 1);
+  for (int trial = 0; trial < 1000; ++trial) {
     std::set<int> banks;
-    for (int c = 0; c < emu::kCopies; ++c) {
-      for (int v = first; v < first + kSpread; ++v)
-        banks.insert((c * emu::kCopyPitch + v) % emu::kBanks);
+    for (unsigned lane = 0; lane < 32; ++lane) {
+      const int v = trial < emu::kBins ? trial : value(rng);  // equal values, then random
+      banks.insert(emu::bank_of(emu::copy_of(lane), v));
     }
-    EXPECT_EQ(banks.size(), static_cast<std::size_t>(emu::kBanks)) << "values from " << first;
+    EXPECT_EQ(banks.size(), 32U) << "trial " << trial;
   }
-  // And every lane of a warp meets its copy's lanes only kCopies apart.
+  // The copies of one block tile the shared words exactly once.
+  std::set<int> words;
+  for (int c = 0; c < emu::kCopies; ++c) {
+    for (int v = 0; v < emu::kBins; ++v) words.insert(c * emu::kCopyPitch + v * emu::kBinPitch);
+  }
+  EXPECT_EQ(words.size(), static_cast<std::size_t>(emu::kSharedWords));
+  EXPECT_EQ(*words.rbegin(), emu::kSharedWords - 1);
   for (unsigned lane = 0; lane < 32; ++lane) {
-    EXPECT_EQ(emu::copy_of(lane), static_cast<int>(lane) % emu::kCopies);
     EXPECT_EQ(emu::copy_of(lane + 32 * 5), emu::copy_of(lane));
   }
 }
