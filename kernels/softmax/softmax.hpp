@@ -22,14 +22,20 @@
 //          (max, sum) pairs merged across the block (Milakov & Gimelshein,
 //          2018); then the output (2 reads, 1 write).
 //   fused  the row read once and kept in registers (1 read, 1 write):
-//          a warp a row for rows up to 1024, a block a row up to 32768;
-//          longer rows take the online kernel with one block an SM (its second
+//          a warp a row for rows up to 1024, a block a row up to 32768, and
+//          on compute capability 9.0 and later a cluster of 8 blocks a row up
+//          to 262144 when there are at least 32 rows (the blocks combine the
+//          row's maximum and sum through distributed shared memory). Other
+//          long rows take the online kernel with one block an SM (its second
 //          read mostly hits L2) when there are many rows, or, for a few long
 //          rows, split the row across blocks: each block's partial (max, sum)
 //          goes to a workspace, and a second kernel merges them and writes the
 //          output. The default; the op's choice for every shape.
-// All variants use 16-byte loads and stores when the pointers, row strides
-// and row length allow, else scalar ones.
+// All variants use 16-byte loads and stores wherever x and y start equally
+// far past a 16-byte boundary in every row (any offset, row length and
+// stride): each row's ends are peeled, element by element, and its middle
+// is read and written 16 bytes at a time. Otherwise every access is one
+// element. The device code is softmax_kernels.cuh.
 
 #include <loom/cuda_interop.hpp>
 #include <loom/dtype.hpp>

@@ -13,6 +13,14 @@
 //    full mask requires; the warps of a block need not shuffle together.
 //  - atomicAdd is a plain addition: for kernels whose phases a test runs
 //    thread by thread, one at a time, never under run_grid.
+//  - Thread-block clusters (run_clusters): the blocks of one cluster run at
+//    once, each with its own barrier and warps; cooperative_groups'
+//    this_cluster() (as `cg`) has block_rank, num_blocks, sync (a barrier
+//    of the cluster) and map_shared_rank. A cluster kernel declares its
+//    shared memory with LOOM_CLUSTER_BLOCK_SHARED, which gives each block of
+//    a cluster its own object (a plain __shared__ array is one static for
+//    all); clusters run one after another.
+//  - LOOM_EMULATED_CUDA is defined, for kernel code that must know.
 //
 // Use: include the kernel's header first (it brings CUDA's, which define the
 // qualifiers redefined here), then this, then put the kernel's namespace over
@@ -33,8 +41,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
+
+#define LOOM_EMULATED_CUDA 1
+#define LOOM_CLUSTER_BLOCK_SHARED(type, name) \
+  type& name = ::loom::emulated::cluster_block_shared<type>()
 
 #undef __global__
 #undef __device__
@@ -57,7 +71,8 @@ inline dim3 blockDim;
 inline dim3 gridDim;
 
 namespace state {
-inline std::barrier<>* block_barrier = nullptr;
+// This thread's block's barrier and warps (set by run_grid and run_clusters).
+inline thread_local std::barrier<>* block_barrier = nullptr;
 // A warp of the block: its threads' barrier and exchange slots. Shuffle k
 // writes buffer k % 2; a lane can reach shuffle k + 2 only after every lane
 // of its warp has passed shuffle k + 1's barrier, so after it read shuffle k.
@@ -66,10 +81,68 @@ struct Warp {
   std::barrier<> barrier;
   std::array<std::array<unsigned, 32>, 2> exchange{};
 };
-inline std::vector<std::unique_ptr<Warp>>* warps = nullptr;
+inline thread_local std::vector<std::unique_ptr<Warp>>* warps = nullptr;
 inline thread_local unsigned shuffles = 0;
 inline thread_local int thread_rank = 0;  // threadIdx linearized, as CUDA numbers a block's threads
+// The cluster run_clusters runs: its barrier, its size, and this thread's
+// block's rank in it.
+inline std::barrier<>* cluster_barrier = nullptr;
+inline unsigned cluster_blocks = 1;
+inline thread_local unsigned cluster_rank = 0;
+// Every LOOM_CLUSTER_BLOCK_SHARED object: block r's at base + r * pitch.
+struct SharedObjects {
+  const char* base;
+  std::size_t pitch;
+};
+inline std::mutex shared_mutex;
+inline std::vector<SharedObjects> shared_objects;
 }  // namespace state
+
+inline constexpr unsigned kMaxClusterBlocks = 16;
+
+// The objects of one LOOM_CLUSTER_BLOCK_SHARED type, one a block of a cluster.
+template <class T>
+struct ClusterBlockObjects {
+  std::array<T, kMaxClusterBlocks> objects{};
+  ClusterBlockObjects() {
+    const std::lock_guard lock(state::shared_mutex);
+    state::shared_objects.push_back({reinterpret_cast<const char*>(objects.data()), sizeof(T)});
+  }
+};
+
+template <class T>
+T& cluster_block_shared() {
+  static ClusterBlockObjects<T> all;
+  return all.objects[state::cluster_rank];
+}
+
+inline float __int_as_float(int v) { return std::bit_cast<float>(v); }
+inline float __uint_as_float(unsigned v) { return std::bit_cast<float>(v); }
+inline unsigned __float_as_uint(float v) { return std::bit_cast<unsigned>(v); }
+inline void __stwb(uint4* p, uint4 v) { *p = v; }
+
+namespace cg {
+struct cluster_group {
+  unsigned block_rank() const { return state::cluster_rank; }
+  unsigned num_blocks() const { return state::cluster_blocks; }
+  void sync() const { state::cluster_barrier->arrive_and_wait(); }
+  /// `p`, in this block's LOOM_CLUSTER_BLOCK_SHARED object, moved to block
+  /// `rank`'s object.
+  template <class T>
+  T* map_shared_rank(T* p, unsigned rank) const {
+    const auto* c = reinterpret_cast<const char*>(p);
+    const std::lock_guard lock(state::shared_mutex);
+    for (const auto& o : state::shared_objects) {
+      if (c >= o.base && c < o.base + o.pitch * kMaxClusterBlocks) {
+        const auto offset = static_cast<std::size_t>(c - o.base) % o.pitch;
+        return reinterpret_cast<T*>(const_cast<char*>(o.base + rank * o.pitch + offset));
+      }
+    }
+    throw std::logic_error("map_shared_rank: not in a LOOM_CLUSTER_BLOCK_SHARED object");
+  }
+};
+inline cluster_group this_cluster() { return {}; }
+}  // namespace cg
 
 inline void __syncthreads() { state::block_barrier->arrive_and_wait(); }
 
@@ -129,6 +202,17 @@ inline int atomicAdd(int* address, int value) {
   return old;
 }
 
+/// The warps of a block of `threads` threads.
+inline std::unique_ptr<std::vector<std::unique_ptr<state::Warp>>> detail_make_warps(
+    unsigned threads) {
+  auto warps = std::make_unique<std::vector<std::unique_ptr<state::Warp>>>();
+  for (unsigned first = 0; first < threads; first += 32) {
+    warps->push_back(
+        std::make_unique<state::Warp>(static_cast<std::ptrdiff_t>(std::min(threads - first, 32U))));
+  }
+  return warps;
+}
+
 /// kernel() on every thread of every block of `grid`: one std::thread per
 /// thread of a block, walking the blocks together, with a barrier between
 /// blocks (their static "shared" arrays are reused).
@@ -139,17 +223,14 @@ inline void run_grid(dim3 grid, dim3 block, const std::function<void()>& kernel)
   // On the heap: the global the emulated barrier calls reach must not point
   // at a local (g++ 13 rejects that even when it is reset before return).
   auto barrier = std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(threads));
-  state::block_barrier = barrier.get();
-  auto warps = std::make_unique<std::vector<std::unique_ptr<state::Warp>>>();
-  for (unsigned first = 0; first < threads; first += 32) {
-    warps->push_back(
-        std::make_unique<state::Warp>(static_cast<std::ptrdiff_t>(std::min(threads - first, 32U))));
-  }
-  state::warps = warps.get();
+  auto warps = detail_make_warps(threads);
   std::vector<std::thread> team;
   team.reserve(threads);
   for (unsigned t = 0; t < threads; ++t) {
     team.emplace_back([&, t] {
+      state::block_barrier = barrier.get();
+      state::warps = warps.get();
+      state::cluster_rank = 0;
       threadIdx = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
       state::thread_rank = static_cast<int>(t);
       state::shuffles = 0;
@@ -165,8 +246,53 @@ inline void run_grid(dim3 grid, dim3 block, const std::function<void()>& kernel)
     });
   }
   for (auto& th : team) th.join();
-  state::block_barrier = nullptr;
-  state::warps = nullptr;
+}
+
+/// kernel() on every thread of a one-dimensional grid of thread-block
+/// clusters of `cluster` blocks (grid.x a multiple of it): the blocks of a
+/// cluster run at once (one std::thread per thread of each), clusters one
+/// after another, with a barrier of the cluster between them.
+inline void run_clusters(dim3 grid, dim3 block, unsigned cluster,
+                         const std::function<void()>& kernel) {
+  if (cluster == 0 || cluster > kMaxClusterBlocks || grid.x % cluster != 0 || grid.y != 1 ||
+      grid.z != 1) {
+    throw std::invalid_argument("run_clusters: grid.x must be whole clusters of 1..16 blocks");
+  }
+  blockDim = block;
+  gridDim = grid;
+  const unsigned threads = block.x * block.y * block.z;
+  std::vector<std::unique_ptr<std::barrier<>>> barriers;
+  std::vector<std::unique_ptr<std::vector<std::unique_ptr<state::Warp>>>> warps;
+  for (unsigned b = 0; b < cluster; ++b) {
+    barriers.push_back(std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(threads)));
+    warps.push_back(detail_make_warps(threads));
+  }
+  auto cluster_barrier =
+      std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(threads * cluster));
+  state::cluster_barrier = cluster_barrier.get();
+  state::cluster_blocks = cluster;
+  std::vector<std::thread> team;
+  team.reserve(static_cast<std::size_t>(threads) * cluster);
+  for (unsigned b = 0; b < cluster; ++b) {
+    for (unsigned t = 0; t < threads; ++t) {
+      team.emplace_back([&, b, t] {
+        state::block_barrier = barriers[b].get();
+        state::warps = warps[b].get();
+        state::cluster_rank = b;
+        threadIdx = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+        state::thread_rank = static_cast<int>(t);
+        state::shuffles = 0;
+        for (unsigned first = 0; first < grid.x; first += cluster) {
+          blockIdx = uint3{first + b, 0, 0};
+          kernel();
+          cluster_barrier->arrive_and_wait();
+        }
+      });
+    }
+  }
+  for (auto& th : team) th.join();
+  state::cluster_barrier = nullptr;
+  state::cluster_blocks = 1;
 }
 
 }  // namespace loom::emulated
