@@ -25,6 +25,7 @@
 #include <loom/priority.hpp>
 #include <loom/tensor.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -115,6 +116,14 @@ struct Task {
 
 class LOOM_API Graph {
  public:
+  Graph() = default;
+  /// A copy shares the tasks with the original until either changes.
+  Graph(const Graph& other);
+  Graph(Graph&& other) noexcept;
+  Graph& operator=(const Graph& other);
+  Graph& operator=(Graph&& other) noexcept;
+  ~Graph();
+
   /// Appends an op. @throws InvalidArgument for a null op.
   TaskId add(OpPtr op, TaskOptions options = {});
   /// Appends a copy dst = src; its path follows the two memory spaces.
@@ -155,10 +164,10 @@ class LOOM_API Graph {
   /// stride); the message names the task. @throws InvalidArgument.
   void validate() const;
 
-  std::size_t size() const noexcept { return tasks_.size(); }
-  bool empty() const noexcept { return tasks_.empty(); }
-  const Task& task(TaskId id) const { return tasks_.at(id.index); }
-  const std::vector<Task>& tasks() const noexcept { return tasks_; }
+  std::size_t size() const noexcept { return tasks().size(); }
+  bool empty() const noexcept { return tasks().empty(); }
+  const Task& task(TaskId id) const { return tasks().at(id.index); }
+  const std::vector<Task>& tasks() const noexcept { return tasks_ ? *tasks_ : no_tasks(); }
   /// Number of edges (inferred and explicit).
   std::size_t edge_count() const noexcept { return edges_; }
   /// True when the graph has an edge from -> to (not transitive).
@@ -226,7 +235,13 @@ class LOOM_API Graph {
 
   friend struct detail::GraphAccess;
 
-  std::vector<Task> tasks_;
+  static const std::vector<Task>& no_tasks() noexcept;
+  // The tasks, shared with this graph's copies and with what runtimes
+  // prepared from it (GraphAccess::snapshot) while tasks_shared_, and
+  // copied before this graph changes them (changed()): a submit or compile
+  // copies no task. Null: no tasks yet.
+  std::shared_ptr<std::vector<Task>> tasks_;
+  mutable std::atomic<bool> tasks_shared_{false};
   std::vector<Tensor> intermediates_;
   std::size_t edges_ = 0;
   // An edge from a later task to an earlier one (precede): only then can the

@@ -60,7 +60,77 @@ std::string Graph::unique_name(std::string base) {
   }
 }
 
+Graph::Graph(const Graph& other)
+    : tasks_(other.tasks_),
+      intermediates_(other.intermediates_),
+      edges_(other.edges_),
+      backward_edges_(other.backward_edges_),
+      history_(other.history_),
+      spaces_by_address_(other.spaces_by_address_),
+      inferred_(other.inferred_),
+      names_(other.names_),
+      prepared_(other.prepared_) {
+  if (tasks_) {
+    other.tasks_shared_.store(true, std::memory_order_relaxed);
+    tasks_shared_.store(true, std::memory_order_relaxed);
+  }
+}
+
+Graph::Graph(Graph&& other) noexcept
+    : tasks_(std::move(other.tasks_)),
+      tasks_shared_(other.tasks_shared_.load(std::memory_order_relaxed)),
+      intermediates_(std::move(other.intermediates_)),
+      edges_(other.edges_),
+      backward_edges_(other.backward_edges_),
+      history_(std::move(other.history_)),
+      spaces_by_address_(std::move(other.spaces_by_address_)),
+      inferred_(std::move(other.inferred_)),
+      names_(std::move(other.names_)),
+      prepared_(std::move(other.prepared_)) {
+  other.tasks_shared_.store(false, std::memory_order_relaxed);
+  other.edges_ = 0;
+  other.backward_edges_ = false;
+}
+
+Graph& Graph::operator=(const Graph& other) {
+  if (this != &other) *this = Graph(other);
+  return *this;
+}
+
+Graph& Graph::operator=(Graph&& other) noexcept {
+  if (this == &other) return *this;
+  tasks_ = std::move(other.tasks_);
+  tasks_shared_.store(other.tasks_shared_.load(std::memory_order_relaxed),
+                      std::memory_order_relaxed);
+  other.tasks_shared_.store(false, std::memory_order_relaxed);
+  intermediates_ = std::move(other.intermediates_);
+  edges_ = other.edges_;
+  backward_edges_ = other.backward_edges_;
+  other.edges_ = 0;
+  other.backward_edges_ = false;
+  history_ = std::move(other.history_);
+  spaces_by_address_ = std::move(other.spaces_by_address_);
+  inferred_ = std::move(other.inferred_);
+  names_ = std::move(other.names_);
+  prepared_ = std::move(other.prepared_);
+  return *this;
+}
+
+Graph::~Graph() = default;
+
+const std::vector<Task>& Graph::no_tasks() noexcept {
+  static const std::vector<Task> none;
+  return none;
+}
+
 void Graph::changed() {
+  // Tasks shared with a copy or a prepared snapshot stay with them: this
+  // graph changes a copy of its own.
+  if (!tasks_) {
+    tasks_ = std::make_shared<std::vector<Task>>();
+  } else if (tasks_shared_.exchange(false, std::memory_order_relaxed)) {
+    tasks_ = std::make_shared<std::vector<Task>>(*tasks_);
+  }
   // A slot shared with a copy stays with the copy; an unshared one is emptied.
   if (!prepared_ || prepared_.use_count() > 1) {
     prepared_ = std::make_shared<detail::PreparedSlot>();
@@ -72,7 +142,11 @@ void Graph::changed() {
 
 Graph detail::GraphAccess::snapshot(const Graph& g) {
   Graph copy;
-  copy.tasks_ = g.tasks_;
+  copy.tasks_ = g.tasks_;  // shared, not copied: g copies them before it changes
+  if (g.tasks_) {
+    g.tasks_shared_.store(true, std::memory_order_relaxed);
+    copy.tasks_shared_.store(true, std::memory_order_relaxed);
+  }
   copy.intermediates_ = g.intermediates_;
   copy.edges_ = g.edges_;
   copy.backward_edges_ = g.backward_edges_;
@@ -81,11 +155,11 @@ Graph detail::GraphAccess::snapshot(const Graph& g) {
 
 void Graph::add_edge(std::uint32_t from, std::uint32_t to) {
   if (from == to) return;
-  auto& preds = tasks_[to].predecessors;
+  auto& preds = (*tasks_)[to].predecessors;
   const auto it = std::lower_bound(preds.begin(), preds.end(), from);
   if (it != preds.end() && *it == from) return;
   preds.insert(it, from);
-  auto& succs = tasks_[from].successors;
+  auto& succs = (*tasks_)[from].successors;
   succs.insert(std::lower_bound(succs.begin(), succs.end(), to), to);
   ++edges_;
 }
@@ -310,10 +384,11 @@ void Graph::infer(std::uint32_t task, const Tensor& tensor, bool write) {
 
 TaskId Graph::append(Task&& task) {
   changed();
-  const auto index = static_cast<std::uint32_t>(tasks_.size());
+  auto& tasks = *tasks_;  // changed() made them this graph's own
+  const auto index = static_cast<std::uint32_t>(tasks.size());
   task.name = unique_name(std::move(task.name));
-  tasks_.push_back(std::move(task));
-  Task& t = tasks_.back();
+  tasks.push_back(std::move(task));
+  Task& t = tasks.back();
   // Reads first: a task that reads and writes a tensor depends on earlier
   // writers (as a reader) and on earlier readers (as a writer).
   inferred_.clear();
@@ -324,7 +399,7 @@ TaskId Graph::append(Task&& task) {
     inferred_.erase(std::unique(inferred_.begin(), inferred_.end()), inferred_.end());
     t.predecessors.assign(inferred_.begin(), inferred_.end());
     // The new task's index is above every successor already listed.
-    for (const auto from : inferred_) tasks_[from].successors.push_back(index);
+    for (const auto from : inferred_) tasks[from].successors.push_back(index);
     edges_ += inferred_.size();
     inferred_.clear();
   }
@@ -395,9 +470,9 @@ void Graph::check_id(TaskId id, const char* call) const {
     throw InvalidArgument(std::string(call) + ": task id " + std::to_string(id.index) +
                           " belongs to another graph");
   }
-  if (id.index >= tasks_.size()) {
+  if (id.index >= tasks().size()) {
     throw InvalidArgument(std::string(call) + ": task id " + std::to_string(id.index) +
-                          " is not in this graph of " + std::to_string(tasks_.size()) + " tasks");
+                          " is not in this graph of " + std::to_string(tasks().size()) + " tasks");
   }
 }
 
@@ -412,28 +487,28 @@ Graph& TaskId::graph() const {
 const std::string& TaskId::name() const {
   Graph& g = graph();
   g.check_id(*this, "TaskId::name");
-  return g.tasks_[index].name;
+  return g.tasks()[index].name;
 }
 
 TaskId& TaskId::name(std::string name) {
   Graph& g = graph();
   g.check_id(*this, "TaskId::name");
   g.changed();
-  g.tasks_[index].name = g.unique_name(std::move(name));
+  (*g.tasks_)[index].name = g.unique_name(std::move(name));
   return *this;
 }
 
 Priority TaskId::priority() const {
   Graph& g = graph();
   g.check_id(*this, "TaskId::priority");
-  return g.tasks_[index].priority;
+  return g.tasks()[index].priority;
 }
 
 TaskId& TaskId::priority(Priority priority) {
   Graph& g = graph();
   g.check_id(*this, "TaskId::priority");
   g.changed();
-  g.tasks_[index].priority = priority;
+  (*g.tasks_)[index].priority = priority;
   return *this;
 }
 
@@ -441,7 +516,7 @@ void Graph::precede(TaskId before, TaskId after) {
   check_id(before, "Graph::precede");
   check_id(after, "Graph::precede");
   if (before.index == after.index) {
-    throw InvalidArgument("Graph::precede: task '" + tasks_[before.index].name +
+    throw InvalidArgument("Graph::precede: task '" + tasks()[before.index].name +
                           "' cannot precede itself");
   }
   changed();
@@ -450,7 +525,7 @@ void Graph::precede(TaskId before, TaskId after) {
 }
 
 bool Graph::has_edge(TaskId from, TaskId to) const {
-  const auto& preds = tasks_.at(to.index).predecessors;
+  const auto& preds = tasks().at(to.index).predecessors;
   return std::binary_search(preds.begin(), preds.end(), from.index);
 }
 
@@ -463,16 +538,16 @@ void Graph::find_cycle() const {
   // Iterative depth-first search; on a back edge, the grey path from the
   // target to the current task is the cycle.
   enum Colour : unsigned char { white, grey, black };
-  std::vector<Colour> colour(tasks_.size(), white);
-  std::vector<std::uint32_t> parent(tasks_.size(), 0);
+  std::vector<Colour> colour(tasks().size(), white);
+  std::vector<std::uint32_t> parent(tasks().size(), 0);
   std::vector<std::pair<std::uint32_t, std::size_t>> stack;
-  for (std::uint32_t root = 0; root < tasks_.size(); ++root) {
+  for (std::uint32_t root = 0; root < tasks().size(); ++root) {
     if (colour[root] != white) continue;
     stack.emplace_back(root, 0);
     colour[root] = grey;
     while (!stack.empty()) {
       auto& [node, next] = stack.back();
-      const auto& succs = tasks_[node].successors;
+      const auto& succs = tasks()[node].successors;
       if (next == succs.size()) {
         colour[node] = black;
         stack.pop_back();
@@ -488,8 +563,8 @@ void Graph::find_cycle() const {
         for (std::uint32_t v = node; v != s;) cycle.push_back(v = parent[v]);
         std::reverse(cycle.begin(), cycle.end());
         std::string names;
-        for (auto v : cycle) names += "'" + tasks_[v].name + "' -> ";
-        names += "'" + tasks_[s].name + "'";
+        for (auto v : cycle) names += "'" + tasks()[v].name + "' -> ";
+        names += "'" + tasks()[s].name + "'";
         throw InvalidArgument("the graph has a cycle: " + names);
       }
     }
@@ -497,7 +572,7 @@ void Graph::find_cycle() const {
 }
 
 void Graph::validate_tasks() const {
-  for (const auto& t : tasks_) {
+  for (const auto& t : tasks()) {
     try {
       if (t.op) t.op->validate();
       if (t.kind == TaskKind::op) {

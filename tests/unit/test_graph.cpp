@@ -537,6 +537,50 @@ TEST_F(GraphTest, PlanKeepsSmallWorkOffAStreamWaitingForTheHost) {
   }
 }
 
+TEST_F(GraphTest, PreparingSharesTheTasksUntilTheGraphChanges) {
+  Graph g;
+  auto a = rt.tensor<float>({64});
+  g.add(loom::ops::scale_copy(x, a, 2.0F), {.name = "first"});
+  const auto prepared = loom::detail::make_prepared(
+      g, std::vector<loom::detail::Placement>(g.size(), loom::detail::Placement::device), 2);
+  const Graph& snapshot = prepared->graph;
+  EXPECT_EQ(snapshot.tasks().data(), g.tasks().data()) << "the snapshot copied the tasks";
+  // The graph changes a copy of its own; the snapshot keeps what it had.
+  auto second = g.add(loom::ops::vector_add(a, x, y), {.name = "second"});
+  EXPECT_NE(snapshot.tasks().data(), g.tasks().data());
+  ASSERT_EQ(snapshot.size(), 1U);
+  EXPECT_EQ(snapshot.tasks()[0].name, "first");
+  EXPECT_TRUE(snapshot.tasks()[0].successors.empty());
+  ASSERT_EQ(g.size(), 2U);
+  EXPECT_EQ(g.tasks()[0].successors, std::vector<std::uint32_t>{1});
+  // Unshared now: changing it again copies nothing.
+  const auto* own = g.tasks().data();
+  second.name("renamed").priority(loom::Priority::high);
+  EXPECT_EQ(g.tasks().data(), own);
+  EXPECT_EQ(g.tasks()[1].name, "renamed");
+  // Copies of a graph share the tasks and part at their first change, each way.
+  Graph copy = g;
+  EXPECT_EQ(copy.tasks().data(), g.tasks().data());
+  copy.add(loom::ops::fill(rt.tensor<float>({4}), 1), {.name = "only in the copy"});
+  EXPECT_EQ(g.size(), 2U);
+  EXPECT_EQ(copy.size(), 3U);
+  EXPECT_EQ(g.tasks()[1].name, "renamed");
+  Graph other = copy;
+  auto t = g.add(loom::ops::fill(rt.tensor<float>({4}), 2), {.name = "only in g"});
+  g.precede(t, second);  // a backward edge: the one change that edits two tasks
+  EXPECT_EQ(copy.size(), 3U);
+  EXPECT_EQ(other.tasks().data(), copy.tasks().data());
+  EXPECT_TRUE(copy.tasks()[1].predecessors == std::vector<std::uint32_t>{0});
+  EXPECT_EQ(g.tasks()[1].predecessors, (std::vector<std::uint32_t>{0, 2}));
+  // A moved-from graph is empty and usable.
+  Graph moved = std::move(other);
+  EXPECT_EQ(moved.size(), 3U);
+  EXPECT_EQ(other.size(), 0U);  // NOLINT(bugprone-use-after-move): the moved-from state is defined
+  other.add(loom::ops::fill(rt.tensor<float>({4}), 3));
+  EXPECT_EQ(other.size(), 1U);
+  EXPECT_EQ(moved.size(), 3U);
+}
+
 TEST_F(GraphTest, PreparingCopiesTheTasksNotTheBuildHistory) {
   Graph g;
   std::vector<loom::Tensor> ts;
