@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -35,6 +36,13 @@
 
 namespace loom::detail {
 namespace {
+
+// Appends n's decimal digits without a temporary string.
+void append_number(std::string& s, std::uint64_t n) {
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof(digits), n).ptr;
+  s.append(digits, end);
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -164,16 +172,31 @@ class MpiGroup final : public RankExchange {
   const CommOptions& options() const noexcept { return options_; }
   unsigned char* token_byte() noexcept { return &token_; }
 
-  // The next collective's number and a name for messages; @throws CommError
-  // when an earlier collective left the communicator unusable.
-  std::string begin(const char* name) {
+  // The next collective's number and a name for messages ("collective #7
+  // (send) to rank 2" with a direction and a peer), written into a buffer
+  // the communicator keeps: its collectives run one at a time, and once the
+  // buffer has grown, naming one allocates nothing. Valid until the next
+  // begin(). @throws CommError when an earlier collective left the
+  // communicator unusable.
+  const std::string& begin(const char* name, const char* direction = nullptr, int peer = -1) {
     const std::uint64_t seq = sequence_.fetch_add(1);
-    std::string what = "collective #" + std::to_string(seq) + " (" + name + ")";
+    // Room for the longest: 20 digits, a name, a direction and 10 digits.
+    if (what_.capacity() < 128) what_.reserve(128);
+    what_.clear();
+    what_ += "collective #";
+    append_number(what_, seq);
+    what_ += " (";
+    what_ += name;
+    what_ += ')';
+    if (direction != nullptr) {
+      what_ += direction;
+      append_number(what_, static_cast<std::uint64_t>(peer));
+    }
     std::lock_guard lock(state_);
     if (!broken_.empty()) {
-      throw CommError(what + ": the communicator is unusable since " + broken_);
+      throw CommError(what_ + ": the communicator is unusable since " + broken_);
     }
-    return what;
+    return what_;
   }
 
   // Tests `requests` until all are done; past the timeout the communicator
@@ -303,6 +326,7 @@ class MpiGroup final : public RankExchange {
   int size_ = 1;
   unsigned char token_ = 0;
   std::atomic<std::uint64_t> sequence_{0};
+  std::string what_;  // begin()'s
   std::mutex state_;
   std::string broken_;
   std::vector<std::int64_t> my_words_;
@@ -383,7 +407,7 @@ class MpiCollective final : public MpiOp {
 
   void run_cpu() const override {
     MpiGroup& g = *group_;
-    const std::string what = g.begin(name_of(spec_.kind));
+    const std::string& what = g.begin(name_of(spec_.kind));
     const bool one_device = g.agree(spec_, where(), what);
     if (one_device && through_windows(g, what)) return;
     const bool in_place = in_place_here();
@@ -391,7 +415,7 @@ class MpiCollective final : public MpiOp {
         in_place && (spec_.kind != CollectiveKind::broadcast || g.rank() == spec_.root);
     const HostView out(out_, g.staging_out(), load);
     const unsigned char* in = in_place ? nullptr : input();
-    std::vector<MPI_Request> requests = issue(in, out.bytes(), in_place);
+    std::array<MPI_Request, 2> requests = issue(in, out.bytes(), in_place);
     try {
       g.wait(requests.data(), static_cast<int>(requests.size()), what,
              in_.nbytes() + out_.nbytes());
@@ -469,11 +493,12 @@ class MpiCollective final : public MpiOp {
     return scratch.data();
   }
 
-  std::vector<MPI_Request> issue(const unsigned char* in, unsigned char* out, bool in_place) const {
+  std::array<MPI_Request, 2> issue(const unsigned char* in, unsigned char* out,
+                                   bool in_place) const {
     MpiGroup& g = *group_;
     const MPI_Datatype type = mpi_type(spec_.dtype);
     const void* send = in_place ? MPI_IN_PLACE : in;
-    std::vector<MPI_Request> requests(2, MPI_REQUEST_NULL);
+    std::array<MPI_Request, 2> requests{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     auto lock = MpiSession::get().lock();
     switch (spec_.kind) {
       case CollectiveKind::all_reduce:
@@ -533,7 +558,8 @@ class MpiPointToPoint final : public MpiOp {
 
   void run_cpu() const override {
     MpiGroup& g = *group_;
-    const std::string what = g.begin(sending_ ? "send" : "recv");
+    const std::string& what =
+        sending_ ? g.begin("send", " to rank ", peer_) : g.begin("recv", " from rank ", peer_);
     if (sending_) {
       const HostView data(data_, g.staging_in(), true);
       MPI_Request request = MPI_REQUEST_NULL;
@@ -544,13 +570,13 @@ class MpiPointToPoint final : public MpiOp {
             MPI_Issend(data.bytes(), bytes_, MPI_BYTE, peer_, tag(), g.data(), &request));
       }
       try {
-        g.wait(&request, 1, what + " to rank " + std::to_string(peer_), data_.nbytes());
+        g.wait(&request, 1, what, data_.nbytes());
       } catch (const CommError&) {
         g.abandon({data_});
         throw;
       }
     } else {
-      receive(g, what + " from rank " + std::to_string(peer_));
+      receive(g, what);
     }
   }
 

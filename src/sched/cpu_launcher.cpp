@@ -24,16 +24,21 @@ void CpuLauncher::ready(RunMachine& /*machine*/, Run& run, std::uint32_t t) {
 
 bool CpuLauncher::advance(RunMachine& machine, Run& run) {
   if (run.ready_host.empty()) return false;
-  std::vector<std::uint32_t> ready;
+  // The round's tasks move to the scratch list, and the run keeps the
+  // scratch's capacity for the next round: neither allocates once grown.
+  std::vector<std::uint32_t>& ready = ready_scratch_;
+  ready.clear();
   ready.swap(run.ready_host);
-  std::stable_sort(ready.begin(), ready.end(), [&](auto a, auto b) {
-    return priority_index(run.tasks()[a].priority) > priority_index(run.tasks()[b].priority);
-  });
-  for (auto t : ready) {
-    // Cancelled while it waited for its round: the machine has taken it.
-    if (run.tasks_state[t].status != TaskStatus::pending) continue;
-    machine.running(run, t);
-    post(run, t);
+  // Highest priority first, in the order they became ready within a level
+  // (a pass a level: no sort, whose buffer would allocate).
+  for (int level = kPriorityLevels - 1; level >= 0; --level) {
+    for (auto t : ready) {
+      if (priority_index(run.tasks()[t].priority) != level) continue;
+      // Cancelled while it waited for its round: the machine has taken it.
+      if (run.tasks_state[t].status != TaskStatus::pending) continue;
+      machine.running(run, t);
+      post(run, t);
+    }
   }
   return true;
 }
@@ -61,9 +66,10 @@ bool CpuLauncher::idle(const Run& run) const { return run.host_outstanding.load(
 
 void CpuLauncher::post(Run& run, std::uint32_t t) {
   run.host_outstanding.fetch_add(1);
+  run.host_launcher = this;
   Run* r = &run;
   workers_->post(run.tasks()[t].priority,
-                 [this, r, t](int worker) { run_on_worker(*r, t, worker); });
+                 [r, t](int worker) { r->host_launcher->run_on_worker(*r, t, worker); });
 }
 
 void CpuLauncher::run_on_worker(Run& run, std::uint32_t t, int worker) {
@@ -74,13 +80,6 @@ void CpuLauncher::run_on_worker(Run& run, std::uint32_t t, int worker) {
   } else {
     ts.worker = worker;
     ts.start_us = micros_since(run.started_at);
-    // What threw: the user's host function, or an op's (a collective's)
-    // CPU implementation, named as such.
-    const std::string thrower = task.kind == TaskKind::host
-                                    ? std::string("the host function")
-                                    : std::string(kind_name(task)) + " '" +
-                                          (task.op ? std::string(task.op->name()) : task.name) +
-                                          "' (CPU implementation)";
     try {
       const TaskScope scope(task.name);
       const CurrentRunScope in_run(run.state.get());
@@ -94,6 +93,14 @@ void CpuLauncher::run_on_worker(Run& run, std::uint32_t t, int worker) {
       // A loom::Error keeps its type; one that names another task (a run
       // waited on here failed) becomes a new error of this task "because of"
       // that one, which stays as it was.
+      // What threw: the user's host function, or an op's (a collective's)
+      // CPU implementation, named as such (built only now: no allocation a
+      // task that succeeds).
+      const std::string thrower = task.kind == TaskKind::host
+                                      ? std::string("the host function")
+                                      : std::string(kind_name(task)) + " '" +
+                                            (task.op ? std::string(task.op->name()) : task.name) +
+                                            "' (CPU implementation)";
       ts.error = naming_task(std::current_exception(), task.name, thrower);
     }
     ts.end_us = micros_since(run.started_at);

@@ -40,6 +40,7 @@ class CpuLauncher final : public Launcher {
   CopyEngine& copies_;
   SchedulerLoop& loop_;
   boost::lockfree::queue<Done> done_{1024};
+  std::vector<std::uint32_t> ready_scratch_;  // advance()'s, on the scheduling thread
 };
 
 }  // namespace loom::detail

@@ -26,6 +26,7 @@
 
 namespace loom::detail {
 
+class CpuLauncher;
 using Clock = std::chrono::steady_clock;
 
 struct TaskState {
@@ -73,6 +74,9 @@ struct Run {
   // cost every run an allocation.
   std::vector<std::uint32_t> ready_host;  // posted in priority order once per scheduler round
   std::atomic<int> host_outstanding{0};   // posted to workers, outcome not yet taken back
+  // Who runs its host tasks: a worker's job then names only the run and the
+  // task, small enough for std::function's own storage (no allocation a task).
+  CpuLauncher* host_launcher = nullptr;
   // The device launcher's (null without one).
   std::unique_ptr<LaunchState> device;
 
@@ -100,6 +104,7 @@ struct Run {
     activity = ActivityTicket{};
     ready_host.clear();
     host_outstanding.store(0, std::memory_order_relaxed);
+    host_launcher = nullptr;
     if (device) device->release();
   }
 

@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "support/counting_new.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -22,6 +24,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -383,6 +386,51 @@ TEST_F(MpiComm, SplitByParityReducesWithinEachPart) {
   }
   EXPECT_EQ(part->rank(), my_position);
   EXPECT_EQ(download<std::int32_t>(x), std::vector<std::int32_t>(16, want));
+}
+
+// A product promise: no allocation in steady state. Once warm, a graph of
+// collectives submitted again and again allocates nothing through operator
+// new on any thread: not the runtime's run, not the mpi backend's naming,
+// agreement or requests (MPI's own buffers are its business).
+TEST_F(MpiComm, CollectivesAllocateNothingOnceWarm) {
+  if (!loom::test::kCountsAllocations) {
+    GTEST_SKIP() << "AddressSanitizer replaces operator new: allocations are not counted";
+  }
+  if (comm_->backend() != "mpi" || runtime().default_memory().is_device()) {
+    GTEST_SKIP() << "the mpi backend over host tensors";
+  }
+  auto in = upload(input_of<float>(rank_, 4096, 91));
+  auto out = poisoned<float>(4096);
+  auto gathered = poisoned<float>(16 * size_);
+  auto ring = poisoned<float>(16);
+  loom::Graph g;
+  g.collective(comm_->all_reduce(in, out, loom::ReduceOp::sum));
+  g.collective(comm_->all_gather(in.slice(0, 0, 16), gathered));
+  g.collective(comm_->ring_exchange(in.slice(0, 16, 32), ring));
+  auto& rt = runtime();
+  // Warm: runs in flight together leave spare run states behind, so that a
+  // run whose last references a worker drops late (the ranks may share
+  // cores) does not make the next submit allocate one.
+  for (int round = 0; round < 3; ++round) {
+    std::vector<loom::Future> held;
+    for (int i = 0; i < 8; ++i) held.push_back(rt.submit(g));
+    for (auto& f : held) f.wait();
+  }
+  for (int i = 0; i < 30; ++i) rt.submit(g).wait();
+  // Ranks enter the count together, and leave it only when every rank has
+  // finished its runs (a rank still running would allocate nothing either,
+  // but its workers' last references drop just after publishing).
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const long long before = loom::test::allocations();
+  constexpr int kRuns = 100;
+  for (int i = 0; i < kRuns; ++i) rt.submit(g).wait();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const long long allocations = loom::test::allocations() - before;
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(allocations, 0) << "allocations in " << kRuns << " runs of 3 collectives";
+  expect_near_all(download<float>(out), reduced<float>(size_, 4096, 91, loom::ReduceOp::sum), size_,
+                  "all_reduce after the counted runs");
 }
 
 TEST_F(MpiComm, RanksThatDisagreeOnTheSizeAllFailSayingHow) {

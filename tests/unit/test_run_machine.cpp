@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/counting_new.hpp"
 #include "support/cpu.hpp"
 
 #include <algorithm>
@@ -28,45 +29,6 @@
 #include <thread>
 #include <utility>
 #include <vector>
-
-// Every allocation of the program is counted (the steady-state test reads
-// the count around its runs; the others ignore it). Not under
-// AddressSanitizer: it replaces every form of operator new itself (the
-// nothrow and array forms too), and memory from one of its forms freed
-// through these would be reported as a mismatch; the test is skipped there.
-#if defined(__SANITIZE_ADDRESS__)
-#define LOOM_COUNTS_ALLOCATIONS 0
-#else
-#define LOOM_COUNTS_ALLOCATIONS 1
-#endif
-
-namespace {
-std::atomic<long long> g_allocations{0};
-}  // namespace
-
-#if LOOM_COUNTS_ALLOCATIONS
-// The replacements pair malloc with free; GCC, seeing them inlined, takes
-// the pair for new with free.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-
-void* operator new(std::size_t bytes) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void* operator new(std::size_t bytes, std::align_val_t align) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  const auto a = static_cast<std::size_t>(align);
-  if (void* p = std::aligned_alloc(a, (bytes + a - 1) / a * a)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-#endif
 
 namespace {
 
@@ -483,7 +445,7 @@ TEST(RunMachineSteadyState, ARunAllocatesNothingOnceWarm) {
   // its Future waited for and dropped: once the pools are warm (spare runs,
   // recycled states and their control blocks, the workers' queue, the
   // ordering's nodes), nothing of it allocates, on any thread.
-  if (!LOOM_COUNTS_ALLOCATIONS) {
+  if (!loom::test::kCountsAllocations) {
     GTEST_SKIP() << "AddressSanitizer replaces operator new: allocations are not counted";
   }
   loom::Runtime rt{loom::test::cpu(1)};
@@ -525,15 +487,15 @@ TEST(RunMachineSteadyState, ARunAllocatesNothingOnceWarm) {
     }
     // The worker drops its last references just after publishing: let it.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    const long long before = g_allocations.load();
+    const long long before = loom::test::allocations();
     {
       auto probe = std::make_unique<int>(1);  // the counter counts
-      ASSERT_EQ(g_allocations.load(), before + 1);
+      ASSERT_EQ(loom::test::allocations(), before + 1);
     }
     constexpr int kRuns = 200;
     for (int i = 0; i < kRuns; ++i) ASSERT_TRUE(one_run());
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    const long long allocations = g_allocations.load() - before - 1;
+    const long long allocations = loom::test::allocations() - before - 1;
     EXPECT_EQ(allocations, 0) << "allocations in " << kRuns << " runs";
   }
   workers->shutdown();
@@ -542,7 +504,7 @@ TEST(RunMachineSteadyState, ARunAllocatesNothingOnceWarm) {
 // The local backend's collectives, once warm, allocate nothing either: a
 // round's bookkeeping is recycled, and each rank's lists and scratch reused.
 TEST(LocalCollectivesSteadyState, AllReduceRingAndGatherAllocateNothingOnceWarm) {
-  if (!LOOM_COUNTS_ALLOCATIONS) {
+  if (!loom::test::kCountsAllocations) {
     GTEST_SKIP() << "AddressSanitizer replaces operator new: allocations are not counted";
   }
   constexpr int kRanks = 3;
@@ -581,10 +543,10 @@ TEST(LocalCollectivesSteadyState, AllReduceRingAndGatherAllocateNothingOnceWarm)
     });
   }
   phase.arrive_and_wait();
-  const long long before = g_allocations.load();
+  const long long before = loom::test::allocations();
   phase.arrive_and_wait();
   phase.arrive_and_wait();
-  const long long allocations = g_allocations.load() - before;
+  const long long allocations = loom::test::allocations() - before;
   for (auto& t : ranks) t.join();
   EXPECT_EQ(allocations, 0) << "allocations in 400 collectives on each of " << kRanks << " ranks";
 }
