@@ -493,9 +493,16 @@ Executable compile_graph(const Graph& graph, const CompileServices& services) {
     ++impl->segments;
     impl->captured_tasks += step.tasks.size();
   }
-  const auto* self = impl.get();
-  append_steps(impl->replay, *impl->prepared, impl->steps,
-               [self](std::size_t step) { return self->segment_ops[step]; });
+  if (impl->segments == 0) {
+    // Every step is one task of the graph, as the graph has it (name,
+    // priority, edges): the replay is the graph itself, a copy that shares
+    // its tasks and what was prepared from them.
+    impl->replay = graph;
+  } else {
+    const auto* self = impl.get();
+    append_steps(impl->replay, *impl->prepared, impl->steps,
+                 [self](std::size_t step) { return self->segment_ops[step]; });
+  }
   // Planned now, on the caller's thread, so that run() only submits.
   if (!impl->replay.empty()) (void)executor.prepare(impl->replay, impl->hints);
   return ExecutableAccess::make(std::move(impl));
