@@ -98,7 +98,8 @@ void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, s
 bool box_blur_sliding_takes(std::int64_t height, std::int64_t width, int radius) noexcept;
 
 /// The rows a warp of the sliding kernel walks, as box_blur() chooses them
-/// for a device of `sm_count` multiprocessors.
+/// for a device of `sm_count` multiprocessors; 0 for an image or radius the
+/// sliding kernel does not take (box_blur_sliding_takes).
 int box_blur_sliding_segment_rows(std::int64_t planes, std::int64_t height, std::int64_t width,
                                   int radius, int sm_count) noexcept;
 

@@ -57,6 +57,8 @@ bool box_blur_sliding_takes(std::int64_t height, std::int64_t width, int radius)
 
 int box_blur_sliding_segment_rows(std::int64_t planes, std::int64_t height, std::int64_t width,
                                   int radius, int sm_count) noexcept {
+  // Past radius 127 a warp would have no outputs (slide_outputs <= 0).
+  if (!box_blur_sliding_takes(height, width, radius) || planes <= 0) return 0;
   return blur_detail::slide_segment_rows(planes, static_cast<int>(height), static_cast<int>(width),
                                          radius, sm_count);
 }

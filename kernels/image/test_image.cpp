@@ -78,6 +78,21 @@ TEST(BlurReference, RadiusZeroCopiesAndConstantsStayConstantAtAnyRadius) {
   }
 }
 
+TEST(BlurSliding, SegmentRowsAreZeroWhereTheKernelDoesNotTakeTheRadius) {
+  for (int r : {0, 1, 8, 64, 127}) {
+    const int rows = loom::kernels::box_blur_sliding_segment_rows(1, 4096, 4096, r, 132);
+    EXPECT_GE(rows, 16) << "radius " << r;
+    EXPECT_LE(rows, 256) << "radius " << r;
+  }
+  // Past 127 a warp would have no outputs: a division by zero before.
+  for (int r : {128, 200, 241, 255, 256, -1}) {
+    EXPECT_EQ(loom::kernels::box_blur_sliding_segment_rows(1, 4096, 4096, r, 132), 0)
+        << "radius " << r;
+  }
+  EXPECT_EQ(loom::kernels::box_blur_sliding_segment_rows(1, 64, 1, 3, 132), 0) << "width 1";
+  EXPECT_EQ(loom::kernels::box_blur_sliding_segment_rows(0, 64, 64, 3, 132), 0) << "no planes";
+}
+
 TEST(ImageOpsCpu, GrayThenBlurThroughAGraphMatchTheReferences) {
   auto rng = std::mt19937_64(loom::test::fresh_seed());
   loom::Runtime rt(cpu(2));
