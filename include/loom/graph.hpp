@@ -117,7 +117,8 @@ struct Task {
 class LOOM_API Graph {
  public:
   Graph() = default;
-  /// A copy shares the tasks with the original until either changes.
+  /// A copy shares the tasks with the original (their ops and host
+  /// functions too, as every run of one graph does) until either changes.
   Graph(const Graph& other);
   Graph(Graph&& other) noexcept;
   Graph& operator=(const Graph& other);
@@ -166,6 +167,9 @@ class LOOM_API Graph {
 
   std::size_t size() const noexcept { return tasks().size(); }
   bool empty() const noexcept { return tasks().empty(); }
+  /// References into the tasks (these, a task's name) hold until the graph
+  /// next changes: a graph whose tasks a copy or a submit shares copies them
+  /// at its next change.
   const Task& task(TaskId id) const { return tasks().at(id.index); }
   const std::vector<Task>& tasks() const noexcept { return tasks_ ? *tasks_ : no_tasks(); }
   /// Number of edges (inferred and explicit).

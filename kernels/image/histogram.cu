@@ -29,7 +29,7 @@ __global__ void histogram_global_atomics(const std::uint8_t* __restrict__ gImage
 __global__ void __launch_bounds__(hd::kBlock)
     histogram_shared(const std::uint8_t* __restrict__ gImage, hd::Split split,
                      int* __restrict__ gCounts) {
-  __shared__ unsigned sCopies[hd::kSharedWords];  // (kCopies, kCopyPitch)
+  __shared__ unsigned sCopies[hd::kSharedWords];  // (kBins, kCopies): bin-major, a copy a lane
   hd::zero_copies(sCopies, threadIdx.x);
   __syncthreads();
   const std::size_t thread = static_cast<std::size_t>(blockIdx.x) * hd::kBlock + threadIdx.x;

@@ -9,6 +9,8 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -61,12 +63,30 @@ std::int64_t row_span(const void* x, const SoftmaxShape& s, bool wide) {
   return wide && !every_row_aligned ? s.cols + kWide<T> - 1 : s.cols;
 }
 
-bool device_has_clusters() {
+// Whether the cluster kernel can run on the current device: compute
+// capability 9.0 or later, and an image of the kernel built for it (a build
+// for older targets only gives a 9.0 device their PTX, whose cluster kernel
+// traps and carries no cluster size). Asked once a device.
+bool device_runs_clusters() {
+  constexpr int kCachedDevices = 64;
+  static std::array<std::atomic<int>, kCachedDevices> cache{};  // 0 unknown, 1 yes, 2 no
   int device = 0;
-  int major = 0;
   LOOM_KERNEL_CHECK(cudaGetDevice(&device));
+  const bool cacheable = device >= 0 && device < kCachedDevices;
+  if (cacheable) {
+    const int known = cache[static_cast<std::size_t>(device)].load(std::memory_order_relaxed);
+    if (known != 0) return known == 1;
+  }
+  int major = 0;
   LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major >= 9;
+  bool runs = major >= 9;
+  if (runs) {
+    cudaFuncAttributes attributes{};
+    LOOM_KERNEL_CHECK(cudaFuncGetAttributes(&attributes, softmax_cluster_row<float, 32, 4>));
+    runs = attributes.requiredClusterWidth == kClusterBlocks;
+  }
+  if (cacheable) cache[static_cast<std::size_t>(device)].store(runs ? 1 : 2);
+  return runs;
 }
 
 unsigned threads_for(std::int64_t items, int cap) {
@@ -163,7 +183,7 @@ void launch_fused(const T* x, T* y, const SoftmaxShape& s, void* workspace, bool
     return launch_block_row<T, 32>(x, y, s, span, wide, stream);
   }
   const std::int64_t slice = cluster_slice(span, wide ? kWide<T> : 1);
-  if (slice <= kRegisterRowMax && s.rows >= kClusterMinRows && device_has_clusters()) {
+  if (slice <= kRegisterRowMax && s.rows >= kClusterMinRows && device_runs_clusters()) {
     return launch_cluster_row<T>(x, y, s, slice, wide, stream);
   }
   if (!is_split(s, SoftmaxVariant::fused)) {

@@ -172,12 +172,23 @@ class MpiGroup final : public RankExchange {
   const CommOptions& options() const noexcept { return options_; }
   unsigned char* token_byte() noexcept { return &token_; }
 
+  // @throws CommError naming `call` when an earlier collective left the
+  // communicator unusable. From any thread (split() calls it on the user's
+  // while collectives run on workers).
+  void check_usable(const char* call) {
+    std::lock_guard lock(state_);
+    if (!broken_.empty()) {
+      throw CommError(std::string(call) + ": the communicator is unusable since " + broken_);
+    }
+  }
+
   // The next collective's number and a name for messages ("collective #7
   // (send) to rank 2" with a direction and a peer), written into a buffer
-  // the communicator keeps: its collectives run one at a time, and once the
-  // buffer has grown, naming one allocates nothing. Valid until the next
-  // begin(). @throws CommError when an earlier collective left the
-  // communicator unusable.
+  // the communicator keeps: its collectives (ops ordered by its token, run
+  // on host workers) run one at a time, and once the buffer has grown,
+  // naming one allocates nothing. Valid until the next begin(); only
+  // collectives call it. @throws CommError when an earlier collective left
+  // the communicator unusable.
   const std::string& begin(const char* name, const char* direction = nullptr, int peer = -1) {
     const std::uint64_t seq = sequence_.fetch_add(1);
     // Room for the longest: 20 digits, a name, a direction and 10 digits.
@@ -686,7 +697,7 @@ class MpiCommunicator final : public SpecCommunicator {
 
   std::shared_ptr<Communicator> split(int colour, int key) const override {
     MpiGroup& g = *group_;
-    (void)g.begin("split");  // @throws when the communicator is unusable
+    g.check_usable("split");
     // Everyone's wish first, so that a missing rank fails in bounded time;
     // then the split itself, which no longer waits for anyone. Only the
     // control communicator is used here: the data one belongs to the

@@ -496,8 +496,10 @@ Executable compile_graph(const Graph& graph, const CompileServices& services) {
   if (impl->segments == 0) {
     // Every step is one task of the graph, as the graph has it (name,
     // priority, edges): the replay is the graph itself, a copy that shares
-    // its tasks and what was prepared from them.
+    // its tasks (copy on write) and, in a slot of its own (the caller may
+    // change or resubmit the graph), what was prepared from them.
     impl->replay = graph;
+    executor.adopt(impl->replay, impl->prepared);
   } else {
     const auto* self = impl.get();
     append_steps(impl->replay, *impl->prepared, impl->steps,

@@ -135,6 +135,8 @@ void Graph::changed() {
   if (!prepared_ || prepared_.use_count() > 1) {
     prepared_ = std::make_shared<detail::PreparedSlot>();
   } else {
+    // Unshared, but a runtime's thread may have filled it last.
+    std::lock_guard lock(prepared_->mutex);
     prepared_->owner = 0;
     prepared_->value.reset();
   }

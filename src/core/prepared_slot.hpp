@@ -24,6 +24,10 @@ struct GraphAccess {
   /// Cuts a snapshot off its original's slot (a snapshot kept inside the
   /// slot's value would otherwise keep the slot, and itself, alive).
   static void detach(Graph& snapshot) noexcept { snapshot.prepared_.reset(); }
+  /// Replaces `g`'s slot (Preparer::adopt).
+  static void give_slot(Graph& g, std::shared_ptr<PreparedSlot> slot) noexcept {
+    g.prepared_ = std::move(slot);
+  }
   /// What a runtime runs of `g`: its tasks, edges and intermediates, without
   /// its build history (the accesses that infer edges for tasks added later,
   /// the names given): no copy of what running never reads. Detached (no

@@ -66,7 +66,9 @@ bool CpuLauncher::idle(const Run& run) const { return run.host_outstanding.load(
 
 void CpuLauncher::post(Run& run, std::uint32_t t) {
   run.host_outstanding.fetch_add(1);
-  run.host_launcher = this;
+  // Written before the run's first job is queued (the queue orders it before
+  // every worker's read), and never while one may be reading it.
+  if (run.host_launcher != this) run.host_launcher = this;
   Run* r = &run;
   workers_->post(run.tasks()[t].priority,
                  [r, t](int worker) { r->host_launcher->run_on_worker(*r, t, worker); });

@@ -84,6 +84,10 @@ class Executor {
   std::shared_ptr<const PreparedGraph> prepare(const Graph& graph, const PrepareHints& hints = {}) {
     return preparer_.prepare(graph, hints);
   }
+  /// See Preparer::adopt.
+  void adopt(Graph& graph, std::shared_ptr<const PreparedGraph> prepared) const {
+    preparer_.adopt(graph, std::move(prepared));
+  }
 
   bool cuda() const noexcept { return options_.cuda; }
   int device() const noexcept { return options_.device; }

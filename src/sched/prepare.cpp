@@ -124,6 +124,13 @@ void Preparer::check(const Graph& graph, const PrepareHints& hints) const {
   }
 }
 
+void Preparer::adopt(Graph& graph, std::shared_ptr<const PreparedGraph> prepared) const {
+  auto slot = std::make_shared<PreparedSlot>();
+  slot->owner = serial_;
+  slot->value = std::move(prepared);
+  GraphAccess::give_slot(graph, std::move(slot));
+}
+
 std::shared_ptr<const PreparedGraph> Preparer::prepare(const Graph& graph,
                                                        const PrepareHints& hints) {
   const auto& slot = GraphAccess::slot(graph);

@@ -57,6 +57,10 @@ class Preparer {
   /// @throws InvalidArgument (naming the task) for a graph that cannot run here.
   /// `hints` matter only when the graph is prepared now.
   std::shared_ptr<const PreparedGraph> prepare(const Graph& graph, const PrepareHints& hints = {});
+  /// Gives `graph` a slot of its own holding `prepared`, which must be what
+  /// prepare(graph) would give (a copy of a prepared graph that should not
+  /// share its original's slot, whose owner may change it).
+  void adopt(Graph& graph, std::shared_ptr<const PreparedGraph> prepared) const;
 
  private:
   void check(const Graph& graph, const PrepareHints& hints) const;

@@ -375,6 +375,36 @@ TEST(Executable, ReplaysOfOneExecutableAreOrdered) {
   EXPECT_EQ(x.data_as<float>()[0], 20.0F) << "replays over the same memory overlapped";
 }
 
+// A compile with no device segment replays the graph itself (a copy that
+// shares its tasks): the caller's later changes and submits of the graph,
+// here and on another runtime, leave the executable as it was compiled.
+TEST(Executable, TheGraphChangedOrSubmittedAfterCompileLeavesTheExecutableAsCompiled) {
+  loom::Runtime rt(cpu(2));
+  loom::Runtime other(cpu(2));
+  int first = 0;
+  int second = 0;
+  loom::Graph g;
+  auto a = g.host("first", [&] { ++first; });
+  auto exe = rt.compile(g);
+  exe.run().wait();
+  EXPECT_EQ(first, 1);
+  auto b = g.host("second", [&] { ++second; });
+  g.precede(b, a);  // and an edge into the compiled task
+  a.name("renamed").priority(loom::Priority::high);
+  other.submit(g).wait();  // prepared by another runtime
+  EXPECT_EQ(first, 2);
+  EXPECT_EQ(second, 1);
+  for (int i = 0; i < 3; ++i) exe.run().wait();
+  EXPECT_EQ(first, 5);
+  EXPECT_EQ(second, 1) << "the executable ran a task added after compile";
+  rt.submit(g).wait();
+  EXPECT_EQ(first, 6);
+  EXPECT_EQ(second, 2);
+  exe.run_n(2).wait();
+  EXPECT_EQ(first, 8);
+  EXPECT_EQ(second, 2);
+}
+
 TEST(Executable, RunNReplaysInOneRunAndRunUntilStopsWhenThePredicateHolds) {
   loom::Runtime rt(cpu(2));
   auto x = rt.tensor<float>({64});
