@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include "softmax/test_support.hpp"
 #include "support/seed.hpp"
 
 #include <cmath>
@@ -34,6 +35,7 @@ namespace {
 namespace emu = loom::kernels::softmax_detail;
 using loom::DType;
 using loom::kernels::SoftmaxShape;
+using loom::test::softmax::close;
 using bf16_bits = std::uint16_t;
 
 template <class T>
@@ -71,14 +73,6 @@ float to_float(T v) {
   } else {
     return loom::kernels::bf16_bits_to_f32(v);
   }
-}
-
-bool close(float got, float want, DType d) {
-  if (std::isnan(want)) return std::isnan(got);
-  if (std::isnan(got)) return false;
-  const float tol =
-      d == DType::f32 ? 1e-6F + 1e-5F * std::fabs(want) : 1e-6F + 1e-2F * std::fabs(want);
-  return std::fabs(got - want) <= tol;
 }
 
 // Runs `kernel(x, y)` over the layout's rows (random values with a few -inf,

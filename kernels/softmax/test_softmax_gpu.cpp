@@ -9,6 +9,7 @@
 #include "common/convert.hpp"
 #include "cuda/stream.hpp"
 #include "softmax/softmax.hpp"
+#include "softmax/test_support.hpp"
 
 #include <loom/error.hpp>
 #include <loom/graph.hpp>
@@ -38,6 +39,8 @@ namespace {
 using loom::DType;
 using loom::kernels::SoftmaxShape;
 using loom::kernels::SoftmaxVariant;
+
+using loom::test::softmax::close;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
@@ -97,14 +100,6 @@ float element(const std::vector<std::uint8_t>& bytes, DType d, std::size_t i) {
   std::uint16_t b;
   std::memcpy(&b, bytes.data() + 2 * i, 2);
   return loom::kernels::bf16_bits_to_f32(b);
-}
-
-bool close(float got, float want, DType d) {
-  if (std::isnan(want)) return std::isnan(got);
-  if (std::isnan(got)) return false;
-  const float tol =
-      d == DType::f32 ? 1e-6F + 1e-5F * std::fabs(want) : 1e-6F + 1e-2F * std::fabs(want);
-  return std::fabs(got - want) <= tol;
 }
 
 std::string describe(const Case& c, SoftmaxVariant v) {

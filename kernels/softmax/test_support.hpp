@@ -6,6 +6,7 @@
 
 #include <loom/dtype.hpp>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <random>
@@ -21,6 +22,16 @@ inline std::vector<float> reference(const std::vector<float>& x, std::int64_t ro
   kernels::softmax_reference(x.data(), y.data(), DType::f32,
                              kernels::SoftmaxShape{rows, cols, cols, cols});
   return y;
+}
+
+/// Whether a kernel's output element matches the reference's, by dtype:
+/// f32 to 1e-5 relative, bf16 to 1e-2 (its 8-bit mantissa), NaN to NaN.
+inline bool close(float got, float want, DType d) {
+  if (std::isnan(want)) return std::isnan(got);
+  if (std::isnan(got)) return false;
+  const float tol =
+      d == DType::f32 ? 1e-6F + 1e-5F * std::fabs(want) : 1e-6F + 1e-2F * std::fabs(want);
+  return std::fabs(got - want) <= tol;
 }
 
 /// n values uniform in [-8, 8]: wide enough that the maximum's subtraction matters.
