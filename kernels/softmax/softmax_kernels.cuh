@@ -150,7 +150,7 @@ struct RowPacks {
                 ? 0
                 : static_cast<int>(reinterpret_cast<std::uintptr_t>(xr) % kVectorBytes / sizeof(T));
     x = xr - shift;
-    y = yr - shift;
+    y = yr != nullptr ? yr - shift : nullptr;  // null: a row only read
     end = cols + shift;
   }
   // Callers never ask for a one-element pack outside the row.
