@@ -1,6 +1,6 @@
 // Softmax's own kernels (softmax_kernels.cuh) run on the CPU under the
 // emulation of CUDA threads (support/emulated_cuda.hpp), clusters included:
-// every variant's rows at every offset from a 16-byte boundary (the peeled
+// every variant's rows at offsets across a 16-byte pack (the peeled
 // ends and the wide middle), in place or not, with x and y off by the same or
 // by different amounts, against the CPU reference at small shapes, and the
 // bytes around each row untouched. Timing and the memory model are not
