@@ -116,15 +116,6 @@ struct Task {
 
 class LOOM_API Graph {
  public:
-  Graph() = default;
-  /// A copy shares the tasks with the original (their ops and host
-  /// functions too, as every run of one graph does) until either changes.
-  Graph(const Graph& other);
-  Graph(Graph&& other) noexcept;
-  Graph& operator=(const Graph& other);
-  Graph& operator=(Graph&& other) noexcept;
-  ~Graph();
-
   /// Appends an op. @throws InvalidArgument for a null op.
   TaskId add(OpPtr op, TaskOptions options = {});
   /// Appends a copy dst = src; its path follows the two memory spaces.
@@ -171,7 +162,7 @@ class LOOM_API Graph {
   /// next changes: a graph whose tasks a copy or a submit shares copies them
   /// at its next change.
   const Task& task(TaskId id) const { return tasks().at(id.index); }
-  const std::vector<Task>& tasks() const noexcept { return tasks_ ? *tasks_ : no_tasks(); }
+  const std::vector<Task>& tasks() const noexcept { return tasks_.get(); }
   /// Number of edges (inferred and explicit).
   std::size_t edge_count() const noexcept { return edges_; }
   /// True when the graph has an edge from -> to (not transitive).
@@ -239,13 +230,60 @@ class LOOM_API Graph {
 
   friend struct detail::GraphAccess;
 
-  static const std::vector<Task>& no_tasks() noexcept;
-  // The tasks, shared with this graph's copies and with what runtimes
-  // prepared from it (GraphAccess::snapshot) while tasks_shared_, and
-  // copied before this graph changes them (changed()): a submit or compile
-  // copies no task. Null: no tasks yet.
-  std::shared_ptr<std::vector<Task>> tasks_;
-  mutable std::atomic<bool> tasks_shared_{false};
+  // A graph's tasks, shared by its copies (a copy of a graph shares them,
+  // their ops and host functions too, as every run of one graph does) and
+  // by what runtimes prepare from it (GraphAccess::snapshot), until one side
+  // changes them: copying marks both sides shared, and own() copies shared
+  // tasks before handing them out to change. So a submit or a compile
+  // copies no task. The mark is a flag, not the reference count, which
+  // another thread's release could change under a reader.
+  class SharedTasks {
+   public:
+    SharedTasks() = default;
+    SharedTasks(const SharedTasks& other) : tasks_(other.tasks_) { mark_both(other); }
+    SharedTasks(SharedTasks&& other) noexcept
+        : tasks_(std::move(other.tasks_)), shared_(other.shared_.exchange(false)) {}
+    SharedTasks& operator=(const SharedTasks& other) {
+      if (this != &other) {
+        tasks_ = other.tasks_;
+        mark_both(other);
+      }
+      return *this;
+    }
+    SharedTasks& operator=(SharedTasks&& other) noexcept {
+      if (this != &other) {
+        tasks_ = std::move(other.tasks_);
+        shared_.store(other.shared_.exchange(false));
+      }
+      return *this;
+    }
+    ~SharedTasks() = default;
+
+    const std::vector<Task>& get() const noexcept { return tasks_ ? *tasks_ : none(); }
+    /// The tasks to change: this side's own (copied first when shared).
+    std::vector<Task>& own() {
+      if (!tasks_) {
+        tasks_ = std::make_shared<std::vector<Task>>();
+      } else if (shared_.exchange(false)) {
+        tasks_ = std::make_shared<std::vector<Task>>(*tasks_);
+      }
+      return *tasks_;
+    }
+
+   private:
+    void mark_both(const SharedTasks& other) {
+      const bool any = tasks_ != nullptr;
+      other.shared_.store(other.shared_.load() || any);
+      shared_.store(any);
+    }
+    static const std::vector<Task>& none() noexcept {
+      static const std::vector<Task> empty;
+      return empty;
+    }
+    std::shared_ptr<std::vector<Task>> tasks_;  // null: no tasks yet
+    mutable std::atomic<bool> shared_{false};
+  };
+  SharedTasks tasks_;
   std::vector<Tensor> intermediates_;
   std::size_t edges_ = 0;
   // An edge from a later task to an earlier one (precede): only then can the

@@ -60,77 +60,10 @@ std::string Graph::unique_name(std::string base) {
   }
 }
 
-Graph::Graph(const Graph& other)
-    : tasks_(other.tasks_),
-      intermediates_(other.intermediates_),
-      edges_(other.edges_),
-      backward_edges_(other.backward_edges_),
-      history_(other.history_),
-      spaces_by_address_(other.spaces_by_address_),
-      inferred_(other.inferred_),
-      names_(other.names_),
-      prepared_(other.prepared_) {
-  if (tasks_) {
-    other.tasks_shared_.store(true, std::memory_order_relaxed);
-    tasks_shared_.store(true, std::memory_order_relaxed);
-  }
-}
-
-Graph::Graph(Graph&& other) noexcept
-    : tasks_(std::move(other.tasks_)),
-      tasks_shared_(other.tasks_shared_.load(std::memory_order_relaxed)),
-      intermediates_(std::move(other.intermediates_)),
-      edges_(other.edges_),
-      backward_edges_(other.backward_edges_),
-      history_(std::move(other.history_)),
-      spaces_by_address_(std::move(other.spaces_by_address_)),
-      inferred_(std::move(other.inferred_)),
-      names_(std::move(other.names_)),
-      prepared_(std::move(other.prepared_)) {
-  other.tasks_shared_.store(false, std::memory_order_relaxed);
-  other.edges_ = 0;
-  other.backward_edges_ = false;
-}
-
-Graph& Graph::operator=(const Graph& other) {
-  if (this != &other) *this = Graph(other);
-  return *this;
-}
-
-Graph& Graph::operator=(Graph&& other) noexcept {
-  if (this == &other) return *this;
-  tasks_ = std::move(other.tasks_);
-  tasks_shared_.store(other.tasks_shared_.load(std::memory_order_relaxed),
-                      std::memory_order_relaxed);
-  other.tasks_shared_.store(false, std::memory_order_relaxed);
-  intermediates_ = std::move(other.intermediates_);
-  edges_ = other.edges_;
-  backward_edges_ = other.backward_edges_;
-  other.edges_ = 0;
-  other.backward_edges_ = false;
-  history_ = std::move(other.history_);
-  spaces_by_address_ = std::move(other.spaces_by_address_);
-  inferred_ = std::move(other.inferred_);
-  names_ = std::move(other.names_);
-  prepared_ = std::move(other.prepared_);
-  return *this;
-}
-
-Graph::~Graph() = default;
-
-const std::vector<Task>& Graph::no_tasks() noexcept {
-  static const std::vector<Task> none;
-  return none;
-}
-
 void Graph::changed() {
   // Tasks shared with a copy or a prepared snapshot stay with them: this
   // graph changes a copy of its own.
-  if (!tasks_) {
-    tasks_ = std::make_shared<std::vector<Task>>();
-  } else if (tasks_shared_.exchange(false, std::memory_order_relaxed)) {
-    tasks_ = std::make_shared<std::vector<Task>>(*tasks_);
-  }
+  (void)tasks_.own();
   // A slot shared with a copy stays with the copy; an unshared one is emptied.
   if (!prepared_ || prepared_.use_count() > 1) {
     prepared_ = std::make_shared<detail::PreparedSlot>();
@@ -145,10 +78,6 @@ void Graph::changed() {
 Graph detail::GraphAccess::snapshot(const Graph& g) {
   Graph copy;
   copy.tasks_ = g.tasks_;  // shared, not copied: g copies them before it changes
-  if (g.tasks_) {
-    g.tasks_shared_.store(true, std::memory_order_relaxed);
-    copy.tasks_shared_.store(true, std::memory_order_relaxed);
-  }
   copy.intermediates_ = g.intermediates_;
   copy.edges_ = g.edges_;
   copy.backward_edges_ = g.backward_edges_;
@@ -157,11 +86,11 @@ Graph detail::GraphAccess::snapshot(const Graph& g) {
 
 void Graph::add_edge(std::uint32_t from, std::uint32_t to) {
   if (from == to) return;
-  auto& preds = (*tasks_)[to].predecessors;
+  auto& preds = tasks_.own()[to].predecessors;
   const auto it = std::lower_bound(preds.begin(), preds.end(), from);
   if (it != preds.end() && *it == from) return;
   preds.insert(it, from);
-  auto& succs = (*tasks_)[from].successors;
+  auto& succs = tasks_.own()[from].successors;
   succs.insert(std::lower_bound(succs.begin(), succs.end(), to), to);
   ++edges_;
 }
@@ -386,7 +315,7 @@ void Graph::infer(std::uint32_t task, const Tensor& tensor, bool write) {
 
 TaskId Graph::append(Task&& task) {
   changed();
-  auto& tasks = *tasks_;  // changed() made them this graph's own
+  auto& tasks = tasks_.own();
   const auto index = static_cast<std::uint32_t>(tasks.size());
   task.name = unique_name(std::move(task.name));
   tasks.push_back(std::move(task));
@@ -496,7 +425,7 @@ TaskId& TaskId::name(std::string name) {
   Graph& g = graph();
   g.check_id(*this, "TaskId::name");
   g.changed();
-  (*g.tasks_)[index].name = g.unique_name(std::move(name));
+  g.tasks_.own()[index].name = g.unique_name(std::move(name));
   return *this;
 }
 
@@ -510,7 +439,7 @@ TaskId& TaskId::priority(Priority priority) {
   Graph& g = graph();
   g.check_id(*this, "TaskId::priority");
   g.changed();
-  (*g.tasks_)[index].priority = priority;
+  g.tasks_.own()[index].priority = priority;
   return *this;
 }
 
