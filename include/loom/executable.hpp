@@ -117,7 +117,9 @@ class LOOM_API Executable {
   /// Replays with `bindings`. @throws InvalidArgument for a binding that
   /// would change the graph, saying what was expected.
   Future run(const std::vector<Binding>& bindings) const;
-  /// `times` replays in one run, each after the one before; returns at once.
+  /// `times` replays in one run; returns at once. Each task's replay follows
+  /// its replay before (a task never overlaps itself), and the rest follows
+  /// the data, as across runs.
   /// An executable that is one CUDA graph and nothing else launches it
   /// `times` times on one stream: one trip through the scheduler for all of
   /// them. run_n(0) is a run that does nothing. @throws InvalidArgument for

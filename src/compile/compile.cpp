@@ -419,11 +419,15 @@ Future Executable::run_n(int times) const {
                impl.prepared->tasks()[impl.steps[0].tasks.front()].priority});
     return impl.executor->submit(g, hints);
   }
-  // Otherwise the steps, `times` over, in one run: each copy follows the
-  // one before through the data they share.
+  // Otherwise the steps, `times` over, in one run. Each step follows its own
+  // copy in the replay before (a host task that touches no data would
+  // otherwise overlap itself), and the rest follows the data, as across runs.
+  std::vector<TaskId> before;
   for (int i = 0; i < times; ++i) {
-    detail::append_steps(g, *impl.prepared, impl.steps,
-                         [&](std::size_t step) { return impl.segment_ops[step]; });
+    std::vector<TaskId> ids = detail::append_steps(
+        g, *impl.prepared, impl.steps, [&](std::size_t step) { return impl.segment_ops[step]; });
+    for (std::size_t s = 0; s < before.size(); ++s) g.precede(before[s], ids[s]);
+    before = std::move(ids);
   }
   return impl.executor->submit(g, hints);
 }

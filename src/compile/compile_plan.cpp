@@ -63,8 +63,9 @@ void step_accesses(const PreparedGraph& prepared, const CompiledStep& step,
   }
 }
 
-void append_steps(Graph& g, const PreparedGraph& prepared, const std::vector<CompiledStep>& steps,
-                  const std::function<OpPtr(std::size_t step)>& segment_op) {
+std::vector<TaskId> append_steps(Graph& g, const PreparedGraph& prepared,
+                                 const std::vector<CompiledStep>& steps,
+                                 const std::function<OpPtr(std::size_t step)>& segment_op) {
   const auto& tasks = prepared.tasks();
   std::vector<std::uint32_t> step_of(tasks.size(), 0);
   std::vector<TaskId> ids;
@@ -93,6 +94,7 @@ void append_steps(Graph& g, const PreparedGraph& prepared, const std::vector<Com
       if (step_of[u] != step_of[v]) g.precede(ids[step_of[u]], ids[step_of[v]]);
     }
   }
+  return ids;
 }
 
 }  // namespace loom::detail

@@ -45,8 +45,9 @@ void step_accesses(const PreparedGraph& prepared, const CompiledStep& step,
 
 /// Appends to `g` what a replay runs: the op `segment_op(i)` for each
 /// segment step i, the other tasks as they are, and an edge wherever two
-/// tasks of different steps had one.
-void append_steps(Graph& g, const PreparedGraph& prepared, const std::vector<CompiledStep>& steps,
-                  const std::function<OpPtr(std::size_t step)>& segment_op);
+/// tasks of different steps had one. Returns the appended tasks, one a step.
+std::vector<TaskId> append_steps(Graph& g, const PreparedGraph& prepared,
+                                 const std::vector<CompiledStep>& steps,
+                                 const std::function<OpPtr(std::size_t step)>& segment_op);
 
 }  // namespace loom::detail

@@ -23,10 +23,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -403,6 +406,27 @@ TEST(Executable, TheGraphChangedOrSubmittedAfterCompileLeavesTheExecutableAsComp
   exe.run_n(2).wait();
   EXPECT_EQ(first, 8);
   EXPECT_EQ(second, 2);
+}
+
+// run_n's replays of a task that touches no data follow each other: with
+// two workers free, the next replay never starts while one is inside.
+TEST(Executable, RunNNeverOverlapsATaskWithItsOwnReplay) {
+  loom::Runtime rt(cpu(2));
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  int count = 0;  // plain: TSan reports it if two replays ever overlap
+  loom::Graph g;
+  g.host("step", [&] {
+    if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+    ++count;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    inside.fetch_sub(1);
+  });
+  g.host("other", [] {});  // a second step, so run_n takes the general path
+  auto exe = rt.compile(g);
+  exe.run_n(6).wait();
+  EXPECT_EQ(count, 6);
+  EXPECT_EQ(overlaps.load(), 0);
 }
 
 TEST(Executable, RunNReplaysInOneRunAndRunUntilStopsWhenThePredicateHolds) {
