@@ -3,6 +3,7 @@
 #include "common/launch.hpp"
 
 #include "core/task_context.hpp"
+#include "core/task_kind.hpp"
 #include "cuda/check.hpp"
 #include "cuda/device_guard.hpp"
 #include "cuda/event.hpp"
@@ -14,6 +15,7 @@
 #include <loom/error.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -88,6 +90,25 @@ class SegmentOp final : public Op {
   void run_cuda(const ExecutionContext& ctx) const override {
     CapturedSegment& segment = *graphs_->segments[index_];
     for (int i = 0; i < times_; ++i) segment.launch(cuda_stream(ctx), repointing_);
+  }
+  // A segment holding collectives runs where collectives do (the
+  // communication stream, in submission order), and so is watched as they
+  // are: its collectives are asked whether they give up, counting from the
+  // graph's start (run_n does not give such a segment more than one launch).
+  const void* communicator() const noexcept override {
+    const auto& collectives = graphs_->segments[index_]->collectives;
+    return collectives.empty() ? nullptr : collectives.front().op->communicator();
+  }
+  std::string overdue(std::chrono::nanoseconds waited) const override {
+    std::string first;
+    // Every one is asked: each that gives up makes its own work end.
+    for (const auto& c : graphs_->segments[index_]->collectives) {
+      std::string why = c.op->overdue(waited);
+      if (!why.empty() && first.empty()) {
+        first = "collective " + c.task + ", inside a compiled graph: " + why;
+      }
+    }
+    return first;
   }
 
  private:
@@ -402,6 +423,7 @@ std::unique_ptr<CapturedSegment> capture_segment(const PreparedGraph& prepared,
       }
       deps = sorted(std::move(deps));
       const Task& task = tasks[t];
+      if (is_collective(task)) segment->collectives.push_back({task.op, task.name});
       if (described(t)) {
         std::optional<std::vector<LaunchRecord>> records;
         if (carefully) {

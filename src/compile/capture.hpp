@@ -42,6 +42,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace loom::detail {
@@ -81,6 +82,13 @@ struct CapturedSegment {
   cudaGraphExec_t exec = nullptr;
   std::size_t nodes = 0;
   std::vector<DescribedLaunch> launches;
+  /// The collectives captured into the graph, with their task names: the
+  /// segment's op asks them whether they give up (Op::overdue) while it runs.
+  struct Collective {
+    OpPtr op;
+    std::string task;
+  };
+  std::vector<Collective> collectives;
   /// Null: the placeholders' pointers. Only the executor's scheduling thread
   /// launches segments (Op::run_cuda), so re-pointing and launching take no
   /// lock, and none is held across a CUDA call.

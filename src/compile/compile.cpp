@@ -407,8 +407,10 @@ Future Executable::run_n(int times) const {
   Graph g;
   if (times == 0) return impl.executor->submit(g);
   detail::PrepareHints hints = impl.hints;
-  if (impl.steps.size() == 1 && impl.steps[0].segment && impl.captured) {
-    // One CUDA graph and nothing else: k launches on one stream, one run.
+  // One CUDA graph and nothing else: k launches on one stream, one run;
+  // unless it holds collectives, whose timeout counts from a launch's start.
+  if (impl.steps.size() == 1 && impl.steps[0].segment && impl.captured &&
+      impl.captured->segments[impl.segment_of_step[0]]->collectives.empty()) {
     std::vector<Tensor> reads;
     std::vector<Tensor> writes;
     detail::step_accesses(*impl.prepared, impl.steps[0], reads, writes);

@@ -92,4 +92,65 @@ TEST(CollectiveOverdue, AStuckCollectiveFailsByNameInBoundedTime) {
   LOOM_CUDA_CHECK(cudaFreeHost(host_flag));
 }
 
+// The same inside a compiled graph: the collective is captured into the
+// segment's CUDA graph, and the segment is watched as the collective would
+// be, counting from the graph's start. run_n's replays each count from
+// their own start.
+TEST(CollectiveOverdue, AStuckCollectiveInACompiledGraphFailsByNameInBoundedTime) {
+  LOOM_REQUIRE_GPU();
+  int* host_flag = nullptr;
+  LOOM_CUDA_CHECK(
+      cudaHostAlloc(reinterpret_cast<void**>(&host_flag), sizeof(int), cudaHostAllocMapped));
+  int* device_flag = nullptr;
+  LOOM_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_flag), host_flag, 0));
+  {
+    loom::Runtime rt;
+    auto x = rt.tensor<float>({1024});
+    auto y = rt.tensor<float>({1024});
+    auto stuck = std::make_shared<StuckCollective>(x, host_flag, device_flag);
+    loom::Graph g;
+    g.add(loom::ops::fill(x, 1.0F), {.name = "grads"});
+    g.collective(stuck, {.name = "grad all-reduce"});
+    g.add(loom::ops::scale_copy(x, y, 0.5F), {.name = "sgd"});
+    auto exe = rt.compile(g);
+    ASSERT_EQ(exe.segments(), 1U);
+    ASSERT_EQ(exe.captured_tasks(), 3U) << "the collective was not captured";
+
+    // A collective that completes: the replay succeeds.
+    *host_flag = 1;
+    EXPECT_NO_THROW(exe.run().wait());
+
+    const auto expect_bounded_failure = [&](const char* what, auto&& start_run) {
+      *reinterpret_cast<volatile int*>(host_flag) = 0;
+      const int asked_before = stuck->asked.load();
+      const auto start = std::chrono::steady_clock::now();
+      auto run = start_run();
+      try {
+        run.wait();
+        ADD_FAILURE() << what << ": a stuck collective's replay succeeded";
+      } catch (const loom::CommError& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find("never came"), std::string::npos) << what << ": " << message;
+        EXPECT_NE(message.find("grad all-reduce"), std::string::npos)
+            << what << ": the collective's task is not named: " << message;
+      }
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      EXPECT_GE(seconds, 0.3) << what;
+      EXPECT_LT(seconds, 10.0) << what << ": bounded: the op gave up after 300 ms";
+      EXPECT_GT(stuck->asked.load(), asked_before) << what;
+    };
+    expect_bounded_failure("run", [&] { return exe.run(); });
+    expect_bounded_failure("run_n", [&] { return exe.run_n(3); });
+
+    // The runtime and the executable stay usable once the work has ended.
+    *host_flag = 1;
+    EXPECT_NO_THROW(exe.run().wait());
+    loom::Graph next;
+    next.add(loom::ops::fill(y, 2.0F));
+    EXPECT_NO_THROW(rt.submit(next).wait());
+  }
+  LOOM_CUDA_CHECK(cudaFreeHost(host_flag));
+}
+
 }  // namespace
