@@ -386,8 +386,11 @@ void ring_attention_backward(Graph& g, const Communicator& comm, const Tensor& q
   // summed there; after P hops they are home. Two buffers: each hop needs
   // the sums of the step before anyway.
   const TravellingPair sums(g, DType::f32, shape, 2);
+  // Collectives run in the order they are added: each key/value exchange
+  // goes before the gradients' exchange of the step before it, which waits
+  // for that step's kernels, so that the blocks keep travelling meanwhile.
+  blocks.pass_on(g, comm, 0, o);
   for (int s = 0; s < ranks; ++s) {
-    blocks.pass_on(g, comm, s, o);
     const int holder = (rank - s + ranks) % ranks;
     const StepWork w = step_work(rank, holder, length, o);
     if (w.any) {
@@ -415,6 +418,7 @@ void ring_attention_backward(Graph& g, const Communicator& comm, const Tensor& q
       sum(sums.first(s), step[1], kb, ke, "sum_dk");
       sum(sums.second(s), step[2], kb, ke, "sum_dv");
     }
+    if (s + 1 < ranks) blocks.pass_on(g, comm, s + 1, o);
     sums.pass_on(g, comm, s, step_name(o, s, "send_dkv"));
   }
   const auto finish = [&](const Tensor& sum, const Tensor& grad, std::string_view what) {
