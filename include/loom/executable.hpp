@@ -120,10 +120,10 @@ class LOOM_API Executable {
   /// `times` replays in one run; returns at once. Each task's replay follows
   /// its replay before (a task never overlaps itself), and the rest follows
   /// the data, as across runs.
-  /// An executable that is one CUDA graph and nothing else launches it
-  /// `times` times on one stream: one trip through the scheduler for all of
-  /// them. run_n(0) is a run that does nothing. @throws InvalidArgument for
-  /// a negative count, or as run().
+  /// An executable that is one CUDA graph and nothing else (and holds no
+  /// collective) launches it `times` times on one stream: one trip through
+  /// the scheduler for all of them. run_n(0) is a run that does nothing. @throws InvalidArgument
+  /// for a negative count, or as run().
   Future run_n(int times) const;
   /// Replays until `predicate` returns true, evaluated on a loom worker
   /// before each replay, after the one before has finished (so a predicate

@@ -155,7 +155,8 @@ class LOOM_API Op {
   /// detail::launch_on_stream) return true; the default is false.
   virtual bool launches_through_loom() const noexcept { return false; }
   /// Non-null for a collective (loom/collective.hpp): the communicator it
-  /// belongs to. A collective is an op like any other (it reads and writes
+  /// belongs to (and for the replay of a compiled CUDA graph that holds
+  /// collectives: the first one's). A collective is an op like any other (it reads and writes
   /// tensors, runs on the CPU or enqueues on a stream), except that it runs
   /// on the communication stream, where the collectives of every
   /// communicator are issued in the order they were submitted, overlapping

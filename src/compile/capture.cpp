@@ -91,24 +91,26 @@ class SegmentOp final : public Op {
     CapturedSegment& segment = *graphs_->segments[index_];
     for (int i = 0; i < times_; ++i) segment.launch(cuda_stream(ctx), repointing_);
   }
-  // A segment holding collectives runs where collectives do (the
-  // communication stream, in submission order), and so is watched as they
-  // are: its collectives are asked whether they give up, counting from the
-  // graph's start (run_n does not give such a segment more than one launch).
+  // A segment holding collectives runs where collectives do: on the
+  // communication stream, in submission order, so that its collectives keep
+  // one order with the eager ones on every rank. It is watched as they are,
+  // but which of its collectives is running cannot be seen from the host:
+  // each is asked whether it gives up with the time since the graph's start
+  // (run_n does not give such a segment more than one launch), and every one
+  // past its timeout aborts its communicator, so that the graph's work ends.
   const void* communicator() const noexcept override {
     const auto& collectives = graphs_->segments[index_]->collectives;
     return collectives.empty() ? nullptr : collectives.front().op->communicator();
   }
   std::string overdue(std::chrono::nanoseconds waited) const override {
-    std::string first;
-    // Every one is asked: each that gives up makes its own work end.
+    std::string why;
     for (const auto& c : graphs_->segments[index_]->collectives) {
-      std::string why = c.op->overdue(waited);
-      if (!why.empty() && first.empty()) {
-        first = "collective " + c.task + ", inside a compiled graph: " + why;
-      }
+      const std::string its = c.op->overdue(waited);
+      if (its.empty()) continue;
+      why += (why.empty() ? "" : "; ") + ("collective " + c.task + ": " + its);
     }
-    return first;
+    if (why.empty()) return why;
+    return "inside a compiled graph (its timeout counts from the graph's start): " + why;
   }
 
  private:

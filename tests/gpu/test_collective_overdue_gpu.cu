@@ -94,8 +94,8 @@ TEST(CollectiveOverdue, AStuckCollectiveFailsByNameInBoundedTime) {
 
 // The same inside a compiled graph: the collective is captured into the
 // segment's CUDA graph, and the segment is watched as the collective would
-// be, counting from the graph's start. run_n's replays each count from
-// their own start.
+// be, counting from the graph's start; under run_n the first replay is the
+// stuck one, and the run fails as bounded.
 TEST(CollectiveOverdue, AStuckCollectiveInACompiledGraphFailsByNameInBoundedTime) {
   LOOM_REQUIRE_GPU();
   int* host_flag = nullptr;
@@ -133,6 +133,8 @@ TEST(CollectiveOverdue, AStuckCollectiveInACompiledGraphFailsByNameInBoundedTime
         EXPECT_NE(message.find("never came"), std::string::npos) << what << ": " << message;
         EXPECT_NE(message.find("grad all-reduce"), std::string::npos)
             << what << ": the collective's task is not named: " << message;
+        EXPECT_NE(e.task().find("segment"), std::string::npos)
+            << what << ": the error is not the graph's task's: " << e.task();
       }
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
