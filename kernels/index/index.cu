@@ -1,6 +1,5 @@
-// gather (and index_select), scatter_add and one_hot on the GPU: grid-stride
-// loops (a gather thread moves several elements at once), 64-bit offsets
-// throughout.
+// gather (and index_select), scatter_add and one_hot on the GPU: a thread an
+// element, grid-stride loops, 64-bit offsets throughout.
 #include "common/check.hpp"
 #include "common/launch.hpp"
 #include "index/index.hpp"
@@ -43,48 +42,15 @@ __device__ __forceinline__ Unit nan_unit(std::uint32_t word) {
   }
 }
 
-// Elements a gather thread has in flight: each is an index load and then a
-// dependent load of x, so one at a time a thread waits two memory latencies
-// for every unit it moves.
-constexpr int kGatherUnroll = 4;
-
-template <class Unit, class Index>
-__device__ __forceinline__ Unit gathered(const Unit* __restrict__ x, std::int64_t x_offset,
-                                         std::int64_t j, std::uint32_t nan_word,
-                                         const IndexedWalk& w) {
-  return j >= 0 && j < w.indexed_extent ? x[x_offset + j * w.indexed_stride]
-                                        : nan_unit<Unit>(nan_word);
-}
-
 template <class Unit, class Index>
 __global__ void gather_kernel(const Unit* __restrict__ x, const Index* __restrict__ index,
                               Unit* __restrict__ out, std::uint32_t nan_word, IndexedWalk w) {
-  const std::int64_t step = thread_count();
-  std::int64_t i = first_thread();
-  // kGatherUnroll elements at once: their indices, then their units, then
-  // their stores, so that the loads of all of them are in flight together.
-  for (; i + (kGatherUnroll - 1) * step < w.walk.count; i += kGatherUnroll * step) {
-    std::int64_t off[kGatherUnroll][kWalkOperands];
-    std::int64_t j[kGatherUnroll];
-    Unit v[kGatherUnroll];
-#pragma unroll
-    for (int u = 0; u < kGatherUnroll; ++u) walk_offsets(w.walk, i + u * step, off[u]);
-#pragma unroll
-    for (int u = 0; u < kGatherUnroll; ++u) {
-      j[u] = static_cast<std::int64_t>(index[off[u][kGatherIndex]]);
-    }
-#pragma unroll
-    for (int u = 0; u < kGatherUnroll; ++u) {
-      v[u] = gathered<Unit, Index>(x, off[u][kGatherX], j[u], nan_word, w);
-    }
-#pragma unroll
-    for (int u = 0; u < kGatherUnroll; ++u) out[off[u][kGatherOut]] = v[u];
-  }
-  for (; i < w.walk.count; i += step) {
+  for (std::int64_t i = first_thread(); i < w.walk.count; i += thread_count()) {
     std::int64_t off[kWalkOperands];
     walk_offsets(w.walk, i, off);
     const auto j = static_cast<std::int64_t>(index[off[kGatherIndex]]);
-    out[off[kGatherOut]] = gathered<Unit, Index>(x, off[kGatherX], j, nan_word, w);
+    out[off[kGatherOut]] = j >= 0 && j < w.indexed_extent ? x[off[kGatherX] + j * w.indexed_stride]
+                                                          : nan_unit<Unit>(nan_word);
   }
 }
 
@@ -133,10 +99,10 @@ void with_index_type(const char* op, DType dtype, F&& f) {
 template <class Unit, class Index>
 void launch_gather(const void* x, const void* index, void* out, std::uint32_t nan_word,
                    const IndexedWalk& w, StreamView stream) {
-  const std::int64_t groups = (w.walk.count + kGatherUnroll - 1) / kGatherUnroll;
-  detail::launch_on_stream(stream.native(), gather_kernel<Unit, Index>, dim3(blocks_for(groups)),
-                           dim3(kThreads), 0, static_cast<const Unit*>(x),
-                           static_cast<const Index*>(index), static_cast<Unit*>(out), nan_word, w);
+  detail::launch_on_stream(stream.native(), gather_kernel<Unit, Index>,
+                           dim3(blocks_for(w.walk.count)), dim3(kThreads), 0,
+                           static_cast<const Unit*>(x), static_cast<const Index*>(index),
+                           static_cast<Unit*>(out), nan_word, w);
 }
 
 }  // namespace
