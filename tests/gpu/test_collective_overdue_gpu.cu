@@ -53,23 +53,47 @@ class StuckCollective final : public loom::Collective {
   int* device_flag_;
 };
 
+// A host int the kernel reads through its mapped device address; freed
+// however the test ends.
+class MappedFlag {
+ public:
+  MappedFlag() {
+    LOOM_CUDA_CHECK(
+        cudaHostAlloc(reinterpret_cast<void**>(&host_), sizeof(int), cudaHostAllocMapped));
+    *host_ = 0;
+    LOOM_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_), host_, 0));
+  }
+  ~MappedFlag() { (void)cudaFreeHost(host_); }
+  MappedFlag(const MappedFlag&) = delete;
+  MappedFlag& operator=(const MappedFlag&) = delete;
+  void set(int v) { *reinterpret_cast<volatile int*>(host_) = v; }
+  int* host() const { return host_; }
+  int* device() const { return device_; }
+
+ private:
+  int* host_ = nullptr;
+  int* device_ = nullptr;
+};
+
+// A training step's shape: gradients, their all-reduce (stuck), the update.
+loom::Graph step_with(const std::shared_ptr<StuckCollective>& stuck, const loom::Tensor& x,
+                      const loom::Tensor& y) {
+  loom::Graph g;
+  g.add(loom::ops::fill(x, 1.0F), {.name = "grads"});
+  g.collective(stuck, {.name = "grad all-reduce"});
+  g.add(loom::ops::scale_copy(x, y, 0.5F), {.name = "sgd"});
+  return g;
+}
+
 TEST(CollectiveOverdue, AStuckCollectiveFailsByNameInBoundedTime) {
   LOOM_REQUIRE_GPU();
-  int* host_flag = nullptr;
-  LOOM_CUDA_CHECK(
-      cudaHostAlloc(reinterpret_cast<void**>(&host_flag), sizeof(int), cudaHostAllocMapped));
-  *host_flag = 0;
-  int* device_flag = nullptr;
-  LOOM_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_flag), host_flag, 0));
+  MappedFlag flag;
   {
     loom::Runtime rt;
     auto x = rt.tensor<float>({1024});
     auto y = rt.tensor<float>({1024});
-    auto stuck = std::make_shared<StuckCollective>(x, host_flag, device_flag);
-    loom::Graph g;
-    g.add(loom::ops::fill(x, 1.0F), {.name = "grads"});
-    g.collective(stuck, {.name = "grad all-reduce"});
-    g.add(loom::ops::scale_copy(x, y, 0.5F), {.name = "sgd"});
+    auto stuck = std::make_shared<StuckCollective>(x, flag.host(), flag.device());
+    loom::Graph g = step_with(stuck, x, y);
     const auto start = std::chrono::steady_clock::now();
     auto run = rt.submit(g);
     try {
@@ -89,7 +113,6 @@ TEST(CollectiveOverdue, AStuckCollectiveFailsByNameInBoundedTime) {
     next.add(loom::ops::fill(y, 2.0F));
     EXPECT_NO_THROW(rt.submit(next).wait());
   }
-  LOOM_CUDA_CHECK(cudaFreeHost(host_flag));
 }
 
 // The same inside a compiled graph: the collective is captured into the
@@ -98,30 +121,22 @@ TEST(CollectiveOverdue, AStuckCollectiveFailsByNameInBoundedTime) {
 // stuck one, and the run fails as bounded.
 TEST(CollectiveOverdue, AStuckCollectiveInACompiledGraphFailsByNameInBoundedTime) {
   LOOM_REQUIRE_GPU();
-  int* host_flag = nullptr;
-  LOOM_CUDA_CHECK(
-      cudaHostAlloc(reinterpret_cast<void**>(&host_flag), sizeof(int), cudaHostAllocMapped));
-  int* device_flag = nullptr;
-  LOOM_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_flag), host_flag, 0));
+  MappedFlag flag;
   {
     loom::Runtime rt;
     auto x = rt.tensor<float>({1024});
     auto y = rt.tensor<float>({1024});
-    auto stuck = std::make_shared<StuckCollective>(x, host_flag, device_flag);
-    loom::Graph g;
-    g.add(loom::ops::fill(x, 1.0F), {.name = "grads"});
-    g.collective(stuck, {.name = "grad all-reduce"});
-    g.add(loom::ops::scale_copy(x, y, 0.5F), {.name = "sgd"});
-    auto exe = rt.compile(g);
+    auto stuck = std::make_shared<StuckCollective>(x, flag.host(), flag.device());
+    auto exe = rt.compile(step_with(stuck, x, y));
     ASSERT_EQ(exe.segments(), 1U);
     ASSERT_EQ(exe.captured_tasks(), 3U) << "the collective was not captured";
 
     // A collective that completes: the replay succeeds.
-    *host_flag = 1;
+    flag.set(1);
     EXPECT_NO_THROW(exe.run().wait());
 
     const auto expect_bounded_failure = [&](const char* what, auto&& start_run) {
-      *reinterpret_cast<volatile int*>(host_flag) = 0;
+      flag.set(0);
       const int asked_before = stuck->asked.load();
       const auto start = std::chrono::steady_clock::now();
       auto run = start_run();
@@ -146,13 +161,12 @@ TEST(CollectiveOverdue, AStuckCollectiveInACompiledGraphFailsByNameInBoundedTime
     expect_bounded_failure("run_n", [&] { return exe.run_n(3); });
 
     // The runtime and the executable stay usable once the work has ended.
-    *host_flag = 1;
+    flag.set(1);
     EXPECT_NO_THROW(exe.run().wait());
     loom::Graph next;
     next.add(loom::ops::fill(y, 2.0F));
     EXPECT_NO_THROW(rt.submit(next).wait());
   }
-  LOOM_CUDA_CHECK(cudaFreeHost(host_flag));
 }
 
 }  // namespace
