@@ -124,8 +124,20 @@ void launch_warp_row(const T* x, T* y, const SoftmaxShape& s, bool wide, cudaStr
 template <class T, int N>
 void launch_block_row(const T* x, T* y, const SoftmaxShape& s, std::int64_t span, bool wide,
                       cudaStream_t stream) {
-  const unsigned threads = threads_for((span + N - 1) / N, kMaxThreads);
   const auto blocks = static_cast<unsigned>(s.rows);
+  if constexpr (std::is_same_v<T, bf16_bits>) {
+    if (wide) {
+      // Packed bf16: twice the elements a thread in the same registers, so
+      // half the threads a row and twice the rows an SM, with f32's bytes in
+      // flight.
+      constexpr int kPackedN = 2 * N;
+      const unsigned threads = threads_for((span + kPackedN - 1) / kPackedN, kMaxThreads);
+      loom::detail::launch_on_stream(stream, softmax_block_row<T, kPackedN, kWide<T>, true>, blocks,
+                                     threads, 0, x, y, s.cols, s.x_row_stride, s.y_row_stride);
+      return;
+    }
+  }
+  const unsigned threads = threads_for((span + N - 1) / N, kMaxThreads);
   with_vec<T>(wide, [&](auto vec) {
     loom::detail::launch_on_stream(stream, softmax_block_row<T, N, decltype(vec)::value>, blocks,
                                    threads, 0, x, y, s.cols, s.x_row_stride, s.y_row_stride);
@@ -152,8 +164,18 @@ template <class T>
 void launch_cluster_row(const T* x, T* y, const SoftmaxShape& s, std::int64_t slice, bool wide,
                         cudaStream_t stream) {
   constexpr int kN = 32;
-  const unsigned threads = threads_for((slice + kN - 1) / kN, kMaxThreads);
   const auto blocks = static_cast<unsigned>(s.rows * kClusterBlocks);
+  if constexpr (std::is_same_v<T, bf16_bits>) {
+    if (wide) {  // packed, as launch_block_row's
+      constexpr int kPackedN = 2 * kN;
+      const unsigned threads = threads_for((slice + kPackedN - 1) / kPackedN, kMaxThreads);
+      loom::detail::launch_on_stream(stream, softmax_cluster_row<T, kPackedN, kWide<T>, true>,
+                                     blocks, threads, 0, x, y, s.cols, slice, s.x_row_stride,
+                                     s.y_row_stride);
+      return;
+    }
+  }
+  const unsigned threads = threads_for((slice + kN - 1) / kN, kMaxThreads);
   with_vec<T>(wide, [&](auto vec) {
     loom::detail::launch_on_stream(stream, softmax_cluster_row<T, kN, decltype(vec)::value>, blocks,
                                    threads, 0, x, y, s.cols, slice, s.x_row_stride, s.y_row_stride);

@@ -130,6 +130,14 @@ __device__ __forceinline__ void store(T* p, const float (&in)[VEC]) {
   }
 }
 
+constexpr unsigned kBf16NegInfBits = 0xFF80U;
+
+// Element i of a pack of eight bf16 values held two to a word.
+__device__ __forceinline__ float bf16_of(const uint4& w, int i) {
+  const unsigned word = i < 2 ? w.x : i < 4 ? w.y : i < 6 ? w.z : w.w;
+  return __uint_as_float(i % 2 == 0 ? word << 16 : word & 0xFFFF0000U);
+}
+
 // One row (x and y alike) seen as packs of VEC elements that start on a
 // 16-byte boundary at or before the row's start: virtual element v is the
 // row's element v - shift, where shift is how far the row starts past that
@@ -167,6 +175,21 @@ struct RowPacks {
     for (int i = 0; i < VEC; ++i) {
       p[i] = v + i >= shift && v + i < end ? to_float(x[v + i]) : -INFINITY;
     }
+  }
+  // The pack's 16-bit values as they lie in memory, two to a word (VEC = 8,
+  // T 16 bits wide), -inf past either end of the row.
+  __device__ __forceinline__ uint4 read_bits(std::int64_t v) const {
+    static_assert(sizeof(T) == 2 && VEC == 8, "eight 16-bit values a pack");
+    if (whole(v)) return *reinterpret_cast<const uint4*>(x + v);
+    unsigned w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const std::int64_t lo = v + 2 * i;
+      const unsigned a = lo >= shift && lo < end ? x[lo] : kBf16NegInfBits;
+      const unsigned b = lo + 1 >= shift && lo + 1 < end ? x[lo + 1] : kBf16NegInfBits;
+      w[i] = a | (b << 16);
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
   }
   __device__ __forceinline__ void write(std::int64_t v, const float (&p)[VEC]) const {
     if (whole(v)) {
@@ -461,6 +484,69 @@ __device__ __forceinline__ void row_in_registers(const RowPacks<T, VEC>& row, st
   }
 }
 
+// row_in_registers for bf16 rows in packs of eight, kept as their 16-bit
+// values, two to a register: half the registers of floats, so a thread holds
+// twice the row and an SM twice the loads in flight. The exponential is
+// computed twice (for the sum, then for the output), the same function of
+// the same values, so the output is bit for bit the float path's.
+template <int N, class Scope>
+__device__ __forceinline__ void row_in_packed_registers(const RowPacks<bf16_bits, 8>& row,
+                                                        std::int64_t first, std::int64_t last,
+                                                        int lane, int lanes, const Scope& scope) {
+  constexpr int kVec = 8;
+  static_assert(N % kVec == 0, "a thread holds whole packs");
+  constexpr int kPacks = N / kVec;
+  constexpr unsigned kNegInfPair = kBf16NegInfBits | (kBf16NegInfBits << 16);
+  uint4 w[kPacks];
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+    const std::int64_t e = first + (static_cast<std::int64_t>(k) * lanes + lane) * kVec;
+    w[k] = e < last ? row.read_bits(e)
+                    : make_uint4(kNegInfPair, kNegInfPair, kNegInfPair, kNegInfPair);
+  }
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) m = fmaxf(m, bf16_of(w[k], i));
+  }
+  m = scope.max(m);
+  const float m_log2e = m * kLog2e;
+  float s = 0.0F;
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) s += exp_shifted(bf16_of(w[k], i), m_log2e);
+  }
+  s = scope.sum(s);
+  const float inv = reciprocal_or_nan(m, s);
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+    const std::int64_t e = first + (static_cast<std::int64_t>(k) * lanes + lane) * kVec;
+    if (e < last) {
+      float p[kVec];
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        p[i] = m == -INFINITY ? inv : exp_shifted(bf16_of(w[k], i), m_log2e) * inv;
+      }
+      row.write(e, p);
+    }
+  }
+}
+
+// The row held as floats, or (PACKED: bf16 in packs of eight) as bf16 pairs.
+template <class T, int N, int VEC, bool PACKED, class Scope>
+__device__ __forceinline__ void row_held(const RowPacks<T, VEC>& row, std::int64_t first,
+                                         std::int64_t last, int lane, int lanes,
+                                         const Scope& scope) {
+  if constexpr (PACKED) {
+    static_assert(std::is_same_v<T, bf16_bits> && VEC == 8, "packed rows are bf16 in packs of 8");
+    row_in_packed_registers<N>(row, first, last, lane, lanes, scope);
+  } else {
+    row_in_registers<T, N, VEC>(row, first, last, lane, lanes, scope);
+  }
+}
+
 template <class T, int N, int VEC>
 __global__ void __launch_bounds__(kWarp* kWarpRowsPerBlock)
     softmax_warp_row(const T* gX, T* gY, std::int64_t rows, std::int64_t cols,
@@ -473,7 +559,7 @@ __global__ void __launch_bounds__(kWarp* kWarpRowsPerBlock)
                               WarpScope{});
 }
 
-template <class T, int N, int VEC>
+template <class T, int N, int VEC, bool PACKED = false>
 __global__ void __launch_bounds__(kMaxThreads)
     softmax_block_row(const T* gX, T* gY, std::int64_t cols, std::int64_t x_stride,
                       std::int64_t y_stride) {
@@ -481,7 +567,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   __shared__ float sSum[kWarp];
   const std::int64_t r = blockIdx.x;
   const RowPacks<T, VEC> row(gX + r * x_stride, gY + r * y_stride, cols);
-  row_in_registers<T, N, VEC>(row, 0, row.end, static_cast<int>(threadIdx.x),
+  row_held<T, N, VEC, PACKED>(row, 0, row.end, static_cast<int>(threadIdx.x),
                               static_cast<int>(blockDim.x), BlockScope{sMax, sSum});
 }
 
@@ -501,7 +587,7 @@ struct ClusterBlockShared {
   float part[2];  // ClusterScope's: read by the cluster's other blocks
 };
 
-template <class T, int N, int VEC>
+template <class T, int N, int VEC, bool PACKED = false>
 __global__ void LOOM_SOFTMAX_CLUSTER_DIMS __launch_bounds__(kMaxThreads)
     softmax_cluster_row(const T* gX, T* gY, std::int64_t cols, std::int64_t slice,
                         std::int64_t x_stride, std::int64_t y_stride) {
@@ -512,7 +598,7 @@ __global__ void LOOM_SOFTMAX_CLUSTER_DIMS __launch_bounds__(kMaxThreads)
   const RowPacks<T, VEC> row(gX + r * x_stride, gY + r * y_stride, cols);
   const std::int64_t first = static_cast<std::int64_t>(cluster.block_rank()) * slice;
   const std::int64_t last = first + slice < row.end ? first + slice : row.end;
-  row_in_registers<T, N, VEC>(row, first, last, static_cast<int>(threadIdx.x),
+  row_held<T, N, VEC, PACKED>(row, first, last, static_cast<int>(threadIdx.x),
                               static_cast<int>(blockDim.x),
                               ClusterScope{BlockScope{shared.max, shared.sum}, shared.part});
   cluster.sync();  // the others have read this block's part

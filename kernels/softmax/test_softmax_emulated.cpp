@@ -21,6 +21,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "support/emulated_cuda.hpp"
@@ -187,6 +188,10 @@ void warp_rows(const Layout& l) {
   });
 }
 
+// bf16 in packs of eight: the kernels can hold such rows packed.
+template <class T, int VEC>
+constexpr bool kPackable = std::is_same_v<T, bf16_bits>&& VEC == 8;
+
 template <class T, int VEC>
 void block_rows(const Layout& l) {
   constexpr int kN = 8;
@@ -198,6 +203,15 @@ void block_rows(const Layout& l) {
                                          l.in_place ? l.x_stride : l.y_stride);
     });
   });
+  if constexpr (kPackable<T, VEC>) {
+    // Twice the elements a thread, held as bf16 pairs, on half the threads.
+    expect_reference<T>("packed block row", l, [&](const T* x, T* y) {
+      loom::emulated::run_grid(dim3(static_cast<unsigned>(l.rows)), dim3(kThreads / 2), [&] {
+        emu::softmax_block_row<T, 2 * kN, VEC, true>(x, y, l.cols, l.x_stride,
+                                                     l.in_place ? l.x_stride : l.y_stride);
+      });
+    });
+  }
 }
 
 template <class T, int VEC>
@@ -214,6 +228,17 @@ void cluster_rows(const Layout& l) {
                                        l.in_place ? l.x_stride : l.y_stride);
                                  });
   });
+  if constexpr (kPackable<T, VEC>) {
+    // Twice the slice a thread could hold: the same slice, fewer packs each.
+    expect_reference<T>("packed cluster row", l, [&](const T* x, T* y) {
+      loom::emulated::run_clusters(dim3(static_cast<unsigned>(l.rows * emu::kClusterBlocks)),
+                                   dim3(kThreads), emu::kClusterBlocks, [&] {
+                                     emu::softmax_cluster_row<T, 2 * kN, VEC, true>(
+                                         x, y, l.cols, slice, l.x_stride,
+                                         l.in_place ? l.x_stride : l.y_stride);
+                                   });
+    });
+  }
 }
 
 template <class T, int VEC>
