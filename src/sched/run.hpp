@@ -13,6 +13,7 @@
 #include "sched/plan.hpp"
 #include "sched/prepared_graph.hpp"
 #include "sched/run_state.hpp"
+#include "sched/run_times.hpp"
 
 #include <loom/future.hpp>
 #include <loom/graph.hpp>
@@ -79,6 +80,10 @@ struct Run {
   CpuLauncher* host_launcher = nullptr;
   // The device launcher's (null without one).
   std::unique_ptr<LaunchState> device;
+  // Set at finish for the worker that winds the run up: its tasks' times
+  // (traced runs only), and the next run in the queue of runs to wind up.
+  RunTimes times;
+  Run* next_to_end = nullptr;
 
   /// Back to a new run's state, at teardown (on a worker): drops every
   /// reference the run held (its tensors through the prepared graph, its
@@ -105,6 +110,9 @@ struct Run {
     ready_host.clear();
     host_outstanding.store(0, std::memory_order_relaxed);
     host_launcher = nullptr;
+    times.tasks.clear();
+    times.device_origin_us.reset();
+    next_to_end = nullptr;
     if (device) device->release();
   }
 

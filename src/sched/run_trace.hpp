@@ -8,6 +8,7 @@
 
 #include "sched/launcher.hpp"
 #include "sched/run.hpp"
+#include "sched/run_times.hpp"
 #include "trace/chrome_trace.hpp"
 
 #include <loom/activity.hpp>
@@ -19,23 +20,6 @@
 
 namespace loom::detail {
 
-/// A completed task's time, as its launcher measured it: a device task's
-/// since the run's trace base, on the device (Launcher::trace_span); a host
-/// task's or a staged copy's since the run started, on the host.
-struct TaskTiming {
-  std::uint32_t task = 0;
-  int track = 0;
-  double start_us = 0;
-  double duration_us = 0;
-};
-
-/// What the scheduling thread reads of a finished run for its trace.
-struct RunTimes {
-  std::vector<TaskTiming> tasks;
-  /// The device times' base on the activity log's clock (µs since it opened);
-  /// none outside a log or without a device launcher.
-  std::optional<double> device_origin_us;
-};
 
 /// A run's Chrome-trace file (RuntimeOptions::trace_path), ready to write.
 struct RunTraceFile {
