@@ -20,7 +20,6 @@
 
 namespace loom::detail {
 
-
 /// A run's Chrome-trace file (RuntimeOptions::trace_path), ready to write.
 struct RunTraceFile {
   std::string path;
