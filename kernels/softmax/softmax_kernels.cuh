@@ -138,6 +138,17 @@ __device__ __forceinline__ float bf16_of(const uint4& w, int i) {
   return __uint_as_float(i % 2 == 0 ? word << 16 : word & 0xFFFF0000U);
 }
 
+// Makes the compiler forget what it derived from w (the floats unpacked
+// from it, their exponentials): it would rather keep those live across a
+// reduction than unpack again, which spills the registers packing saves.
+__device__ __forceinline__ void forget_derived(uint4& w) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("" : "+r"(w.x), "+r"(w.y), "+r"(w.z), "+r"(w.w));
+#else
+  (void)w;
+#endif
+}
+
 // One row (x and y alike) seen as packs of VEC elements that start on a
 // 16-byte boundary at or before the row's start: virtual element v is the
 // row's element v - shift, where shift is how far the row starts past that
@@ -497,12 +508,28 @@ __device__ __forceinline__ void row_in_packed_registers(const RowPacks<bf16_bits
   static_assert(N % kVec == 0, "a thread holds whole packs");
   constexpr int kPacks = N / kVec;
   constexpr unsigned kNegInfPair = kBf16NegInfBits | (kBf16NegInfBits << 16);
+  // Offsets within the row fit 32 bits (a block or cluster row is at most
+  // kClusterBlocks * kRegisterRowMax long): 64-bit ones, kept from the loads
+  // to the stores, cost the registers that packing saves.
+  const int base = static_cast<int>(first) + lane * kVec;
+  const int step = lanes * kVec;
+  const int stop = static_cast<int>(last);
+  // Most threads hold only whole packs inside the row: plain 16-byte
+  // accesses, no test a pack. The threads at the row's ends (its peeled head
+  // and tail, or past it) take the general path.
+  const bool inside = base >= row.shift && base + (kPacks - 1) * step + kVec <= stop;
   uint4 w[kPacks];
+  if (inside) {
+    const uint4* x = reinterpret_cast<const uint4*>(row.x + base);
 #pragma unroll
-  for (int k = 0; k < kPacks; ++k) {
-    const std::int64_t e = first + (static_cast<std::int64_t>(k) * lanes + lane) * kVec;
-    w[k] = e < last ? row.read_bits(e)
-                    : make_uint4(kNegInfPair, kNegInfPair, kNegInfPair, kNegInfPair);
+    for (int k = 0; k < kPacks; ++k) w[k] = x[k * lanes];
+  } else {
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+      const int e = base + k * step;
+      w[k] = e < stop ? row.read_bits(e)
+                      : make_uint4(kNegInfPair, kNegInfPair, kNegInfPair, kNegInfPair);
+    }
   }
   float m = -INFINITY;
 #pragma unroll
@@ -515,21 +542,37 @@ __device__ __forceinline__ void row_in_packed_registers(const RowPacks<bf16_bits
   float s = 0.0F;
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
+    forget_derived(w[k]);
 #pragma unroll
     for (int i = 0; i < kVec; ++i) s += exp_shifted(bf16_of(w[k], i), m_log2e);
   }
   s = scope.sum(s);
   const float inv = reciprocal_or_nan(m, s);
 #pragma unroll
-  for (int k = 0; k < kPacks; ++k) {
-    const std::int64_t e = first + (static_cast<std::int64_t>(k) * lanes + lane) * kVec;
-    if (e < last) {
-      float p[kVec];
+  for (int k = 0; k < kPacks; ++k) forget_derived(w[k]);
+  const auto output = [&](int k, float(&p)[kVec]) {
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        p[i] = m == -INFINITY ? inv : exp_shifted(bf16_of(w[k], i), m_log2e) * inv;
+    for (int i = 0; i < kVec; ++i) {
+      p[i] = m == -INFINITY ? inv : exp_shifted(bf16_of(w[k], i), m_log2e) * inv;
+    }
+  };
+  if (inside) {
+    bf16_bits* y = row.y + base;
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+      float p[kVec];
+      output(k, p);
+      store<bf16_bits, kVec>(y + k * step, p);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+      const int e = base + k * step;
+      if (e < stop) {
+        float p[kVec];
+        output(k, p);
+        row.write(e, p);
       }
-      row.write(e, p);
     }
   }
 }
