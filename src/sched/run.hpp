@@ -64,6 +64,10 @@ struct Run {
   int gates = 0;
   std::vector<Run*> followers_settled;
   std::vector<Run*> followers_finished;
+  // Every later run over this one's data, whichever way it starts: none of
+  // them finishes before this one (so their Futures turn ready after its).
+  std::vector<Run*> finish_followers;
+  int unfinished_leaders = 0;  // earlier runs over its data not yet finished
   bool cancel_handled = false;
   std::exception_ptr first_error;
   std::vector<TaskReport> reports;  // names left out (the state has them); published at the end
@@ -101,6 +105,8 @@ struct Run {
     gates = 0;
     followers_settled.clear();
     followers_finished.clear();
+    finish_followers.clear();
+    unfinished_leaders = 0;
     cancel_handled = false;
     first_error = nullptr;
     reports.clear();

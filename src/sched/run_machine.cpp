@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 namespace loom::detail {
 
@@ -116,6 +117,8 @@ void RunMachine::admit(std::unique_ptr<Run> owned) {
   if (device_ != nullptr) device_->admit(run, earlier_, follows, runs_);
   std::unique_lock state_lock(run.state->mutex, std::defer_lock);
   for (Run* earlier : earlier_) {
+    earlier->finish_followers.push_back(&run);
+    ++run.unfinished_leaders;
     if (!follows) {
       earlier->followers_finished.push_back(&run);
       ++run.gates;
@@ -188,7 +191,10 @@ bool RunMachine::advance(Run& run) {
 bool RunMachine::finished(const Run& run) const {
   // Not before it started: a run cancelled while it waited for earlier runs
   // over its data ends after them (later runs follow it in their place).
-  return run.started && run.unfinished == 0 && host_.idle(run) &&
+  // Nor before the earlier runs over its data: runs over the same data
+  // finish, and so are published, in their order (a device run that started
+  // once its leader was enqueued may see its own work done first).
+  return run.started && run.unfinished == 0 && run.unfinished_leaders == 0 && host_.idle(run) &&
          (device_ == nullptr || device_->idle(run));
 }
 
@@ -339,46 +345,80 @@ void RunMachine::finish(std::unique_ptr<Run> owned) {
   ordering_.leave(&run, run.prepared->accesses);
   release_followers(run.followers_settled);
   release_followers(run.followers_finished);
-  if (run.gates > 0) {
+  for (Run* f : run.finish_followers) --f->unfinished_leaders;
+  run.finish_followers.clear();
+  if (run.gates > 0 || run.unfinished_leaders > 0) {
     // Cancelled before the runs it waited for were over: forget it there.
     for (auto& other : runs_) {
       std::erase(other->followers_settled, &run);
       std::erase(other->followers_finished, &run);
+      std::erase(other->finish_followers, &run);
     }
   }
   std::erase(to_start_, &run);
   // Only the times are read here (a device task's from its events, which
   // this thread alone queries); names, files and spans are made on the worker.
-  RunTimes times;
   if (run.tracing) {
-    times.tasks = time_completed_tasks(run, device_);
+    run.times.tasks = time_completed_tasks(run, device_);
     const DeviceClockMark* mark = run.activity ? run.activity.session().device_clock() : nullptr;
     // Only a run with device spans needs its base placed: a host-only run's
     // base may never have run, and an error thrown here would cost this thread.
     const bool device_spans = std::any_of(
-        times.tasks.begin(), times.tasks.end(),
+        run.times.tasks.begin(), run.times.tasks.end(),
         [&](const TaskTiming& t) { return run.placement(t.task) == Placement::device; });
     if (mark != nullptr && device_ != nullptr && device_spans)
-      times.device_origin_us = device_->trace_origin_us(run, *mark);
+      run.times.device_origin_us = device_->trace_origin_us(run, *mark);
   }
   // The run's last references to its tensors (and so perhaps their memory)
   // are dropped on a worker, never here, and before the run is published:
   // once wait() returns, the run holds nothing (take() works).
-  Run* raw = owned.release();
-  // High priority: user host work must not hold back a run's end. Without
-  // times the job is two pointers, which std::function keeps without
-  // allocating.
-  if (times.tasks.empty()) {
-    workers_->post(Priority::high, [this, raw](int) { end_on_worker(raw, RunTimes{}); });
-  } else {
-    workers_->post(Priority::high, [this, raw, times = std::move(times)](int) mutable {
-      end_on_worker(raw, std::move(times));
-    });
+  queue_to_end(owned.release());
+}
+
+void RunMachine::queue_to_end(Run* run) noexcept {
+  EndQueue& queue = *ends_;
+  // Counted before it is pushed: a worker winding up the queue never takes
+  // more runs than are counted.
+  const bool idle = queue.pending.fetch_add(1, std::memory_order_acq_rel) == 0;
+  run->next_to_end = queue.newest.load(std::memory_order_relaxed);
+  while (!queue.newest.compare_exchange_weak(run->next_to_end, run, std::memory_order_release,
+                                             std::memory_order_relaxed)) {
+  }
+  // High priority: user host work must not hold back a run's end. The job
+  // is one pointer, which std::function keeps without allocating.
+  if (idle) workers_->post(Priority::high, [this](int) { end_queued_runs(); });
+}
+
+void RunMachine::end_queued_runs() {
+  // Held here: once the last run is published this machine may be gone.
+  const std::shared_ptr<EndQueue> queue = ends_;
+  for (;;) {
+    Run* newest = queue->newest.exchange(nullptr, std::memory_order_acquire);
+    if (newest == nullptr) {
+      // Counted, not yet pushed: the scheduling thread is between the two.
+      std::this_thread::yield();
+      continue;
+    }
+    Run* oldest = nullptr;
+    std::size_t count = 0;
+    while (newest != nullptr) {
+      Run* next = newest->next_to_end;
+      newest->next_to_end = oldest;
+      oldest = newest;
+      newest = next;
+      ++count;
+    }
+    while (oldest != nullptr) {
+      Run* next = oldest->next_to_end;
+      end_on_worker(oldest);
+      oldest = next;
+    }
+    if (queue->pending.fetch_sub(count, std::memory_order_acq_rel) == count) return;
   }
 }
 
-void RunMachine::end_on_worker(Run* raw, RunTimes times) {
-  FinishedTrace trace = finished_trace(*raw, times);
+void RunMachine::end_on_worker(Run* raw) {
+  FinishedTrace trace = finished_trace(*raw, raw->times);
   // What publishing needs, taken out of the run before it lets go of the rest.
   auto lifecycle = lifecycle_;
   auto state = std::move(raw->state);

@@ -75,9 +75,10 @@ TEST(CancelledRunKeepsItsPlace, DeviceAndHostFollowersSeeTheWorkBeforeIt) {
   rf.wait();
   rh.wait();
   EXPECT_THROW(re.wait(), loom::Cancelled);
-  // The order is the work's (checked by the values below); C's and D's
-  // Futures may turn ready a moment after their followers' (each run is
-  // wound up on a worker), so they are waited for, not polled.
+  // The Futures keep the work's order (README): C and D are ready once a
+  // run after them is.
+  EXPECT_TRUE(rc.ready() && rd.ready())
+      << "a follower of the cancelled run turned ready before C and D";
   EXPECT_NO_THROW(rc.wait());
   EXPECT_NO_THROW(rd.wait());
   EXPECT_TRUE(all_equal(values_of(out), 2.0F))
@@ -106,8 +107,7 @@ TEST(CancelledRunKeepsItsPlace, ALaterRunStillFollowsTheWorkBeforeIt) {
   auto re = rt.submit(e);
   re.cancel();
   EXPECT_THROW(re.wait(), loom::Cancelled);
-  // C's Future may turn ready a moment after E's (each is wound up on a
-  // worker): the order is checked by what `later` sees.
+  EXPECT_TRUE(rc.ready()) << "the cancelled run turned ready before the run it waited for";
   EXPECT_NO_THROW(rc.wait());
   rt.submit(later).wait();
   EXPECT_TRUE(all_equal(seen, 7.0F));
@@ -279,6 +279,7 @@ TEST(OrderByMemory, RunsOverTwoWrappersOfOneBufferAreOrdered) {
   reader.host("reader", [&] { seen = values_of(b); }, {b}, {});
   auto w = rt.submit(writer);
   rt.submit(reader).wait();
+  EXPECT_TRUE(w.ready()) << "the reader of the second wrapper turned ready before the writer";
   EXPECT_NO_THROW(w.wait());
   EXPECT_TRUE(all_equal(seen, 4.0F))
       << "the reader of the second wrapper did not wait for the writer";

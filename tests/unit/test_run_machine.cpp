@@ -337,6 +337,31 @@ TEST_F(RunMachineTest, ARunWithHostTasksFollowsOnlyOnceTheEarlierRunIsOver) {
   f2.wait();
 }
 
+TEST_F(RunMachineTest, ADeviceFollowerSeenDoneFirstFinishesAfterItsLeader) {
+  device.orders = true;
+  auto x = rt.tensor<float>({16});
+  loom::Graph first;
+  first.host("w", [] {}, {}, {x});
+  loom::Graph second;
+  second.host("r", [] {}, {x});
+  auto [r1, f1] = admit(first, {Placement::device});
+  auto [r2, f2] = admit(second, {Placement::device});
+  machine.start_ready_runs();
+  machine.enqueued(*r1, 0);
+  machine.start_ready_runs();
+  ASSERT_TRUE(device.has_started(*r2));
+  // The follower's completion is seen before its leader's (events polled in
+  // that order): it still finishes, and is published, after its leader.
+  machine.enqueued(*r2, 0);
+  machine.complete(*r2, 0);
+  EXPECT_FALSE(machine.finish_runs()) << "the follower finished before the run it follows";
+  machine.complete(*r1, 0);
+  ASSERT_TRUE(machine.finish_runs());
+  f2.wait();
+  EXPECT_TRUE(f1.ready()) << "a follower's Future turned ready before its leader's";
+  f1.wait();
+}
+
 TEST_F(RunMachineTest, ALauncherThatCannotStartARunFailsItsTasksByName) {
   device.fail_on_start = true;
   loom::Graph g;
@@ -438,6 +463,40 @@ class QuietLauncher final : public Launcher {
   bool advance(RunMachine&, TaskRun&) override { return false; }
   bool idle(const TaskRun&) const override { return true; }
 };
+
+// Runs that finish in one round are wound up on several workers: they are
+// still published in the order they finished.
+TEST(RunMachinePublication, RunsArePublishedInTheOrderTheyFinish) {
+  loom::Runtime rt{loom::test::cpu(1)};
+  loom::detail::Poison poison;
+  FakeLauncher host;
+  auto workers = std::make_shared<loom::detail::WorkerPool>(4);
+  RunMachine machine{host, nullptr, poison, workers, ""};
+  for (int round = 0; round < 50; ++round) {
+    std::vector<loom::Future> futures;
+    std::vector<TaskRun*> runs;
+    for (int i = 0; i < 16; ++i) {
+      loom::Graph g;
+      g.host("t", [] {}, {}, {rt.tensor<float>({4})});  // data of its own: independent runs
+      auto run = machine.make_run(loom::detail::make_prepared(g, {Placement::host}, 2), nullptr);
+      runs.push_back(run.get());
+      futures.push_back(loom::detail::FutureAccess::make(run->state));
+      machine.admit(std::move(run));
+    }
+    machine.start_ready_runs();
+    for (TaskRun* r : runs) machine.complete(*r, 0);
+    ASSERT_TRUE(machine.finish_runs());
+    for (std::size_t i = futures.size(); i-- > 0;) {
+      futures[i].wait();
+      for (std::size_t j = 0; j < i; ++j) {
+        ASSERT_TRUE(futures[j].ready())
+            << "round " << round << ": run " << i << " was published before run " << j;
+      }
+    }
+  }
+  machine.wait_idle();
+  workers->shutdown();
+}
 
 TEST(RunMachineSteadyState, ARunAllocatesNothingOnceWarm) {
   // A run made, admitted (ordered after the previous one over the same
