@@ -8,7 +8,7 @@
 // A thread's share: the head byte at its index (the bytes before the first
 // 16-byte boundary), every gridDim.x * kBlock-th 16-byte vector of the
 // aligned body from its index on (kUnroll loads issued before their
-// atomics, the last batch predicated), and the tail byte at its index (the bytes after the last whole
+// atomics), and the tail byte at its index (the bytes after the last whole
 // vector). Head and tail are below 16 bytes, the grid at least a block.
 #include <cstddef>
 #include <cstdint>
@@ -22,9 +22,8 @@ constexpr int kBanks = 32;
 constexpr int kBlock = 512;  // threads a block
 constexpr int kVectorBytes = 16;
 // 16-byte loads a thread has in flight before it counts them: with two
-// 512-thread blocks a multiprocessor, 128 KB in flight. A 4096 x 4096 frame
-// is 7.75 vectors a thread on an H100's grid: one batch.
-constexpr int kUnroll = 8;
+// 512-thread blocks a multiprocessor, 64 KB in flight.
+constexpr int kUnroll = 4;
 // Copies of the histogram a block: one a lane of the warp, interleaved, so
 // that bin b of copy c is word b * kBinPitch + c and lies in bank c. A
 // warp's 32 atomics serialize on equal addresses and on equal banks; lane l
@@ -108,21 +107,15 @@ __device__ __forceinline__ void count_share(const std::uint8_t* __restrict__ gIm
   Run run;
   if (thread < split.head) count_byte(gImage[thread], run, sCopy);
   const auto* gBody = reinterpret_cast<const uint4*>(gImage + split.head);  // (vectors)
-  // The last batch too is loaded whole (predicated) before it is counted: a
-  // thread of a frame-sized image holds only a batch or two, and loading its
-  // remainder one vector at a time cost a memory latency a vector.
-  for (std::size_t v = thread; v < split.vectors; v += kUnroll * threads) {
-    uint4 rVectors[kUnroll] = {};
+  std::size_t v = thread;
+  for (; v + (kUnroll - 1) * threads < split.vectors; v += kUnroll * threads) {
+    uint4 rVectors[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const std::size_t at = v + u * threads;
-      if (at < split.vectors) rVectors[u] = gBody[at];
-    }
+    for (int u = 0; u < kUnroll; ++u) rVectors[u] = gBody[v + u * threads];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (v + u * threads < split.vectors) count_vector(rVectors[u], run, sCopy);
-    }
+    for (int u = 0; u < kUnroll; ++u) count_vector(rVectors[u], run, sCopy);
   }
+  for (; v < split.vectors; v += threads) count_vector(gBody[v], run, sCopy);
   if (thread < split.tail) {
     count_byte(gImage[split.head + split.vectors * kVectorBytes + thread], run, sCopy);
   }
