@@ -410,10 +410,22 @@ void RunMachine::end_queued_runs() {
     }
     while (oldest != nullptr) {
       Run* next = oldest->next_to_end;
-      end_on_worker(oldest);
+      end_one(oldest);
       oldest = next;
     }
     if (queue->pending.fetch_sub(count, std::memory_order_acq_rel) == count) return;
+  }
+}
+
+void RunMachine::end_one(Run* run) noexcept {
+  // The queue must go on past a run whose end failed (memory, most likely):
+  // the runs behind it would otherwise never be published.
+  try {
+    end_on_worker(run);
+  } catch (const std::exception& e) {
+    logger().error("a run's end failed: {}", e.what());
+  } catch (...) {
+    logger().error("a run's end failed: a non-standard exception");
   }
 }
 

@@ -107,6 +107,8 @@ class RunMachine {
   /// On a worker, one at a time: winds up the queued runs in the order they
   /// finished, so that runs are published in that order.
   void end_queued_runs();
+  /// end_on_worker, logging what it throws: the queue goes on.
+  void end_one(Run* run) noexcept;
   /// On a worker: the run's teardown (recycled into the spare runs), its
   /// trace, then its outcome published. `this` may be gone once it returns.
   void end_on_worker(Run* run);

@@ -103,6 +103,24 @@ class RunMachineTest : public ::testing::Test {
     return run.tasks_state[t].status;
   }
 
+  // A device run writing x, then a run reading x placed at `reader`, admitted
+  // on a device that orders runs; the writer's task is enqueued, and each
+  // run started once it may.
+  std::pair<Submitted, Submitted> device_writer_then_reader(Placement reader) {
+    device.orders = true;
+    auto x = rt.tensor<float>({16});
+    loom::Graph first;
+    first.host("w", [] {}, {}, {x});
+    loom::Graph second;
+    second.host("r", [] {}, {x});
+    Submitted writer = admit(first, {Placement::device});
+    Submitted read = admit(second, {reader});
+    machine.start_ready_runs();
+    machine.enqueued(*writer.run, 0);
+    machine.start_ready_runs();
+    return {writer, read};
+  }
+
   // Ends the finished runs; their outcome is published on the worker.
   void finish_and_wait(const loom::Future& future) {
     ASSERT_TRUE(machine.finish_runs());
@@ -316,17 +334,9 @@ TEST_F(RunMachineTest, DeviceRunsFollowOnceTheEarlierRunIsWhollyEnqueued) {
 }
 
 TEST_F(RunMachineTest, ARunWithHostTasksFollowsOnlyOnceTheEarlierRunIsOver) {
-  device.orders = true;
-  auto x = rt.tensor<float>({16});
-  loom::Graph first;
-  first.host("w", [] {}, {}, {x});
-  loom::Graph second;
-  second.host("r", [] {}, {x});
-  auto [r1, f1] = admit(first, {Placement::device});
-  auto [r2, f2] = admit(second, {Placement::host});
-  machine.start_ready_runs();
-  machine.enqueued(*r1, 0);
-  machine.start_ready_runs();
+  auto [first, second] = device_writer_then_reader(Placement::host);
+  auto [r1, f1] = first;
+  auto [r2, f2] = second;
   EXPECT_FALSE(host.has_started(*r2)) << "host work cannot be ordered on a stream";
   machine.complete(*r1, 0);
   ASSERT_TRUE(machine.finish_runs());
@@ -338,17 +348,9 @@ TEST_F(RunMachineTest, ARunWithHostTasksFollowsOnlyOnceTheEarlierRunIsOver) {
 }
 
 TEST_F(RunMachineTest, ADeviceFollowerSeenDoneFirstFinishesAfterItsLeader) {
-  device.orders = true;
-  auto x = rt.tensor<float>({16});
-  loom::Graph first;
-  first.host("w", [] {}, {}, {x});
-  loom::Graph second;
-  second.host("r", [] {}, {x});
-  auto [r1, f1] = admit(first, {Placement::device});
-  auto [r2, f2] = admit(second, {Placement::device});
-  machine.start_ready_runs();
-  machine.enqueued(*r1, 0);
-  machine.start_ready_runs();
+  auto [first, second] = device_writer_then_reader(Placement::device);
+  auto [r1, f1] = first;
+  auto [r2, f2] = second;
   ASSERT_TRUE(device.has_started(*r2));
   // The follower's completion is seen before its leader's (events polled in
   // that order): it still finishes, and is published, after its leader.
