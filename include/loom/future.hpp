@@ -38,9 +38,9 @@ class LOOM_API Future {
 
   bool valid() const noexcept { return state_ != nullptr; }
   /// True once every task has completed, failed or been cancelled and the
-  /// run has been wound up on a worker. Runs turn ready in the order they
-  /// finish, and none finishes before an earlier run over its data: once a
-  /// run is ready, so are those. Never blocks.
+  /// run has been wound up on a worker; never before the earlier runs it is
+  /// ordered after by its data (README: ordering across runs) are ready.
+  /// Never blocks.
   bool ready() const;
   /// Blocks until the run is over; rethrows the first failure (a loom::Error
   /// naming its task), or loom::Cancelled when the run was cancelled. Called

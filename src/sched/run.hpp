@@ -85,9 +85,10 @@ struct Run {
   // The device launcher's (null without one).
   std::unique_ptr<LaunchState> device;
   // Set at finish for the worker that winds the run up: its tasks' times
-  // (traced runs only), and the next run in the queue of runs to wind up.
+  // (traced runs only).
   RunTimes times;
-  Run* next_to_end = nullptr;
+  // The earlier runs over its data (admission): it is published after them.
+  std::vector<std::weak_ptr<RunState>> leaders;
 
   /// Back to a new run's state, at teardown (on a worker): drops every
   /// reference the run held (its tensors through the prepared graph, its
@@ -118,7 +119,7 @@ struct Run {
     host_launcher = nullptr;
     times.tasks.clear();
     times.device_origin_us.reset();
-    next_to_end = nullptr;
+    leaders.clear();
     if (device) device->release();
   }
 

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 
 namespace loom::detail {
 
@@ -119,6 +118,7 @@ void RunMachine::admit(std::unique_ptr<Run> owned) {
   for (Run* earlier : earlier_) {
     earlier->finish_followers.push_back(&run);
     ++run.unfinished_leaders;
+    run.leaders.push_back(earlier->state);
     if (!follows) {
       earlier->followers_finished.push_back(&run);
       ++run.gates;
@@ -371,65 +371,29 @@ void RunMachine::finish(std::unique_ptr<Run> owned) {
   }
   // The run's last references to its tensors (and so perhaps their memory)
   // are dropped on a worker, never here, and before the run is published:
-  // once wait() returns, the run holds nothing (take() works).
-  queue_to_end(owned.release());
+  // once wait() returns, the run holds nothing (take() works). High
+  // priority: user host work must not hold back a run's end. The job is two
+  // pointers, which std::function keeps without allocating.
+  Run* raw = owned.release();
+  workers_->post(Priority::high, [this, raw](int) { end_on_worker(raw); });
 }
 
-void RunMachine::queue_to_end(Run* run) noexcept {
-  EndQueue& queue = *ends_;
-  // Counted before it is pushed: a worker winding up the queue never takes
-  // more runs than are counted.
-  const bool idle = queue.pending.fetch_add(1, std::memory_order_acq_rel) == 0;
-  run->next_to_end = queue.newest.load(std::memory_order_relaxed);
-  while (!queue.newest.compare_exchange_weak(run->next_to_end, run, std::memory_order_release,
-                                             std::memory_order_relaxed)) {
-  }
-  // High priority: user host work must not hold back a run's end. The job
-  // is one pointer, which std::function keeps without allocating.
-  if (idle) workers_->post(Priority::high, [this](int) { end_queued_runs(); });
-}
-
-void RunMachine::end_queued_runs() {
-  // Held here: once the last run is published this machine may be gone.
-  const std::shared_ptr<EndQueue> queue = ends_;
-  for (;;) {
-    Run* newest = queue->newest.exchange(nullptr, std::memory_order_acquire);
-    if (newest == nullptr) {
-      // Counted, not yet pushed: the scheduling thread is between the two.
-      std::this_thread::yield();
-      continue;
-    }
-    Run* oldest = nullptr;
-    std::size_t count = 0;
-    while (newest != nullptr) {
-      Run* next = newest->next_to_end;
-      newest->next_to_end = oldest;
-      oldest = newest;
-      newest = next;
-      ++count;
-    }
-    while (oldest != nullptr) {
-      Run* next = oldest->next_to_end;
-      end_one(oldest);
-      oldest = next;
-    }
-    if (queue->pending.fetch_sub(count, std::memory_order_acq_rel) == count) return;
-  }
-}
-
-void RunMachine::end_one(Run* run) noexcept {
-  // The queue must go on past a run whose end failed (memory, most likely):
-  // the runs behind it would otherwise never be published.
-  try {
-    end_on_worker(run);
-  } catch (const std::exception& e) {
-    logger().error("a run's end failed: {}", e.what());
-  } catch (...) {
-    logger().error("a run's end failed: a non-standard exception");
+void RunMachine::wait_for_leaders(const Run& run) {
+  for (const auto& weak : run.leaders) {
+    // Gone: no run holds it any more, so it was published.
+    const std::shared_ptr<RunState> leader = weak.lock();
+    if (!leader || leader->published.load(std::memory_order_acquire)) continue;
+    std::unique_lock lock(leader->mutex);
+    wait_helping(
+        lock, leader->done_cv, [&] { return leader->done; }, "a run's end");
   }
 }
 
 void RunMachine::end_on_worker(Run* raw) {
+  // The earlier runs over its data finished first, but their ends may still
+  // be under way on other workers: this run turns ready after them. (Their
+  // ends never wait for this one: a run waits only for runs admitted before it.)
+  wait_for_leaders(*raw);
   FinishedTrace trace = finished_trace(*raw, raw->times);
   // What publishing needs, taken out of the run before it lets go of the rest.
   auto lifecycle = lifecycle_;

@@ -102,13 +102,9 @@ class RunMachine {
   /// On a worker, before the run is recycled: its trace file's contents and
   /// its spans on its activity log's clock.
   FinishedTrace finished_trace(Run& run, const RunTimes& times) noexcept;
-  /// Queues a finished run to be wound up on a worker. Scheduling thread.
-  void queue_to_end(Run* run) noexcept;
-  /// On a worker, one at a time: winds up the queued runs in the order they
-  /// finished, so that runs are published in that order.
-  void end_queued_runs();
-  /// end_on_worker, logging what it throws: the queue goes on.
-  void end_one(Run* run) noexcept;
+  /// On a worker: waits (another worker in its place) until the runs that
+  /// `run` follows by its data are published.
+  void wait_for_leaders(const Run& run);
   /// On a worker: the run's teardown (recycled into the spare runs), its
   /// trace, then its outcome published. `this` may be gone once it returns.
   void end_on_worker(Run* run);
@@ -136,14 +132,6 @@ class RunMachine {
   // thread, teardown on workers); capacity reserved, never exceeded.
   std::mutex spare_mutex_;
   std::vector<std::unique_ptr<Run>> spare_runs_;
-  // Finished runs waiting to be wound up: pushed by the scheduling thread
-  // (newest first, linked through Run::next_to_end), taken all at once by
-  // the one worker that winds them up while any are counted.
-  struct EndQueue {
-    std::atomic<Run*> newest{nullptr};
-    std::atomic<std::size_t> pending{0};  // counted and not yet wound up
-  };
-  std::shared_ptr<EndQueue> ends_ = std::make_shared<EndQueue>();
 };
 
 }  // namespace loom::detail

@@ -466,33 +466,37 @@ class QuietLauncher final : public Launcher {
   bool idle(const TaskRun&) const override { return true; }
 };
 
-// Runs that finish in one round are wound up on several workers: they are
-// still published in the order they finished.
-TEST(RunMachinePublication, RunsArePublishedInTheOrderTheyFinish) {
+// Runs over the same data finish one after another, and their ends race on
+// several workers: each still turns ready only after the runs before it.
+TEST(RunMachinePublication, ARunTurnsReadyOnlyAfterTheRunsItFollows) {
   loom::Runtime rt{loom::test::cpu(1)};
   loom::detail::Poison poison;
   FakeLauncher host;
   auto workers = std::make_shared<loom::detail::WorkerPool>(4);
   RunMachine machine{host, nullptr, poison, workers, ""};
+  auto x = rt.tensor<float>({4});
   for (int round = 0; round < 50; ++round) {
     std::vector<loom::Future> futures;
     std::vector<TaskRun*> runs;
     for (int i = 0; i < 16; ++i) {
       loom::Graph g;
-      g.host("t", [] {}, {}, {rt.tensor<float>({4})});  // data of its own: independent runs
+      g.host("t", [] {}, {}, {x});  // each writes x: each follows the one before
       auto run = machine.make_run(loom::detail::make_prepared(g, {Placement::host}, 2), nullptr);
       runs.push_back(run.get());
       futures.push_back(loom::detail::FutureAccess::make(run->state));
       machine.admit(std::move(run));
     }
-    machine.start_ready_runs();
-    for (TaskRun* r : runs) machine.complete(*r, 0);
-    ASSERT_TRUE(machine.finish_runs());
+    for (TaskRun* r : runs) {
+      machine.start_ready_runs();
+      ASSERT_TRUE(host.has_started(*r));
+      machine.complete(*r, 0);
+      ASSERT_TRUE(machine.finish_runs());
+    }
     for (std::size_t i = futures.size(); i-- > 0;) {
       futures[i].wait();
       for (std::size_t j = 0; j < i; ++j) {
         ASSERT_TRUE(futures[j].ready())
-            << "round " << round << ": run " << i << " was published before run " << j;
+            << "round " << round << ": run " << i << " turned ready before run " << j;
       }
     }
   }
