@@ -39,8 +39,8 @@ class LOOM_API Future {
   bool valid() const noexcept { return state_ != nullptr; }
   /// True once every task has completed, failed or been cancelled and the
   /// run has been wound up on a worker; never before the earlier runs it is
-  /// ordered after by its data (README: ordering across runs) are ready.
-  /// Never blocks.
+  /// ordered after by its data (README: ordering across runs, which also
+  /// says when two runs are not ordered) are ready. Never blocks.
   bool ready() const;
   /// Blocks until the run is over; rethrows the first failure (a loom::Error
   /// naming its task), or loom::Cancelled when the run was cancelled. Called

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 namespace loom::detail {
 
@@ -378,22 +379,26 @@ void RunMachine::finish(std::unique_ptr<Run> owned) {
   workers_->post(Priority::high, [this, raw](int) { end_on_worker(raw); });
 }
 
-void RunMachine::wait_for_leaders(const Run& run) {
+bool RunMachine::leaders_published(const Run& run) const noexcept {
   for (const auto& weak : run.leaders) {
     // Gone: no run holds it any more, so it was published.
     const std::shared_ptr<RunState> leader = weak.lock();
-    if (!leader || leader->published.load(std::memory_order_acquire)) continue;
-    std::unique_lock lock(leader->mutex);
-    wait_helping(
-        lock, leader->done_cv, [&] { return leader->done; }, "a run's end");
+    if (leader && !leader->published.load(std::memory_order_acquire)) return false;
   }
+  return true;
 }
 
 void RunMachine::end_on_worker(Run* raw) {
   // The earlier runs over its data finished first, but their ends may still
-  // be under way on other workers: this run turns ready after them. (Their
-  // ends never wait for this one: a run waits only for runs admitted before it.)
-  wait_for_leaders(*raw);
+  // be under way on other workers: this run turns ready after them, so its
+  // end goes back in the queue until they are published. It never waits
+  // here: a worker that waited would need another in its place, and a burst
+  // of chained runs ending at once would leave a thread a run behind.
+  if (!leaders_published(*raw)) {
+    std::this_thread::yield();
+    workers_->post(Priority::high, [this, raw](int) { end_on_worker(raw); });
+    return;
+  }
   FinishedTrace trace = finished_trace(*raw, raw->times);
   // What publishing needs, taken out of the run before it lets go of the rest.
   auto lifecycle = lifecycle_;

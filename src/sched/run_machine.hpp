@@ -102,9 +102,8 @@ class RunMachine {
   /// On a worker, before the run is recycled: its trace file's contents and
   /// its spans on its activity log's clock.
   FinishedTrace finished_trace(Run& run, const RunTimes& times) noexcept;
-  /// On a worker: waits (another worker in its place) until the runs that
-  /// `run` follows by its data are published.
-  void wait_for_leaders(const Run& run);
+  /// Whether the runs that `run` follows by its data are published.
+  bool leaders_published(const Run& run) const noexcept;
   /// On a worker: the run's teardown (recycled into the spare runs), its
   /// trace, then its outcome published. `this` may be gone once it returns.
   void end_on_worker(Run* run);
