@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 
 namespace loom::detail {
 
@@ -379,26 +378,27 @@ void RunMachine::finish(std::unique_ptr<Run> owned) {
   workers_->post(Priority::high, [this, raw](int) { end_on_worker(raw); });
 }
 
-bool RunMachine::leaders_published(const Run& run) const noexcept {
-  for (const auto& weak : run.leaders) {
+bool RunMachine::park_behind_a_leader(Run* run) {
+  for (const auto& weak : run->leaders) {
     // Gone: no run holds it any more, so it was published.
     const std::shared_ptr<RunState> leader = weak.lock();
-    if (leader && !leader->published.load(std::memory_order_acquire)) return false;
+    if (!leader) continue;
+    std::lock_guard lock(leader->mutex);
+    if (!leader->done) {
+      leader->parked_ends.push_back(run);
+      return true;
+    }
   }
-  return true;
+  return false;
 }
 
 void RunMachine::end_on_worker(Run* raw) {
   // The earlier runs over its data finished first, but their ends may still
   // be under way on other workers: this run turns ready after them, so its
-  // end goes back in the queue until they are published. It never waits
-  // here: a worker that waited would need another in its place, and a burst
-  // of chained runs ending at once would leave a thread a run behind.
-  if (!leaders_published(*raw)) {
-    std::this_thread::yield();
-    workers_->post(Priority::high, [this, raw](int) { end_on_worker(raw); });
-    return;
-  }
+  // end is parked with the first that is not published yet, which posts it
+  // again once it is (the end then looks at the rest). Never a wait here: a
+  // worker that waited would need another in its place.
+  if (park_behind_a_leader(raw)) return;
   FinishedTrace trace = finished_trace(*raw, raw->times);
   // What publishing needs, taken out of the run before it lets go of the rest.
   auto lifecycle = lifecycle_;
@@ -412,6 +412,7 @@ void RunMachine::end_on_worker(Run* raw) {
     write_chrome_trace(trace.file->path, trace.file->tracks, trace.file->events);
   }
   std::vector<std::function<void(const Future&)>> continuations;
+  std::vector<void*> parked;  // empty (no allocation) unless a follower's end raced this one
   // The Completion gets an error of its own, and this worker keeps no
   // reference to either: each stored error dies with the state that holds
   // it, after every waiter that read it (see copy_of_error).
@@ -423,9 +424,15 @@ void RunMachine::end_on_worker(Run* raw) {
     state->done = true;
     state->wake_scheduler = nullptr;
     continuations.swap(state->continuations);
+    parked.swap(state->parked_ends);
   }
   state->published.store(true, std::memory_order_release);
   state->done_cv.notify_all();
+  // Still live (unpublished), so this machine is too.
+  for (void* follower : parked) {
+    workers_->post(Priority::high,
+                   [this, follower](int) { end_on_worker(static_cast<Run*>(follower)); });
+  }
   if (completion) completion->finish(std::move(completion_error));
   std::vector<std::function<void()>> jobs;
   jobs.reserve(continuations.size());

@@ -102,8 +102,9 @@ class RunMachine {
   /// On a worker, before the run is recycled: its trace file's contents and
   /// its spans on its activity log's clock.
   FinishedTrace finished_trace(Run& run, const RunTimes& times) noexcept;
-  /// Whether the runs that `run` follows by its data are published.
-  bool leaders_published(const Run& run) const noexcept;
+  /// Parks `run`'s end with the first run it follows by its data that is not
+  /// published yet (that run's end posts it again); false if there is none.
+  bool park_behind_a_leader(Run* run);
   /// On a worker: the run's teardown (recycled into the spare runs), its
   /// trace, then its outcome published. `this` may be gone once it returns.
   void end_on_worker(Run* run);

@@ -39,6 +39,9 @@ struct RunState {
   // The runs it waits for (ordering across runs), set at admission: a task
   // waiting for this run from inside one of them would wait forever.
   std::vector<std::weak_ptr<RunState>> follows;
+  // The ends of later runs over its data (their Run, opaque here), parked
+  // until this run is published: then they go back to the workers.
+  std::vector<void*> parked_ends;
 };
 
 /// A RunState as new (one per run), recycled: the state, its control block

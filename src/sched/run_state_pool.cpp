@@ -119,6 +119,7 @@ class StatePool {
     state->lifecycle.reset();
     state->wake_scheduler = nullptr;
     state->follows.clear();
+    state->parked_ends.clear();
     if (!spare_.keep(state)) delete state;
   }
 
