@@ -89,6 +89,7 @@ struct Run {
   RunTimes times;
   // The earlier runs over its data (admission): it is published after them.
   std::vector<std::weak_ptr<RunState>> leaders;
+  Run* next_parked = nullptr;  // the next end parked with the same leader (RunState::parked_ends)
 
   /// Back to a new run's state, at teardown (on a worker): drops every
   /// reference the run held (its tensors through the prepared graph, its
@@ -120,6 +121,7 @@ struct Run {
     times.tasks.clear();
     times.device_origin_us.reset();
     leaders.clear();
+    next_parked = nullptr;
     if (device) device->release();
   }
 

@@ -385,7 +385,8 @@ bool RunMachine::park_behind_a_leader(Run* run) {
     if (!leader) continue;
     std::lock_guard lock(leader->mutex);
     if (!leader->done) {
-      leader->parked_ends.push_back(run);
+      run->next_parked = static_cast<Run*>(leader->parked_ends);
+      leader->parked_ends = run;
       return true;
     }
   }
@@ -409,10 +410,16 @@ void RunMachine::end_on_worker(Run* raw) {
   raw->recycle();
   give_spare_run(raw);  // before publishing: then this machine may be gone
   if (trace.file) {
-    write_chrome_trace(trace.file->path, trace.file->tracks, trace.file->events);
+    // A run's outcome does not depend on its trace (nor do the runs parked
+    // behind it): a failure to write it is logged, not thrown.
+    try {
+      write_chrome_trace(trace.file->path, trace.file->tracks, trace.file->events);
+    } catch (const std::exception& e) {
+      logger().error("the trace was not written: {}", e.what());
+    }
   }
   std::vector<std::function<void(const Future&)>> continuations;
-  std::vector<void*> parked;  // empty (no allocation) unless a follower's end raced this one
+  void* parked = nullptr;
   // The Completion gets an error of its own, and this worker keeps no
   // reference to either: each stored error dies with the state that holds
   // it, after every waiter that read it (see copy_of_error).
@@ -424,16 +431,19 @@ void RunMachine::end_on_worker(Run* raw) {
     state->done = true;
     state->wake_scheduler = nullptr;
     continuations.swap(state->continuations);
-    parked.swap(state->parked_ends);
+    std::swap(parked, state->parked_ends);
   }
   state->published.store(true, std::memory_order_release);
   state->done_cv.notify_all();
-  // Still live (unpublished), so this machine is too.
-  for (void* follower : parked) {
-    workers_->post(Priority::high,
-                   [this, follower](int) { end_on_worker(static_cast<Run*>(follower)); });
-  }
   if (completion) completion->finish(std::move(completion_error));
+  // After the Completion too (a later rt.copy's must not finish first). The
+  // parked runs are live (unpublished), so this machine is too.
+  for (Run* follower = static_cast<Run*>(parked); follower != nullptr;) {
+    Run* next = follower->next_parked;
+    follower->next_parked = nullptr;
+    workers_->post(Priority::high, [this, follower](int) { end_on_worker(follower); });
+    follower = next;
+  }
   std::vector<std::function<void()>> jobs;
   jobs.reserve(continuations.size());
   for (auto& fn : continuations) {

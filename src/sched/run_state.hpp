@@ -39,9 +39,10 @@ struct RunState {
   // The runs it waits for (ordering across runs), set at admission: a task
   // waiting for this run from inside one of them would wait forever.
   std::vector<std::weak_ptr<RunState>> follows;
-  // The ends of later runs over its data (their Run, opaque here), parked
-  // until this run is published: then they go back to the workers.
-  std::vector<void*> parked_ends;
+  // The ends of later runs over its data (their Run, opaque here, linked
+  // through Run::next_parked: parking allocates nothing and cannot throw),
+  // parked until this run is published: then they go back to the workers.
+  void* parked_ends = nullptr;
 };
 
 /// A RunState as new (one per run), recycled: the state, its control block

@@ -119,7 +119,7 @@ class StatePool {
     state->lifecycle.reset();
     state->wake_scheduler = nullptr;
     state->follows.clear();
-    state->parked_ends.clear();
+    state->parked_ends = nullptr;
     if (!spare_.keep(state)) delete state;
   }
 
