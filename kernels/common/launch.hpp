@@ -47,4 +47,40 @@ void launch_on_stream(cudaStream_t stream, void (*kernel)(Params...), dim3 grid,
   if (rc != cudaSuccess) throw_launch_error(rc, "cudaLaunchKernelEx");
 }
 
+/// As launch_on_stream, but the kernel may begin while the stream's previous
+/// kernel still runs (programmatic dependent launch, sm_90 and up): it must
+/// execute griddepcontrol.wait (wait_for_previous_kernel()) before it touches
+/// anything that kernel writes. What the previous kernel itself waited for is
+/// visible from the start. `early` false launches as launch_on_stream does
+/// (a device without it). A compiled graph describes it as an ordinary node,
+/// whose edge waits for the whole previous kernel: the wait returns at once.
+template <class... Params, class... Args>
+void launch_on_stream_early(bool early, cudaStream_t stream, void (*kernel)(Params...), dim3 grid,
+                            dim3 block, std::size_t shared_bytes, Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args),
+                "launch_on_stream_early: the kernel takes a different number of arguments");
+  if (!early || thread_launch_describer() != nullptr) {
+    launch_on_stream(stream, kernel, grid, block, shared_bytes, std::forward<Args>(args)...);
+    return;
+  }
+  std::tuple<std::decay_t<Params>...> values(std::forward<Args>(args)...);
+  cudaLaunchAttribute overlap{};
+  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = &overlap;
+  config.numAttrs = 1;
+  const cudaError_t rc = std::apply(
+      [&](auto&... v) {
+        void* pointers[] = {static_cast<void*>(&v)...};
+        return cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel), pointers);
+      },
+      values);
+  if (rc != cudaSuccess) throw_launch_error(rc, "cudaLaunchKernelEx");
+}
+
 }  // namespace loom::detail

@@ -1,6 +1,7 @@
 #include "image/histogram.hpp"
 
 #include "common/check.hpp"
+#include "common/grid_dependency.cuh"
 #include "common/launch.hpp"
 #include "image/histogram_shared.cuh"
 
@@ -37,48 +38,66 @@ __global__ void __launch_bounds__(hd::kBlock)
   hd::count_share(gImage, split, thread, threads,
                   sCopies + hd::copy_of(threadIdx.x) * hd::kCopyPitch);
   __syncthreads();
+  // Launched early (histogram()): the counts are zeroed by the kernel before.
+  wait_for_previous_kernel();
   hd::merge_copies(sCopies, gCounts, threadIdx.x);
 }
 
 // Blocks a multiprocessor: enough threads to keep kUnroll loads each in
 // flight, few enough that the merge (one global atomic per bin per block)
-// stays small next to the counting.
-constexpr int kBlocksPerSm = 2;
+// stays small next to the counting. One block of 1024 threads measured 0.9 µs
+// faster than two of 512 on an H100 (half the zeroing and merging).
+constexpr int kBlocksPerSm = 1;
 constexpr int kCachedDevices = 64;
 
-// The most blocks of histogram_shared worth launching on the current device:
-// its multiprocessors times the blocks that fit on one (at most
-// kBlocksPerSm), asked once a device: the queries are cheap but not free, and
-// a frame pipeline launches this every frame.
-unsigned machine_blocks() {
+// What histogram() asks of the current device, once a device: the queries
+// are cheap but not free, and a frame pipeline launches this every frame.
+struct Machine {
+  unsigned blocks;  // the most blocks of histogram_shared worth launching
+  bool early;       // programmatic dependent launch (sm_90 and up)
+};
+
+// The most blocks: the multiprocessors times the blocks that fit on one (at
+// most kBlocksPerSm). Packed in one word with the early bit, so that one
+// relaxed atomic holds the cached answer.
+Machine machine() {
   static std::array<std::atomic<unsigned>, kCachedDevices> cache{};
   int device = 0;
   LOOM_KERNEL_CHECK(cudaGetDevice(&device));
   const bool cacheable = device >= 0 && device < kCachedDevices;
   if (cacheable) {
     const unsigned cached = cache[static_cast<std::size_t>(device)].load(std::memory_order_relaxed);
-    if (cached != 0) return cached;
+    if (cached != 0) return {cached >> 1, (cached & 1U) != 0};
   }
   int sms = 0;
   int resident = 0;
+  int major = 0;
   LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   LOOM_KERNEL_CHECK(
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, histogram_shared, hd::kBlock, 0));
   const unsigned blocks = static_cast<unsigned>(std::max(sms, 1)) *
                           static_cast<unsigned>(std::clamp(resident, 1, kBlocksPerSm));
-  if (cacheable) cache[static_cast<std::size_t>(device)].store(blocks, std::memory_order_relaxed);
-  return blocks;
+  const bool early = major >= 9;
+  if (cacheable) {
+    cache[static_cast<std::size_t>(device)].store(blocks << 1 | (early ? 1U : 0U),
+                                                  std::memory_order_relaxed);
+  }
+  return {blocks, early};
 }
 
 // One vector a thread at least, so that a small image takes few blocks (each
 // pays for zeroing and merging its copies); at most what the machine holds.
-unsigned shared_blocks(const hd::Split& split) {
+unsigned shared_blocks(const hd::Split& split, unsigned machine_blocks) {
   const std::size_t wanted =
       std::max<std::size_t>(1, (split.vectors + hd::kBlock - 1) / hd::kBlock);
-  return static_cast<unsigned>(std::min<std::size_t>(wanted, machine_blocks()));
+  return static_cast<unsigned>(std::min<std::size_t>(wanted, machine_blocks));
 }
 
-__global__ void zero_counts(std::int32_t* counts) { counts[threadIdx.x] = 0; }
+__global__ void zero_counts(std::int32_t* counts) {
+  let_next_kernel_begin();
+  counts[threadIdx.x] = 0;
+}
 
 }  // namespace
 
@@ -94,9 +113,15 @@ void histogram(const std::uint8_t* image, std::size_t pixels, std::int32_t* coun
     loom::detail::launch_on_stream(stream, histogram_global_atomics, blocks, kGlobalBlock, 0, image,
                                    pixels, counts);
   } else {
+    // Launched early: it counts into shared memory while the zeroing runs
+    // (2.2 µs of a 14.5 µs frame on an H100 when it waited), and waits for
+    // the zeroing only to merge. The image was written before the zeroing
+    // began, so it is visible from the start.
     const hd::Split split = hd::split_at_alignment(reinterpret_cast<std::uintptr_t>(image), pixels);
-    loom::detail::launch_on_stream(stream, histogram_shared, shared_blocks(split), hd::kBlock, 0,
-                                   image, split, counts);
+    const Machine gpu = machine();
+    loom::detail::launch_on_stream_early(gpu.early, stream, histogram_shared,
+                                         shared_blocks(split, gpu.blocks), hd::kBlock, 0, image,
+                                         split, counts);
   }
   LOOM_KERNEL_CHECK_LAUNCH("histogram kernel launch");
 }

@@ -20,8 +20,10 @@
 //                   image costs one shared atomic a thread). 16-byte loads
 //                   over the 16-byte aligned body, a few in flight a thread,
 //                   the bytes before and after it one at a time; the grid
-//                   is sized to the GPU (a few blocks a multiprocessor,
-//                   asked once a device). The default.
+//                   is sized to the GPU (one 1024-thread block a
+//                   multiprocessor, asked once a device). On sm_90 it starts
+//                   while the counts are being zeroed and waits for them
+//                   only to merge. The default.
 
 #include <loom/cuda_interop.hpp>
 #include <loom/ops/image.hpp>

@@ -19,10 +19,10 @@ namespace {
 constexpr int kBins = 256;
 constexpr int kWarpLanes = 32;
 constexpr int kBanks = 32;
-constexpr int kBlock = 512;  // threads a block
+constexpr int kBlock = 1024;  // threads a block
 constexpr int kVectorBytes = 16;
-// 16-byte loads a thread has in flight before it counts them: with two
-// 512-thread blocks a multiprocessor, 64 KB in flight.
+// 16-byte loads a thread has in flight before it counts them: with one
+// 1024-thread block a multiprocessor, 64 KB in flight.
 constexpr int kUnroll = 4;
 // Copies of the histogram a block: one a lane of the warp, interleaved, so
 // that bin b of copy c is word b * kBinPitch + c and lies in bank c. A
