@@ -20,7 +20,7 @@
 //                   image costs one shared atomic a thread). 16-byte loads
 //                   over the 16-byte aligned body, a few in flight a thread,
 //                   the bytes before and after it one at a time; the grid
-//                   is sized to the GPU (one 1024-thread block a
+//                   is sized to the GPU (two 1024-thread blocks a
 //                   multiprocessor, asked once a device). On sm_90 it starts
 //                   while the counts are being zeroed and waits for them
 //                   only to merge. The default.
