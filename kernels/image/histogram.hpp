@@ -15,9 +15,9 @@
 //                   adds each non-zero bin to the global counts with one
 //                   atomic. A copy a lane, interleaved so that lane l's
 //                   bins all lie in bank l: a warp's atomics never meet on
-//                   a bank, whatever the values; each thread
-//                   adds a run of equal bytes with one atomic (a constant
-//                   image costs one shared atomic a thread). 16-byte loads
+//                   a bank, whatever the values; a word of four equal bytes
+//                   is one atomic (flat regions, constant frames), any
+//                   other word one a byte. 16-byte loads
 //                   over the 16-byte aligned body, a few in flight a thread,
 //                   the bytes before and after it one at a time; the grid
 //                   is sized to the GPU (two 1024-thread blocks a

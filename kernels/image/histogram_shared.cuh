@@ -71,28 +71,29 @@ __host__ __device__ constexpr int bank_of(int copy, int value) {
   return (value * kBinPitch + copy * kCopyPitch) % kBanks;
 }
 
-/// A run of equal bytes a thread has seen and not yet added.
-struct Run {
-  unsigned value = 0;
-  unsigned length = 0;
-};
-
-__device__ __forceinline__ void count_byte(unsigned value, Run& run, unsigned* sCopy) {
-  if (value != run.value) {
-    if (run.length != 0) atomicAdd(&sCopy[run.value * kBinPitch], run.length);
-    run.value = value;
-    run.length = 0;
-  }
-  ++run.length;
+__device__ __forceinline__ void count_byte(unsigned value, unsigned* sCopy) {
+  atomicAdd(&sCopy[value * kBinPitch], 1U);
 }
 
-__device__ __forceinline__ void count_vector(const uint4& v, Run& run, unsigned* sCopy) {
-  const unsigned words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int w = 0; w < 4; ++w) {
-#pragma unroll
-    for (int b = 0; b < 4; ++b) count_byte((words[w] >> (8 * b)) & 0xFFU, run, sCopy);
+/// A word of four equal bytes (flat regions, constant frames) is one atomic;
+/// any other word one a byte. Following runs of equal bytes across words,
+/// as this did before, cost about six instructions a byte (extract, compare,
+/// branch, count) where random and blurred frames gain nothing from it.
+__device__ __forceinline__ void count_word(unsigned word, unsigned* sCopy) {
+  const unsigned first = word & 0xFFU;
+  if (word == first * 0x01010101U) {
+    atomicAdd(&sCopy[first * kBinPitch], 4U);
+    return;
   }
+#pragma unroll
+  for (int b = 0; b < 4; ++b) count_byte((word >> (8 * b)) & 0xFFU, sCopy);
+}
+
+__device__ __forceinline__ void count_vector(const uint4& v, unsigned* sCopy) {
+  count_word(v.x, sCopy);
+  count_word(v.y, sCopy);
+  count_word(v.z, sCopy);
+  count_word(v.w, sCopy);
 }
 
 /// Phase 1, before a barrier: thread `thread` zeroes its part of the copies.
@@ -106,8 +107,7 @@ __device__ __forceinline__ void zero_copies(unsigned* sCopies, unsigned thread) 
 __device__ __forceinline__ void count_share(const std::uint8_t* __restrict__ gImage,
                                             const Split& split, std::size_t thread,
                                             std::size_t threads, unsigned* sCopy) {
-  Run run;
-  if (thread < split.head) count_byte(gImage[thread], run, sCopy);
+  if (thread < split.head) count_byte(gImage[thread], sCopy);
   const auto* gBody = reinterpret_cast<const uint4*>(gImage + split.head);  // (vectors)
   std::size_t v = thread;
   for (; v + (kUnroll - 1) * threads < split.vectors; v += kUnroll * threads) {
@@ -115,13 +115,12 @@ __device__ __forceinline__ void count_share(const std::uint8_t* __restrict__ gIm
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) rVectors[u] = gBody[v + u * threads];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) count_vector(rVectors[u], run, sCopy);
+    for (int u = 0; u < kUnroll; ++u) count_vector(rVectors[u], sCopy);
   }
-  for (; v < split.vectors; v += threads) count_vector(gBody[v], run, sCopy);
+  for (; v < split.vectors; v += threads) count_vector(gBody[v], sCopy);
   if (thread < split.tail) {
-    count_byte(gImage[split.head + split.vectors * kVectorBytes + thread], run, sCopy);
+    count_byte(gImage[split.head + split.vectors * kVectorBytes + thread], sCopy);
   }
-  if (run.length != 0) atomicAdd(&sCopy[run.value * kBinPitch], run.length);
 }
 
 /// Phase 3, after a barrier: thread `thread` adds the copies' sum of its bins

@@ -4,8 +4,8 @@
 // the kernel's barriers order them; atomics are plain additions. It checks
 // what a GPU run would of the index arithmetic (the split around the 16-byte
 // body at every misalignment, the grid stride with its unrolled and single
-// steps, head and tail bytes, runs of equal bytes, the copies and their
-// merge) against the CPU reference; timing and the memory model are not
+// steps, head and tail bytes, runs of equal bytes and words of four equal
+// bytes, the copies and their merge) against the CPU reference; timing and the memory model are not
 // emulated (the GPU tests cover those).
 #include "image/histogram.hpp"  // first: CUDA's headers define the qualifiers redefined below
 
