@@ -22,7 +22,8 @@
 // BM_CompileCost: loom's graph build (the kernel tasks, g.add) + rt.compile,
 //   µs a node, against building the anchor graph node by node +
 //   cudaGraphInstantiate (ratio; Taskflow's build + instantiate), and against
-//   the one-stream capture + instantiate.
+//   the one-stream capture + instantiate. phase_*: rt.compile's own phases,
+//   µs a node (compile_profile.hpp).
 // BM_OneOp: one op, RGB to gray of a 4096x4096 interleaved image through the
 //   public API (loom::ops::rgb_to_gray): compiled exe.run().wait() and eager
 //   rt.submit(g).wait() against the same kernel launched raw
@@ -39,6 +40,7 @@
 // stream) is bench_graph's BM_EagerGraph. Without a GPU every benchmark here
 // is skipped, saying why, and the program exits 0.
 #include "compile/capture.hpp"
+#include "compile/compile_profile.hpp"
 #include "cuda/check.hpp"
 #include "cuda/stream.hpp"
 #include "image/gray.hpp"
@@ -223,11 +225,15 @@ void BM_CompileCost(benchmark::State& state) {
   std::vector<double> loom_us, build_us, compile_us, anchor_us, instantiate_us, capture_us, ratios,
       capture_ratios;
   const double nodes = n;
+  // rt.compile's phases, summed over the iterations (compile_profile.hpp).
+  loom::detail::CompileProfile phases;
   for (auto _ : state) {
     const auto t0 = Clock::now();
     const auto g = loom::bench::dag_graph(dag, outputs);  // a fresh graph: nothing prepared
     const double b = us_since(t0);
+    loom::detail::compile_profile() = &phases;
     const auto exe = rt.compile(g);
+    loom::detail::compile_profile() = nullptr;
     const double l = us_since(t0);
     state.SetIterationTime(l * 1e-6);
     const KernelNodeGraph by_nodes(dag, outputs);
@@ -251,6 +257,19 @@ void BM_CompileCost(benchmark::State& state) {
   state.counters["ratio"] = median(ratios);
   state.counters["anchor_capture_us_per_node"] = median(capture_us);
   state.counters["ratio_vs_capture"] = median(capture_ratios);
+  const double per_node = 1.0 / (nodes * static_cast<double>(loom_us.size()));
+  using P = loom::detail::CompileProfile;
+  const std::pair<const char*, double P::*> phase_names[] = {
+      {"phase_bind", &P::bind_us},
+      {"phase_prepare", &P::prepare_us},
+      {"phase_steps", &P::steps_us},
+      {"phase_describe", &P::describe_us},
+      {"phase_add_nodes", &P::add_nodes_us},
+      {"phase_end_capture", &P::end_capture_us},
+      {"phase_instantiate", &P::instantiate_us},
+      {"phase_segment_ops", &P::segment_ops_us},
+      {"phase_replay", &P::replay_us}};
+  for (const auto& [name, phase] : phase_names) state.counters[name] = phases.*phase * per_node;
   state.SetLabel(loom::bench::dag_label(dag) +
                  ": graph build + compile vs AddKernelNode build + cudaGraphInstantiate");
 }

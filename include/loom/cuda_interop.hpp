@@ -124,6 +124,9 @@ LaunchRecord record_launch(const void* function, dim3 grid, dim3 block, std::siz
   record.plain =
       ((std::is_pointer_v<Params> || std::is_arithmetic_v<Params> || std::is_enum_v<Params> ||
         pointer_free_class<Params> || declares_its_pointers<Params>)&&...);
+  // Sized once: a compile describes every task's launches (no regrowth).
+  record.params.reserve(sizeof...(Params));
+  record.bytes.reserve((std::size_t{0} + ... + (sizeof(Params) + alignof(Params))));
   std::apply(
       [&](const auto&... v) {
         const auto append = [&](const auto& value) {

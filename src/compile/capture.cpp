@@ -1,6 +1,7 @@
 #include "compile/capture.hpp"
 
 #include "common/launch.hpp"
+#include "compile/compile_profile.hpp"
 
 #include "core/task_context.hpp"
 #include "core/task_kind.hpp"
@@ -274,10 +275,11 @@ std::size_t node_count(cudaGraph_t graph) {
 // node the task added to the probe's graph, not only one the probe's
 // dependencies end at: work forked to another stream and never joined back
 // lands in the graph too (captured on the lane instead, it is refused there).
-std::optional<std::vector<LaunchRecord>> describe_task(const Task& task, cudaStream_t stream,
-                                                       cudaGraph_t probe_graph,
-                                                       const CaptureOptions& options,
-                                                       CaptureResources& resources) {
+// The launches stay in `resources` (its described(), whose capacity the next
+// task reuses) until the next task is described.
+std::vector<LaunchRecord>* describe_task(const Task& task, cudaStream_t stream,
+                                         cudaGraph_t probe_graph, const CaptureOptions& options,
+                                         CaptureResources& resources) {
   LOOM_CUDA_CHECK(cudaStreamUpdateCaptureDependencies(stream, nullptr, nullptr, 0,
                                                       cudaStreamSetCaptureDependencies));
   const std::size_t nodes_before = node_count(probe_graph);
@@ -294,20 +296,20 @@ std::optional<std::vector<LaunchRecord>> describe_task(const Task& task, cudaStr
   auto& records = resources.described();
   const bool plain =
       std::all_of(records.begin(), records.end(), [](const LaunchRecord& r) { return r.plain; });
-  if (other_work || !plain) return std::nullopt;
-  return std::move(records);
+  if (other_work || !plain) return nullptr;
+  return &records;
 }
 
 // Runs task `task` on the probe `stream` with its launches described,
 // trusting that it did nothing else: its launches when they are all plain,
 // else nothing. Whether some task did other work is asked once a segment
-// (probe_is_clean), which saves two driver calls a task (whether it broke
-// the probe's capture is still asked after each); a segment where one did
-// is built again carefully.
-std::optional<std::vector<LaunchRecord>> describe_task_quickly(const Task& task,
-                                                               cudaStream_t stream,
-                                                               const CaptureOptions& options,
-                                                               CaptureResources& resources) {
+// (probe_is_clean), as is whether one broke the probe's capture, which saves
+// three driver calls a task; a segment where one did is built again
+// carefully, which names the task. The launches stay in `resources`, as
+// describe_task's do.
+std::vector<LaunchRecord>* describe_task_quickly(const Task& task, cudaStream_t stream,
+                                                 const CaptureOptions& options,
+                                                 CaptureResources& resources) {
   resources.describe(true);
   try {
     const ThreadLaunchDescriber built_in_launches(&resources);
@@ -320,8 +322,8 @@ std::optional<std::vector<LaunchRecord>> describe_task_quickly(const Task& task,
   auto& records = resources.described();
   const bool plain =
       std::all_of(records.begin(), records.end(), [](const LaunchRecord& r) { return r.plain; });
-  if (!plain) return std::nullopt;
-  return std::move(records);
+  if (!plain) return nullptr;
+  return &records;
 }
 
 // Whether a capture is still active on `stream` (a task may have broken it
@@ -346,14 +348,15 @@ bool probe_is_clean(cudaStream_t probe, cudaGraph_t probe_graph) {
 // work: the segment is captured again, task by task.
 struct CaptureCarefully {};
 
-// Adds `records` to `graph` as kernel nodes in a row after `deps`; returns
-// the last one (or `deps` when there is none).
+// Adds `records` to `graph` as kernel nodes in a row after `deps` (moved
+// into the segment); returns the last one (or `deps` when there is none).
+// `args`: scratch for the parameters' addresses, reused task after task.
 NodeSet add_described_launches(const Task& task, cudaGraph_t graph, NodeSet deps,
-                               std::vector<LaunchRecord>& records, CapturedSegment& segment) {
+                               std::vector<LaunchRecord>& records, CapturedSegment& segment,
+                               std::vector<void*>& args) {
   const TaskScope scope(task.name);  // a refused node names the task
   for (auto& record : records) {
-    std::vector<void*> args;
-    args.reserve(record.params.size());
+    args.clear();
     for (const auto& p : record.params) args.push_back(record.bytes.data() + p.offset);
     cudaKernelNodeParams params{};
     params.func = const_cast<void*>(record.function);
@@ -406,6 +409,8 @@ std::unique_ptr<CapturedSegment> capture_segment(const PreparedGraph& prepared,
   const cudaStream_t native = lane.view().native();
   CaptureResources resources(options, graphs);
   std::vector<NodeSet> tails(tasks.size());
+  std::vector<void*> argument_scratch;
+  segment->launches.reserve(step.tasks.size());
   LOOM_CUDA_CHECK(cudaStreamBeginCapture(native, cudaStreamCaptureModeRelaxed));
   try {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
@@ -427,23 +432,26 @@ std::unique_ptr<CapturedSegment> capture_segment(const PreparedGraph& prepared,
       const Task& task = tasks[t];
       if (is_collective(task)) segment->collectives.push_back({task.op, task.name});
       if (described(t)) {
-        std::optional<std::vector<LaunchRecord>> records;
+        std::vector<LaunchRecord>* records = nullptr;
+        std::optional<CompilePhase> describing(std::in_place, &CompileProfile::describe_us);
         if (carefully) {
           records = describe_task(task, probe->view().native(), probe_graph, options, resources);
         } else {
           // A task that broke the probe's capture and ignored it is found
-          // here, before anything more is added (or blamed on a later task
-          // whose own calls then fail): the careful pass names it.
+          // when a later task's calls fail, or at the segment's end
+          // (probe_is_clean): the careful pass names it.
           try {
             records = describe_task_quickly(task, probe->view().native(), options, resources);
           } catch (...) {
             if (!still_capturing(probe->view().native())) throw CaptureCarefully{};
             throw;
           }
-          if (!still_capturing(probe->view().native())) throw CaptureCarefully{};
         }
+        describing.reset();
         if (records) {
-          tails[t] = add_described_launches(task, building, std::move(deps), *records, *segment);
+          const CompilePhase adding(&CompileProfile::add_nodes_us);
+          tails[t] = add_described_launches(task, building, std::move(deps), *records, *segment,
+                                            argument_scratch);
           graphs.described[t] = 1;
           continue;
         }
@@ -454,6 +462,7 @@ std::unique_ptr<CapturedSegment> capture_segment(const PreparedGraph& prepared,
       capture_task(task, lane.view(), options, resources);
       tails[t] = capture_tails(native);
     }
+    const CompilePhase ending(&CompileProfile::end_capture_us);
     if (probe && !carefully && !probe_is_clean(probe->view().native(), probe_graph)) {
       throw CaptureCarefully{};
     }
@@ -466,6 +475,7 @@ std::unique_ptr<CapturedSegment> capture_segment(const PreparedGraph& prepared,
     abandon_capture(native);
     throw;
   }
+  std::optional<CompilePhase> ending(std::in_place, &CompileProfile::end_capture_us);
   const cudaError_t ended = cudaStreamEndCapture(native, &segment->graph);
   if (ended != cudaSuccess) {
     (void)cudaGetLastError();
@@ -474,6 +484,8 @@ std::unique_ptr<CapturedSegment> capture_segment(const PreparedGraph& prepared,
         {"", "", 0, tasks[step.tasks.front()].name});
   }
   LOOM_CUDA_CHECK(cudaGraphGetNodes(segment->graph, nullptr, &segment->nodes));
+  ending.reset();
+  const CompilePhase instantiating(&CompileProfile::instantiate_us);
   check_cuda(cudaGraphInstantiate(&segment->exec, segment->graph, 0), "cudaGraphInstantiate",
              __FILE__, __LINE__);
   return segment;
@@ -503,6 +515,7 @@ std::shared_ptr<CapturedGraphs> capture_segments(const PreparedGraph& prepared,
       segment = capture_segment(prepared, steps[i], options, *graphs, true);
     }
     graphs->segments.push_back(std::move(segment));
+    const CompilePhase making(&CompileProfile::segment_ops_us);
     std::vector<Tensor> reads;
     std::vector<Tensor> writes;
     step_accesses(prepared, steps[i], reads, writes);

@@ -2,6 +2,7 @@
 
 #include "compile/capture.hpp"
 #include "compile/compile_plan.hpp"
+#include "compile/compile_profile.hpp"
 #include "compile/intermediates.hpp"
 #include "core/tensor_access.hpp"
 #include "sched/plan.hpp"
@@ -468,6 +469,11 @@ std::vector<std::string> explain_bindings(const Executable& exe,
   return reasons;
 }
 
+CompileProfile*& compile_profile() noexcept {
+  thread_local CompileProfile* profile = nullptr;
+  return profile;
+}
+
 Executable compile_graph(const Graph& graph, const CompileServices& services) {
   Executor& executor = services.executor;
   executor.throw_if_poisoned();
@@ -475,11 +481,20 @@ Executable compile_graph(const Graph& graph, const CompileServices& services) {
   auto impl = std::make_shared<Executable::Impl>();
   impl->executor = &executor;
   // Memory first: the plan's data accesses are spans of bound memory.
-  const ArenaPlan arena = bind_in_arena(graph, services.arena_owner);
+  const ArenaPlan arena = [&] {
+    const CompilePhase phase(&CompileProfile::bind_us);
+    return bind_in_arena(graph, services.arena_owner);
+  }();
   impl->arena_bytes = arena.arena_bytes;
   impl->intermediate_bytes = arena.requested_bytes;
-  impl->prepared = executor.prepare(graph);
-  impl->steps = compile_steps(*impl->prepared);
+  {
+    const CompilePhase phase(&CompileProfile::prepare_us);
+    impl->prepared = executor.prepare(graph);
+  }
+  {
+    const CompilePhase phase(&CompileProfile::steps_us);
+    impl->steps = compile_steps(*impl->prepared);
+  }
   if (executor.cuda()) {
     CaptureOptions options{executor.device(), &services.copies, executor.entry_stream()};
     impl->captured = capture_segments(*impl->prepared, impl->steps, options, impl->segment_ops);
@@ -499,6 +514,7 @@ Executable compile_graph(const Graph& graph, const CompileServices& services) {
     ++impl->segments;
     impl->captured_tasks += step.tasks.size();
   }
+  const CompilePhase replay_phase(&CompileProfile::replay_us);
   if (impl->segments == 0) {
     // Every step is one task of the graph, as the graph has it (name,
     // priority, edges): the replay is the graph itself, a copy that shares
