@@ -293,6 +293,10 @@ void hgemm_arguments(benchmark::internal::Benchmark* b) {
   }
   for (int layout = 1; layout < 4; ++layout) b->Args({0, 8192, 8192, 8192, layout, 0});
   b->Args({0, 4096, 4096, 4096, 0, 2});  // the simple kernel, for scale
+  // The portable mma_sync kernel (what sm_80 and up run without wgmma).
+  constexpr std::int64_t kMmaSync = 1;
+  for (int dtype : {0, 1}) b->Args({dtype, 4096, 4096, 4096, 0, kMmaSync});
+  b->Args({0, 8192, 8192, 8192, 0, kMmaSync});
   b->Args({0, 4000, 4000, 4000, 0, 0});  // tails
   // The wgmma kernel (Hopper only): the target is a ratio of 0.9 at 4096^3
   // and 8192^3, every layout, and the tails.
