@@ -198,6 +198,10 @@ bool RunMachine::finished(const Run& run) const {
          (device_ == nullptr || device_->idle(run));
 }
 
+void RunMachine::keep_a_worker_warm(std::chrono::steady_clock::time_point until) {
+  workers_->keep_one_warm(until);
+}
+
 bool RunMachine::finish_runs() {
   bool progress = false;
   for (std::size_t i = 0; i < runs_.size();) {

@@ -22,6 +22,7 @@
 #include "sched/worker_pool.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -69,6 +70,9 @@ class RunMachine {
   /// Ends every finished run (published on a worker). True if one ended.
   bool finish_runs();
   const RunList& runs() const noexcept { return runs_; }
+  /// Keeps a worker awake until `until`: a device run's end, published on
+  /// a worker, then starts without a wake-up (WorkerPool::keep_one_warm).
+  void keep_a_worker_warm(std::chrono::steady_clock::time_point until);
 
   // What launchers report.
   /// Device task `t` is enqueued in order on the device: running, and its

@@ -53,6 +53,7 @@ void WorkerPool::shutdown() {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
+  stopping_.store(true, std::memory_order_release);
   wake_.notify_all();
   // A job still draining may block and start a thread in its place: join
   // until the list stops growing.
@@ -99,6 +100,34 @@ void WorkerPool::run_job(std::function<void(int)>& job, int worker) noexcept {
   }
 }
 
+void WorkerPool::keep_one_warm(std::chrono::steady_clock::time_point until) {
+  warm_until_.store(until.time_since_epoch().count(), std::memory_order_relaxed);
+  if (warm_worker_.load(std::memory_order_acquire)) return;
+  if (warm_wake_sent_.exchange(true, std::memory_order_acq_rel)) return;
+  // Under the mutex: a worker that tested warm_wanted() before the deadline
+  // moved is then asleep (or about to re-test), not between test and sleep.
+  { std::lock_guard lock(mutex_); }
+  wake_.notify_one();
+}
+
+bool WorkerPool::warm_wanted() const noexcept {
+  return !warm_worker_.load(std::memory_order_acquire) &&
+         std::chrono::steady_clock::now().time_since_epoch().count() <
+             warm_until_.load(std::memory_order_relaxed);
+}
+
+// One worker at a time spins until the deadline (which may move) or a job.
+void WorkerPool::spin_warm() noexcept {
+  if (warm_worker_.exchange(true, std::memory_order_acq_rel)) return;
+  while (queued_.load(std::memory_order_acquire) == 0 &&
+         !stopping_.load(std::memory_order_acquire) &&
+         std::chrono::steady_clock::now().time_since_epoch().count() <
+             warm_until_.load(std::memory_order_relaxed)) {
+    std::this_thread::yield();
+  }
+  warm_worker_.store(false, std::memory_order_release);
+}
+
 void WorkerPool::run(int index) {
   WorkerRole role(*this);
   const ThreadRoleScope scope(&role);
@@ -111,6 +140,7 @@ void WorkerPool::run(int index) {
            std::chrono::steady_clock::now() < spin_until) {
       std::this_thread::yield();
     }
+    bool stop = false;
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] {
@@ -118,11 +148,18 @@ void WorkerPool::run(int index) {
         for (const auto& q : queues_) {
           if (!q.empty()) return true;
         }
-        return false;
+        return warm_wanted();
       });
+      // Whatever woke it, the next keep_one_warm may wake one again.
+      warm_wake_sent_.store(false, std::memory_order_release);
       // Drain the queues before stopping.
       job = take_locked();
-      if (!job) return;  // stop requested and nothing queued
+      stop = stop_;
+    }
+    if (!job) {
+      if (stop) return;  // stop requested and nothing queued
+      spin_warm();       // woken to stay warm (keep_one_warm)
+      continue;
     }
     run_job(job, index);
   }

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -41,6 +42,14 @@ class WorkerPool {
   void begin_blocking();
   /// The worker that blocked runs again.
   void end_blocking();
+  /// Keeps one idle worker spinning until `until` instead of sleeping,
+  /// waking one if none is awake, so that a job posted before then (a
+  /// device run's end, published on a worker) starts without a wake-up's
+  /// latency. The scheduling thread calls it while it spins on device work;
+  /// cheap (two atomic loads and a store) once a worker is warm or woken.
+  void keep_one_warm(std::chrono::steady_clock::time_point until);
+  /// Whether a worker spins for keep_one_warm now (for tests).
+  bool has_warm_worker() const noexcept { return warm_worker_.load(std::memory_order_acquire); }
 
  private:
   void run(int index);
@@ -51,6 +60,14 @@ class WorkerPool {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::atomic<int> queued_{0};  // jobs posted and not yet taken: idle workers spin on it briefly
+  // keep_one_warm's deadline (steady_clock ticks), whether a worker spins
+  // for it, and whether one was woken for it and has not yet taken it up.
+  std::atomic<std::chrono::steady_clock::rep> warm_until_{0};
+  std::atomic<bool> warm_worker_{false};
+  std::atomic<bool> warm_wake_sent_{false};
+  std::atomic<bool> stopping_{false};  // shutdown began: a warm worker stops spinning
+  bool warm_wanted() const noexcept;
+  void spin_warm() noexcept;
   // A FIFO of jobs over a ring that only grows: once it has held as many
   // jobs as it ever holds at once, posting allocates nothing (a job small
   // enough for std::function's own storage, such as a run's end, allocates
