@@ -101,7 +101,11 @@ void WorkerPool::run_job(std::function<void(int)>& job, int worker) noexcept {
 }
 
 void WorkerPool::keep_one_warm(std::chrono::steady_clock::time_point until) {
-  warm_until_.store(until.time_since_epoch().count(), std::memory_order_relaxed);
+  // Stored only when it moves: spinning workers read the line it shares.
+  const auto ticks = until.time_since_epoch().count();
+  if (warm_until_.load(std::memory_order_relaxed) != ticks) {
+    warm_until_.store(ticks, std::memory_order_relaxed);
+  }
   if (warm_worker_.load(std::memory_order_acquire)) return;
   if (warm_wake_sent_.exchange(true, std::memory_order_acq_rel)) return;
   // Under the mutex: a worker that tested warm_wanted() before the deadline
@@ -148,7 +152,12 @@ void WorkerPool::run(int index) {
         for (const auto& q : queues_) {
           if (!q.empty()) return true;
         }
-        return warm_wanted();
+        if (warm_wanted()) return true;
+        // Going to sleep: a wake sent for keep_one_warm that found nothing
+        // to do (another worker took it up, or the deadline passed while
+        // every worker was busy) must not keep the next one from being sent.
+        warm_wake_sent_.store(false, std::memory_order_release);
+        return false;
       });
       // Whatever woke it, the next keep_one_warm may wake one again.
       warm_wake_sent_.store(false, std::memory_order_release);

@@ -73,6 +73,16 @@ bool gets_warm(const loom::detail::WorkerPool& pool) {
   return true;
 }
 
+// Waits (bounded) until no worker spins for keep_one_warm.
+bool cools_down(const loom::detail::WorkerPool& pool) {
+  const auto give_up = Clock::now() + 5s;
+  while (pool.has_warm_worker()) {
+    if (Clock::now() > give_up) return false;
+    std::this_thread::sleep_for(50us);
+  }
+  return true;
+}
+
 TEST(WorkerPoolWarm, ASleepingWorkerIsWokenToStayWarm) {
   loom::detail::WorkerPool pool(2);
   std::this_thread::sleep_for(2ms);  // past the idle spin: both sleep
@@ -91,7 +101,26 @@ TEST(WorkerPoolWarm, AWorkerWokenToStayWarmThatFoundAJobDoesNotStopTheNextWake) 
   pool.post(loom::Priority::normal, [&](int) { ran.fetch_add(1); });
   ASSERT_TRUE(reaches(ran, 1));
   std::this_thread::sleep_for(10ms);  // the deadline and the idle spin pass: asleep
-  ASSERT_FALSE(pool.has_warm_worker());
+  ASSERT_TRUE(cools_down(pool));
+  pool.keep_one_warm(Clock::now() + 10s);
+  EXPECT_TRUE(gets_warm(pool));
+}
+
+TEST(WorkerPoolWarm, AWakeSentWhileEveryWorkerWasBusyDoesNotStopTheNextWake) {
+  // The wake finds no one asleep (the only worker runs a job) and the
+  // deadline passes before the job ends; the worker then sleeps. The next
+  // keep_one_warm must wake it (a wake still counted as sent would not).
+  loom::detail::WorkerPool pool(1);
+  std::atomic<int> ran{0};
+  pool.post(loom::Priority::normal, [&](int) {
+    std::this_thread::sleep_for(5ms);
+    ran.fetch_add(1);
+  });
+  std::this_thread::sleep_for(1ms);  // the job runs
+  pool.keep_one_warm(Clock::now() + 1ms);
+  ASSERT_TRUE(reaches(ran, 1));
+  std::this_thread::sleep_for(10ms);  // the idle spin passes: asleep
+  ASSERT_TRUE(cools_down(pool));
   pool.keep_one_warm(Clock::now() + 10s);
   EXPECT_TRUE(gets_warm(pool));
 }
