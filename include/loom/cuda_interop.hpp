@@ -149,15 +149,19 @@ LaunchRecord record_launch(const void* function, dim3 grid, dim3 block, std::siz
   return record;
 }
 
-/// Makes a launch of `function` with `values` as its arguments.
+/// Makes a launch of `function` with `values` as its arguments (and
+/// `attribute`, if given: loom's own kernels' early launches).
 template <class... Params>
 cudaError_t launch_values(const void* function, dim3 grid, dim3 block, std::size_t shared_bytes,
-                          cudaStream_t stream, std::tuple<Params...>& values) {
+                          cudaStream_t stream, std::tuple<Params...>& values,
+                          cudaLaunchAttribute* attribute = nullptr) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = attribute != nullptr ? 1 : 0;
   if constexpr (sizeof...(Params) == 0) {
     return cudaLaunchKernelExC(&config, function, nullptr);
   } else {

@@ -67,19 +67,8 @@ void launch_on_stream_early(bool early, cudaStream_t stream, void (*kernel)(Para
   cudaLaunchAttribute overlap{};
   overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   overlap.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = shared_bytes;
-  config.stream = stream;
-  config.attrs = &overlap;
-  config.numAttrs = 1;
-  const cudaError_t rc = std::apply(
-      [&](auto&... v) {
-        void* pointers[] = {static_cast<void*>(&v)...};
-        return cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel), pointers);
-      },
-      values);
+  const cudaError_t rc = launch_values(reinterpret_cast<const void*>(kernel), grid, block,
+                                       shared_bytes, stream, values, &overlap);
   if (rc != cudaSuccess) throw_launch_error(rc, "cudaLaunchKernelEx");
 }
 

@@ -53,7 +53,6 @@ void WorkerPool::shutdown() {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
-  stopping_.store(true, std::memory_order_release);
   wake_.notify_all();
   // A job still draining may block and start a thread in its place: join
   // until the list stops growing.
@@ -123,8 +122,7 @@ bool WorkerPool::warm_wanted() const noexcept {
 // One worker at a time spins until the deadline (which may move) or a job.
 void WorkerPool::spin_warm() noexcept {
   if (warm_worker_.exchange(true, std::memory_order_acq_rel)) return;
-  while (queued_.load(std::memory_order_acquire) == 0 &&
-         !stopping_.load(std::memory_order_acquire) &&
+  while (queued_.load(std::memory_order_acquire) == 0 && !stop_.load(std::memory_order_acquire) &&
          std::chrono::steady_clock::now().time_since_epoch().count() <
              warm_until_.load(std::memory_order_relaxed)) {
     std::this_thread::yield();

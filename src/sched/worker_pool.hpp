@@ -66,7 +66,6 @@ class WorkerPool {
   std::atomic<std::chrono::steady_clock::rep> warm_until_{0};
   std::atomic<bool> warm_worker_{false};
   std::atomic<bool> warm_wake_sent_{false};
-  std::atomic<bool> stopping_{false};  // shutdown began: a warm worker stops spinning
   bool warm_wanted() const noexcept;
   void spin_warm() noexcept;
   // A FIFO of jobs over a ring that only grows: once it has held as many
@@ -103,7 +102,7 @@ class WorkerPool {
     std::size_t size_ = 0;
   };
   std::array<JobQueue, kPriorityLevels> queues_;
-  bool stop_ = false;
+  std::atomic<bool> stop_{false};     // written under mutex_; a warm worker reads it spinning
   int target_ = 0;                    // workers the pool was made with
   int blocked_ = 0;                   // workers blocked in a wait (under mutex_)
   std::vector<std::thread> threads_;  // under mutex_
