@@ -157,6 +157,12 @@ fi
 if command -v python3 >/dev/null; then
   timeout 300 python3 bench/torch_anchors.py >"$logs/torch_anchors.log" 2>&1
   step_lines+="torch anchors: $(status $?)"$'\n'"$(grep -E 'cross_entropy|mlp_step' "$logs/torch_anchors.log")"$'\n'
+  # PyTorch on bench_small_shapes' cases, beside loom's figures from its JSON.
+  if [ -f "$logs/bench_small_shapes.json" ]; then
+    timeout 300 python3 bench/torch_small_shapes.py "$logs/bench_small_shapes.json" \
+      >"$logs/torch_small_shapes.log" 2>&1
+    step_lines+="small shapes vs torch: $(status $?); $(grep -E '^lowest' "$logs/torch_small_shapes.log")"$'\n'
+  fi
   # PyTorch's attention (flash and cuDNN backends) on bench_attention's shapes.
   if [ -z "${LOOM_BENCHES:-}" ] || [[ " $LOOM_BENCHES " == *" bench_attention "* ]]; then
     timeout 300 python3 bench/torch_attention.py >"$logs/torch_attention.log" 2>&1

@@ -105,14 +105,16 @@ void report(benchmark::State& state, std::size_t bytes, double ms, double copy_m
   state.counters["ratio"] = copy_ms / ms;
 }
 
-// Args: kind, input dtype, output dtype, variant.
+// Args: kind, input dtype, output dtype, variant, and log2 of the element
+// count (0: an input of kInputBytes).
 void BM_Map(benchmark::State& state) {
   if (loom::bench::skip_without_gpu(state)) return;
   const auto kind = static_cast<MapKind>(state.range(0));
   const auto in = static_cast<DType>(state.range(1));
   const auto out = static_cast<DType>(state.range(2));
   const auto variant = static_cast<MapVariant>(state.range(3));
-  const std::size_t n = kInputBytes / esize(in);
+  const std::size_t n =
+      state.range(4) > 0 ? std::size_t{1} << state.range(4) : kInputBytes / esize(in);
   const int inputs = loom::kernels::arity(kind);
   const std::size_t bytes = static_cast<std::size_t>(inputs) * n * esize(in) + n * esize(out);
   DeviceBytes x(n * esize(in));
@@ -141,12 +143,13 @@ void BM_Map(benchmark::State& state) {
 void map_args(benchmark::internal::Benchmark* b) {
   const DType floats[] = {DType::f32, DType::f16, DType::bf16};
   // The maps of a training step (one kernel a dtype, the map an argument):
-  // the vectorized kernel, f32 and bf16 (target: 0.95 of a copy each).
+  // the vectorized kernel, f32 and bf16, at 2^30 elements (target: 0.95 of
+  // a copy each; up to 16 GiB of operands and as much again for the copy).
   for (MapKind kind : loom::kernels::all_map_kinds()) {
     if (static_cast<int>(kind) <= static_cast<int>(MapKind::cast)) continue;
     for (DType d : {DType::f32, DType::bf16}) {
       b->Args({static_cast<int>(kind), static_cast<int>(d), static_cast<int>(d),
-               static_cast<int>(MapVariant::vectorized)});
+               static_cast<int>(MapVariant::vectorized), 30});
     }
   }
   for (MapKind kind : {MapKind::add, MapKind::mul, MapKind::axpby, MapKind::relu,
@@ -156,14 +159,14 @@ void map_args(benchmark::internal::Benchmark* b) {
         if (!loom::kernels::map_supports(kind, in, out)) continue;
         for (MapVariant v : {MapVariant::naive, MapVariant::grid_stride, MapVariant::vectorized}) {
           b->Args({static_cast<int>(kind), static_cast<int>(in), static_cast<int>(out),
-                   static_cast<int>(v)});
+                   static_cast<int>(v), 0});
         }
       }
     }
   }
 }
 BENCHMARK(BM_Map)
-    ->ArgNames({"kind", "in", "out", "variant"})
+    ->ArgNames({"kind", "in", "out", "variant", "log2n"})
     ->Apply(map_args)
     ->UseManualTime()
     ->Iterations(1)

@@ -482,6 +482,63 @@ TEST(ElementwiseGpu, WhereTakesTheVectorizedPathOrItsFallback) {
   }
 }
 
+// where() on 16-bit data selects bit patterns instead of widening: the
+// same bits as the reference for masks of -0, NaN, subnormals and
+// infinities, and for NaN operands (any payload or sign: the canonical NaN).
+TEST(ElementwiseGpu, WhereGivesTheReferencesBitsOnSpecialValues) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::seeded_engine();
+  for (DType d : kFloatTypes) {
+    const std::size_t n = 4099;  // whole vectors, then a scalar tail
+    auto [x, y, z] = loom::test::map_inputs(MapKind::where, d, n, rng);
+    const std::size_t width = loom::bytes_for(d, 1);
+    const auto set_bits = [&](HostArray& a, std::size_t i, std::uint32_t bits) {
+      std::memcpy(a.bytes.data() + i * width, &bits, width);  // little-endian: the low bytes
+    };
+    const bool wide = d == DType::f32;
+    const std::uint32_t special_masks[] = {
+        0x00000000U,                   // +0: false
+        wide ? 0x80000000U : 0x8000U,  // -0: false
+        wide ? 0x7FC00001U : 0x7E01U,  // a NaN (f16's, and a bf16 one): true
+        wide ? 0xFFFFFFFFU : 0xFFFFU,  // a negative NaN: true
+        0x00000001U,                   // the smallest subnormal: true
+        wide ? 0xFF800000U : 0xFC00U,  // -infinity in f16, -2^121 in bf16: true
+    };
+    for (std::size_t i = 0; i < n; i += 3) set_bits(x, i, special_masks[(i / 3) % 6]);
+    for (std::size_t i = 1; i < n; i += 5) set_bits(y, i, wide ? 0x7FA00123U : 0x7D23U);
+    for (std::size_t i = 2; i < n; i += 7) set_bits(z, i, wide ? 0xFFC00042U : 0xFF81U);
+    HostArray want(d, n);
+    loom::kernels::map_reference(MapKind::where, d, d, {x.data(), y.data(), want.data(), z.data()},
+                                 n);
+    for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
+      DeviceArray dx(d, n, offset);
+      DeviceArray dy(d, n, offset);
+      DeviceArray dz(d, n, offset);
+      DeviceArray dout(d, n, offset);
+      dx.upload(x);
+      dy.upload(y);
+      dz.upload(z);
+      dout.poison();
+      loom::detail::Stream stream(0, 0);
+      loom::kernels::map(MapKind::where, d, d, {dx.data(), dy.data(), dout.data(), dz.data()}, n,
+                         stream.view(), kScalars, MapVariant::vectorized);
+      stream.synchronize();
+      std::string trespass;
+      const HostArray got = dout.download(&trespass);
+      EXPECT_EQ(trespass, "") << to_string(d);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (std::memcmp(got.bytes.data() + i * width, want.bytes.data() + i * width, width) != 0) {
+          if (differ++ == 0)
+            ADD_FAILURE() << to_string(d) << " offset " << offset << ": element " << i
+                          << " differs in its bits";
+        }
+      }
+      EXPECT_EQ(differ, 0U) << to_string(d) << " offset " << offset;
+    }
+  }
+}
+
 // Every map through a graph with broadcast operands (a row, a column, a
 // scalar tensor) and a transposed one, against the same graph on the CPU
 // backend.

@@ -120,6 +120,9 @@ BENCHMARK(BM_IndexSelect)
     ->ArgNames({"bf16", "vocab", "width", "tokens"})
     ->Args({0, 50000, 512, 8192})
     ->Args({1, 50000, 512, 8192})
+    // A large shape (256 MiB of f32 rows gathered), where launch and tail weigh nothing.
+    ->Args({0, 50000, 1024, 65536})
+    ->Args({1, 50000, 1024, 65536})
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMicrosecond);
