@@ -347,6 +347,22 @@ void sgemm_arguments(benchmark::internal::Benchmark* b) {
        std::vector<std::vector<std::int64_t>>{{256, 1024, 512, 0}, {512, 1024, 256, 1}}) {
     b->Args({warp, 3, s[0], s[1], s[2], s[3]});
   }
+  // Small shapes bench_small_shapes times against PyTorch, in every variant
+  // that can run them: the measurements behind the chooser's rules (a
+  // variant a thread or warp too few for a shape reports its own time).
+  const auto reg = static_cast<std::int64_t>(SgemmVariant::register_tiled);
+  const auto naive = static_cast<std::int64_t>(SgemmVariant::naive);
+  for (const auto& s : std::vector<std::vector<std::int64_t>>{{256, 1024, 10, 2},
+                                                              {256, 48, 1024, 0},
+                                                              {256, 64, 1024, 0},
+                                                              {64, 1024, 1024, 0},
+                                                              {64, 64, 8192, 0},
+                                                              {128, 128, 16384, 0}}) {
+    b->Args({naive, 0, s[0], s[1], s[2], s[3]});
+    b->Args({reg, 0, s[0], s[1], s[2], s[3]});
+    b->Args({skinny, 0, s[0], s[1], s[2], s[3]});
+    for (int t = 0; t < kTileCount; ++t) b->Args({warp, t, s[0], s[1], s[2], s[3]});
+  }
 }
 
 BENCHMARK(BM_Sgemm)
