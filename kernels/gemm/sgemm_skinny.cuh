@@ -59,8 +59,16 @@ struct SkinnyPlan {
 /// is long: slices of at least kSplitMinSlice (a multiple of every tile's
 /// BK, so that slices keep the operands' 16-byte alignment) until about
 /// kSkinnyBlocks blocks. 1 where it does not apply.
-inline constexpr std::int64_t kSplitMinSlice = 512;
-inline constexpr std::int64_t kSplitBelowBlocks = 66;  // half an H200's SMs
+///
+/// A block of warp_tiled alone on its SM spends ~0.5 µs on each step of BK
+/// (its loads' latency, nothing to hide it behind), so a slice's length sets
+/// the kernel's time: at 512, every shape with few tiles took ~30 µs
+/// (bench_small_shapes, H100: [256, 64] x K 1024, [64, 1024] x K 1024 and
+/// [64, 64] x K 8192 alike, against 7.5-11 µs for PyTorch). Slices of 64
+/// and a split below 160 tiles (the step's [256, 1024] x K 512 and
+/// [512, 1024] x K 256 have 64 and 128) measured 12-18 µs there.
+inline constexpr std::int64_t kSplitMinSlice = 64;
+inline constexpr std::int64_t kSplitBelowBlocks = 160;
 inline std::int64_t split_k_slice(const SgemmArgs& p, std::int64_t tile_blocks) {
   if (tile_blocks >= kSplitBelowBlocks || p.k < 2 * kSplitMinSlice) return 0;
   const std::int64_t wanted = std::max<std::int64_t>(2, kSkinnyBlocks / 2 / tile_blocks);
