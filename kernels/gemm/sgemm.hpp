@@ -6,7 +6,8 @@
 //
 // Variants, in the order the lectures teach them:
 //   naive           one thread per element of C; every operand read from
-//                   global memory K times.
+//                   global memory K times. What choose_sgemm_variant picks
+//                   for K <= 16, where the product is mostly a write of C.
 //   tiled_manual    32 x 32 tiles of A and B staged in shared memory, indexed
 //                   by hand; each thread still computes one element of C.
 //   tiled_cute      the same algorithm over CuTe: local_tile carves the

@@ -65,10 +65,11 @@ struct SkinnyPlan {
 /// the kernel's time: at 512, every shape with few tiles took ~30 µs
 /// (bench_small_shapes, H100: [256, 64] x K 1024, [64, 1024] x K 1024 and
 /// [64, 64] x K 8192 alike, against 7.5-11 µs for PyTorch). Slices of 64
-/// and a split below 160 tiles (the step's [256, 1024] x K 512 and
-/// [512, 1024] x K 256 have 64 and 128) measured 12-18 µs there.
+/// measured 10-16 µs there. The step's [256, 1024] x K 512 (64 tiles) went
+/// from 28 to 20 µs split in four; [512, 1024] x K 256 (128 tiles) from 16.5
+/// to 21 split in two, so the split stops below 100 tiles.
 inline constexpr std::int64_t kSplitMinSlice = 64;
-inline constexpr std::int64_t kSplitBelowBlocks = 160;
+inline constexpr std::int64_t kSplitBelowBlocks = 100;
 inline std::int64_t split_k_slice(const SgemmArgs& p, std::int64_t tile_blocks) {
   if (tile_blocks >= kSplitBelowBlocks || p.k < 2 * kSplitMinSlice) return 0;
   const std::int64_t wanted = std::max<std::int64_t>(2, kSkinnyBlocks / 2 / tile_blocks);

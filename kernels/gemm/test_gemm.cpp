@@ -118,6 +118,27 @@ TEST(SgemmDispatch, DefaultTileFillsTheSms) {
   EXPECT_EQ(default_warp_tile(1, 1, 132), SgemmWarpTile::t64x64x8);
 }
 
+// The chooser's rules by shape (bench_gemm's small-shape rows measured them):
+// at most 32 columns or rows go to skinny, a K of at most 16 to the
+// one-thread-an-element kernel, the rest to warp_tiled.
+TEST(SgemmDispatch, TheChooserFollowsTheShape) {
+  using loom::kernels::SgemmVariant;
+  const auto pick = [](std::int64_t m, std::int64_t n, std::int64_t k) {
+    loom::kernels::SgemmArgs p;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    return loom::kernels::choose_sgemm_variant(p);
+  };
+  EXPECT_EQ(pick(256, 10, 1024), SgemmVariant::skinny);
+  EXPECT_EQ(pick(10, 1024, 256), SgemmVariant::skinny);
+  EXPECT_EQ(pick(256, 1024, 10), SgemmVariant::naive);
+  EXPECT_EQ(pick(256, 1024, 16), SgemmVariant::naive);
+  EXPECT_EQ(pick(256, 1024, 17), SgemmVariant::warp_tiled);
+  EXPECT_EQ(pick(256, 64, 1024), SgemmVariant::warp_tiled);
+  EXPECT_EQ(pick(4096, 4096, 4096), SgemmVariant::warp_tiled);
+}
+
 // What hgemm's wgmma variant takes (hgemm_wgmma_fits looks at the operands
 // only, never at the memory: fake addresses do). TMA wants each operand
 // contiguous along one dimension, 16-byte aligned data, and leading
