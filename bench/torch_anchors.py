@@ -9,6 +9,10 @@ for memory-bound maps the GB/s and the ratio to a copy of the same bytes.
                 (f32, bf16): the fused target is >= 2x this
   mlp_step      the MLP training step of samples/mlp_training (256 x 512 ->
                 1024 -> 10, f32, SGD), eager and replayed as a CUDA graph
+  maps_2_30     exp, abs and add on 2^30 elements, f32 and bf16, against
+                PyTorch's own copy of the same bytes (bench_elementwise's size)
+
+  python3 bench/torch_anchors.py [section ...]   (default: all)
 """
 import sys
 
@@ -64,6 +68,26 @@ def maps():
     us = time_us(lambda: torch.where(m.bool(), x, y, out=out))
     print(f"torch map where f32 2^26 (with the mask's cast): {us:.1f} us")
     print(f"torch copy f32 2^26: {copy_us:.1f} us {copy_gbps:.0f} GB/s")
+
+
+def maps_2_30():
+    n = 1 << 30
+    for dtype, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+        x = (torch.rand(n, device="cuda", dtype=dtype) + 0.05)
+        y = (torch.rand(n, device="cuda", dtype=dtype) + 0.05)
+        out = torch.empty_like(x)
+        size = x.element_size()
+        copy_us = time_us(lambda: out.copy_(x), warmup=2, reps=9)
+        copy_gbps = 2 * size * n / copy_us / 1e3
+        for op, fn, inputs in (("exp", lambda: torch.exp(x, out=out), 1),
+                               ("abs", lambda: torch.abs(x, out=out), 1),
+                               ("add", lambda: torch.add(x, y, out=out), 2)):
+            us = time_us(fn, warmup=2, reps=9)
+            gbps = (inputs + 1) * size * n / us / 1e3
+            print(f"torch map {op} {name} 2^30: {us:.1f} us {gbps:.0f} GB/s "
+                  f"ratio {gbps / copy_gbps:.3f} (copy {copy_gbps:.0f} GB/s)")
+        del x, y, out
+        torch.cuda.empty_cache()
 
 
 def cross_entropy():
@@ -124,6 +148,7 @@ if __name__ == "__main__":
         print("torch_anchors: no GPU; no anchors")
         sys.exit(0)
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}")
-    maps()
-    cross_entropy()
-    mlp_step()
+    sections = {"maps": maps, "cross_entropy": cross_entropy, "mlp_step": mlp_step,
+                "maps_2_30": maps_2_30}
+    for name in sys.argv[1:] or sections:
+        sections[name]()

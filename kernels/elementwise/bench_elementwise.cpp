@@ -172,6 +172,42 @@ BENCHMARK(BM_Map)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
+// Where the output lies against the input (DRAM's mapping of addresses to
+// channels and banks): exp over 2^30 elements (arg 0: f32, 1: bf16) with its
+// input and output in one allocation, the output `arg 1` KiB past the
+// input's end. The copy anchor moves the same bytes between the same two
+// addresses. A fraction of a copy that moves with the offset is placement,
+// not the kernel.
+void BM_MapPlacement(benchmark::State& state) {
+  if (loom::bench::skip_without_gpu(state)) return;
+  const DType d = state.range(0) == 0 ? DType::f32 : DType::bf16;
+  const std::size_t n = std::size_t{1} << 30;
+  const std::size_t part = n * esize(d);
+  const std::size_t gap = static_cast<std::size_t>(state.range(1)) << 10;
+  DeviceBytes both(2 * part + gap);
+  auto* x = static_cast<unsigned char*>(both.get());
+  auto* o = x + part + gap;
+  Timer timer;
+  double ms = 0;
+  for (auto _ : state) {
+    ms = timer.median_ms([&] {
+      loom::kernels::map(MapKind::exp, d, d, {x, nullptr, o, nullptr}, n, timer.stream());
+    });
+    state.SetIterationTime(ms * 1e-3);
+  }
+  const double copy_ms = timer.median_ms([&] {
+    LOOM_CUDA_CHECK(cudaMemcpyAsync(o, x, part, cudaMemcpyDeviceToDevice, timer.stream()));
+  });
+  report(state, 2 * part, ms, copy_ms);
+  state.SetLabel(std::string("exp ") + std::string(to_string(d)) + ", output " +
+                 std::to_string(state.range(1)) + " KiB past the input");
+}
+BENCHMARK(BM_MapPlacement)
+    ->ArgsProduct({{0, 1}, {0, 64, 1028, 1 << 20}})
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
 // The strided path: an add whose first input is read through a transpose
 // (arg 1) or, for the cost of the index arithmetic alone, contiguous data
 // through the strided kernel at rank 2 (arg 0: rows of a wider matrix, which
