@@ -743,3 +743,84 @@ TEST(ElementwiseGpu, ScalarOperandsTakeTheContiguousKernels) {
 }
 
 }  // namespace
+
+// Shapes at the edges, through graphs on both backends: empty tensors
+// (nothing launched, nothing written), size-1 dimensions, a rank-0 scalar
+// operand, a unary map of an expanded input, and fused_map with two outputs
+// through the op.
+TEST(ElementwiseGpu, EdgeShapesMatchTheCpuBackend) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::seeded_engine();
+  loom::Runtime gpu;
+  loom::Runtime cpu({.backend = loom::Backend::cpu, .workers = 2});
+  const loom::Shape shapes[] = {{0}, {3, 0}, {0, 5}, {1}, {1, 1}, {1, 7}, {5, 1}};
+  for (MapKind kind : kKinds) {
+    if (kind == MapKind::cast) continue;
+    for (DType d : kFloatTypes) {
+      for (const loom::Shape& shape : shapes) {
+        std::int64_t numel = 1;
+        for (auto e : shape) numel *= e;
+        const auto n = static_cast<std::size_t>(numel);
+        auto [x, y, z] = loom::test::map_inputs(kind, d, std::max<std::size_t>(n, 1), rng);
+        auto scalar = loom::test::map_inputs(kind, d, 1, rng);
+        HostArray sevens(d, std::max<std::size_t>(n, 1));  // what an empty op must leave alone
+        for (std::size_t i = 0; i < sevens.size(); ++i) sevens.set(i, 7.0F);
+        const auto run = [&](loom::Runtime& rt) {
+          auto tx = to_device(rt, x, shape);
+          auto ty = to_device(rt, y, shape);
+          auto tz = to_device(rt, z, shape);
+          auto rank0 = to_device(rt, scalar.y, {});  // a scalar of shape []
+          auto out = to_device(rt, sevens, shape);
+          auto with_scalar = to_device(rt, sevens, shape);
+          loom::Graph g;
+          g.add(loom::test::make_map_op(kind, tx, ty, tz, out));
+          g.add(loom::test::make_map_op(kind, tx, rank0, kind == MapKind::where ? rank0 : tz,
+                                        with_scalar));
+          rt.submit(g).wait();
+          return std::array<HostArray, 2>{to_host(rt, out), to_host(rt, with_scalar)};
+        };
+        const auto got = run(gpu);
+        const auto want = run(cpu);
+        for (std::size_t k = 0; k < got.size(); ++k) {
+          EXPECT_EQ(got[k].size(), n);
+          EXPECT_EQ(loom::test::compare(got[k], want[k], loom::test::exact(kind)), "")
+              << to_string(kind) << " " << to_string(d) << " shape " << shape.to_string()
+              << " numel " << numel << " case " << k;
+        }
+      }
+    }
+  }
+
+  // A unary map and a two-output fused_map over an expanded row, on both backends.
+  for (DType d : kFloatTypes) {
+    constexpr std::int64_t kRows = 33, kCols = 129;
+    HostArray row = loom::test::random_array(d, kCols, rng);
+    const auto run = [&](loom::Runtime& rt) {
+      auto r = to_device(rt, row, {kCols});
+      auto expanded = r.expand({kRows, kCols});
+      auto unary = rt.tensor(d, {kRows, kCols});
+      auto first = rt.tensor(d, {kRows, kCols});
+      auto second = rt.tensor(DType::f32, {kRows, kCols});
+      using loom::ops::MapExpr;
+      loom::Graph g;
+      g.add(loom::ops::tanh(expanded, unary));
+      g.add(loom::ops::fused_map({expanded, unary}, {first, second},
+                                 {MapExpr::input(0) - MapExpr::input(1),
+                                  loom::ops::maximum(MapExpr::input(0), MapExpr::constant(0.0F))}));
+      rt.submit(g).wait();
+      return std::array<HostArray, 3>{to_host(rt, unary), to_host(rt, first), to_host(rt, second)};
+    };
+    const auto got = run(gpu);
+    const auto want = run(cpu);
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      EXPECT_EQ(loom::test::compare(got[k], want[k], false), "") << to_string(d) << " case " << k;
+    }
+    // Every row of the unary map is the same row.
+    for (std::int64_t i = 1; i < kRows; ++i) {
+      for (std::int64_t j = 0; j < kCols; ++j) {
+        ASSERT_EQ(got[0].get(static_cast<std::size_t>(i * kCols + j)),
+                  got[0].get(static_cast<std::size_t>(j)));
+      }
+    }
+  }
+}
