@@ -11,6 +11,9 @@ for memory-bound maps the GB/s and the ratio to a copy of the same bytes.
                 1024 -> 10, f32, SGD), eager and replayed as a CUDA graph
   maps_2_30     exp, abs and add on 2^30 elements, f32 and bf16, against
                 PyTorch's own copy of the same bytes (bench_elementwise's size)
+  index         bench_index's shapes: index_select, argmax/argmin, gather,
+                scatter_add_, one-hot rows (scatter_ of ones into zeros:
+                F.one_hot gives i64, a float one-hot costs a cast besides)
 
   python3 bench/torch_anchors.py [section ...]   (default: all)
 """
@@ -90,6 +93,37 @@ def maps_2_30():
         torch.cuda.empty_cache()
 
 
+def index():
+    for dtype, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+        for vocab, width, tokens in ((50000, 512, 8192), (50000, 1024, 65536)):
+            table = torch.randn(vocab, width, device="cuda", dtype=dtype)
+            ids = torch.randint(0, vocab, (tokens,), device="cuda")
+            out = torch.empty(tokens, width, device="cuda", dtype=dtype)
+            us = time_us(lambda: torch.index_select(table, 0, ids, out=out))
+            print(f"torch index_select {name} [{vocab}, {width}] x {tokens}: {us:.1f} us")
+        logits = torch.randn(8192, 32000, device="cuda", dtype=dtype)
+        for op in ("argmax", "argmin"):
+            fn = getattr(torch, op)
+            us = time_us(lambda: fn(logits, dim=1))
+            print(f"torch {op} {name} [8192, 32000]: {us:.1f} us")
+        del table, out, logits
+    x = torch.randn(8192, 4096, device="cuda")
+    idx = torch.randint(0, 4096, (8192, 4096), device="cuda")
+    out = torch.empty(8192, 4096, device="cuda")
+    print(f"torch gather f32 [8192, 4096] picking 4096 a row: "
+          f"{time_us(lambda: torch.gather(x, 1, idx, out=out)):.1f} us")
+    src = torch.randn(8192, 4096, device="cuda")
+    print(f"torch scatter_add_ f32 into [8192, 4096], 4096 a row: "
+          f"{time_us(lambda: x.scatter_add_(1, idx, src)):.1f} us")
+    for rows, classes in ((65536, 1000), (256, 10)):
+        labels = torch.randint(0, classes, (rows, 1), device="cuda")
+        hot = torch.empty(rows, classes, device="cuda")
+        us = time_us(lambda: hot.zero_().scatter_(1, labels, 1.0))
+        us_cast = time_us(lambda: F.one_hot(labels[:, 0], classes).float())
+        print(f"torch one_hot f32 [{rows}, {classes}]: zero_+scatter_ {us:.1f} us, "
+              f"F.one_hot().float() {us_cast:.1f} us")
+
+
 def cross_entropy():
     for dtype in (torch.float32, torch.bfloat16):
         logits = torch.randn(8192, 32000, device="cuda", dtype=dtype, requires_grad=True)
@@ -149,6 +183,6 @@ if __name__ == "__main__":
         sys.exit(0)
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}")
     sections = {"maps": maps, "cross_entropy": cross_entropy, "mlp_step": mlp_step,
-                "maps_2_30": maps_2_30}
+                "maps_2_30": maps_2_30, "index": index}
     for name in sys.argv[1:] or sections:
         sections[name]()

@@ -3,7 +3,11 @@
 //   index_select  an embedding lookup: 8192 random rows of a [50000, 512]
 //                 f32 table (16 MiB gathered), f32 and bf16;
 //   argmax        [8192, 32000] (a batch of logits over a vocabulary) along
-//                 the last dimension, f32 and bf16.
+//                 the last dimension, f32 and bf16 (argmin too);
+//   gather        torch.gather's form along the last dimension, f32;
+//   scatter_add   its inverse, with atomics;
+//   one_hot       labels into f32 rows (its anchor a memset of the output).
+// PyTorch's figures for the same shapes: bench/torch_anchors.py's `index`.
 //
 // Bytes moved: index_select reads and writes the gathered rows (the indices
 // are noise); argmax reads x once (its outputs are noise). The anchor copies
@@ -134,6 +138,7 @@ void BM_Argmax(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
   const DType dtype = state.range(0) == 0 ? DType::f32 : DType::bf16;
   const std::int64_t rows = state.range(1), cols = state.range(2);
+  const bool min = state.range(3) == 1;
   const std::size_t bytes = static_cast<std::size_t>(rows * cols) * element_size(dtype);
   std::mt19937_64 rng(7);
   DeviceBytes x(bytes);
@@ -152,9 +157,9 @@ void BM_Argmax(benchmark::State& state) {
   double ms = 0;
   for (auto _ : state) {
     ms = time_ms(stream, [&](int) {
-      loom::kernels::arg_reduce(loom::kernels::ArgReduce::max, x.get(), dtype,
-                                reinterpret_cast<std::int64_t*>(indices.get()), nullptr, shape,
-                                stream.view());
+      loom::kernels::arg_reduce(min ? loom::kernels::ArgReduce::min : loom::kernels::ArgReduce::max,
+                                x.get(), dtype, reinterpret_cast<std::int64_t*>(indices.get()),
+                                nullptr, shape, stream.view());
     });
     state.SetIterationTime(ms * 1e-3);
   }
@@ -164,13 +169,174 @@ void BM_Argmax(benchmark::State& state) {
   });
   const double moved = static_cast<double>(bytes);
   report(state, ms, copy_ms, moved, 2.0 * moved,
-         "argmax " + std::string(loom::to_string(dtype)) + " [" + std::to_string(rows) + ", " +
-             std::to_string(cols) + "] along the last dimension");
+         std::string(min ? "argmin " : "argmax ") + std::string(loom::to_string(dtype)) + " [" +
+             std::to_string(rows) + ", " + std::to_string(cols) + "] along the last dimension");
 }
 BENCHMARK(BM_Argmax)
-    ->ArgNames({"bf16", "rows", "cols"})
-    ->Args({0, 8192, 32000})
-    ->Args({1, 8192, 32000})
+    ->ArgNames({"bf16", "rows", "cols", "min"})
+    ->Args({0, 8192, 32000, 0})
+    ->Args({1, 8192, 32000, 0})
+    ->Args({0, 8192, 32000, 1})
+    ->Args({1, 8192, 32000, 1})
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMicrosecond);
+
+// torch.gather along the last dimension: out[r, k] = x[r, index[r, k]], f32
+// rows of 4096 (16 KiB, a row's reads stay in L1 and L2), i64 indices.
+// Bytes: the index and the output, plus the x elements read.
+void BM_Gather(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const std::int64_t rows = state.range(0), cols = state.range(1), picks = state.range(2);
+  std::mt19937_64 rng(11);
+  const std::size_t x_bytes = static_cast<std::size_t>(rows * cols) * sizeof(float);
+  const std::size_t out_bytes = static_cast<std::size_t>(rows * picks) * sizeof(float);
+  DeviceBytes x(x_bytes);
+  fill_random(x, x_bytes, rng);
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(rows * picks));
+  std::uniform_int_distribution<std::int64_t> pick(0, cols - 1);
+  for (auto& i : ids) i = pick(rng);
+  DeviceBytes index(ids.size() * sizeof(std::int64_t));
+  LOOM_CUDA_CHECK(cudaMemcpy(index.get(), ids.data(), ids.size() * sizeof(std::int64_t),
+                             cudaMemcpyHostToDevice));
+  DeviceBytes out(out_bytes);
+  loom::kernels::IndexedWalk walk;
+  walk.walk.rank = 2;
+  walk.walk.count = rows * picks;
+  walk.walk.extent[0] = rows;
+  walk.walk.extent[1] = picks;
+  walk.walk.stride[loom::kernels::kGatherOut][0] = picks;
+  walk.walk.stride[loom::kernels::kGatherOut][1] = 1;
+  walk.walk.stride[loom::kernels::kGatherX][0] = cols;
+  walk.walk.stride[loom::kernels::kGatherIndex][0] = picks;
+  walk.walk.stride[loom::kernels::kGatherIndex][1] = 1;
+  walk.indexed_extent = cols;
+  walk.indexed_stride = 1;
+  loom::detail::Stream stream(0, 0);
+  double ms = 0;
+  for (auto _ : state) {
+    ms = time_ms(stream, [&](int) {
+      loom::kernels::gather(x.get(), index.get(), DType::i64, out.get(), 4, 0x7FFFFFFFU, walk,
+                            stream.view());
+    });
+    state.SetIterationTime(ms * 1e-3);
+  }
+  const double moved = static_cast<double>(ids.size()) * (8 + 4 + 4);
+  const auto half = static_cast<std::size_t>(moved / 2);
+  DeviceBytes src(half), dst(half);
+  const double copy_ms = time_ms(stream, [&](int) {
+    LOOM_CUDA_CHECK(
+        cudaMemcpyAsync(dst.get(), src.get(), half, cudaMemcpyDeviceToDevice, stream.view()));
+  });
+  report(state, ms, copy_ms, moved, 2.0 * static_cast<double>(half),
+         "gather f32 [" + std::to_string(rows) + ", " + std::to_string(cols) + "] picking " +
+             std::to_string(picks) + " a row (i64 indices)");
+}
+BENCHMARK(BM_Gather)
+    ->ArgNames({"rows", "cols", "picks"})
+    ->Args({8192, 4096, 4096})
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMicrosecond);
+
+// scatter_add along the last dimension: dst[r, index[r, k]] += src[r, k],
+// f32 with atomics. Bytes: src and index read, dst's elements read and
+// written once each (the atomics' traffic stays in L2 for rows this short).
+void BM_ScatterAdd(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const std::int64_t rows = state.range(0), cols = state.range(1), adds = state.range(2);
+  std::mt19937_64 rng(13);
+  const std::size_t dst_bytes = static_cast<std::size_t>(rows * cols) * sizeof(float);
+  const std::size_t src_bytes = static_cast<std::size_t>(rows * adds) * sizeof(float);
+  DeviceBytes dst(dst_bytes);
+  fill_random(dst, dst_bytes, rng);
+  DeviceBytes src(src_bytes);
+  fill_random(src, src_bytes, rng);
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(rows * adds));
+  std::uniform_int_distribution<std::int64_t> pick(0, cols - 1);
+  for (auto& i : ids) i = pick(rng);
+  DeviceBytes index(ids.size() * sizeof(std::int64_t));
+  LOOM_CUDA_CHECK(cudaMemcpy(index.get(), ids.data(), ids.size() * sizeof(std::int64_t),
+                             cudaMemcpyHostToDevice));
+  loom::kernels::IndexedWalk walk;
+  walk.walk.rank = 2;
+  walk.walk.count = rows * adds;
+  walk.walk.extent[0] = rows;
+  walk.walk.extent[1] = adds;
+  walk.walk.stride[loom::kernels::kScatterDst][0] = cols;
+  walk.walk.stride[loom::kernels::kScatterSrc][0] = adds;
+  walk.walk.stride[loom::kernels::kScatterSrc][1] = 1;
+  walk.walk.stride[loom::kernels::kScatterIndex][0] = adds;
+  walk.walk.stride[loom::kernels::kScatterIndex][1] = 1;
+  walk.indexed_extent = cols;
+  walk.indexed_stride = 1;
+  loom::detail::Stream stream(0, 0);
+  double ms = 0;
+  for (auto _ : state) {
+    ms = time_ms(stream, [&](int) {
+      loom::kernels::scatter_add(reinterpret_cast<float*>(dst.get()), index.get(), DType::i64,
+                                 reinterpret_cast<const float*>(src.get()), walk, stream.view());
+    });
+    state.SetIterationTime(ms * 1e-3);
+  }
+  const double moved = static_cast<double>(ids.size()) * (4 + 8) + 2.0 * dst_bytes;
+  const auto half = static_cast<std::size_t>(moved / 2);
+  DeviceBytes a(half), b(half);
+  const double copy_ms = time_ms(stream, [&](int) {
+    LOOM_CUDA_CHECK(
+        cudaMemcpyAsync(b.get(), a.get(), half, cudaMemcpyDeviceToDevice, stream.view()));
+  });
+  report(state, ms, copy_ms, moved, 2.0 * static_cast<double>(half),
+         "scatter_add f32 into [" + std::to_string(rows) + ", " + std::to_string(cols) + "], " +
+             std::to_string(adds) + " a row");
+}
+BENCHMARK(BM_ScatterAdd)
+    ->ArgNames({"rows", "cols", "adds"})
+    ->Args({8192, 4096, 4096})
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMicrosecond);
+
+// one_hot of i64 labels into f32 [rows, classes]: a write of the output.
+void BM_OneHot(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const std::int64_t rows = state.range(0), classes = state.range(1);
+  std::mt19937_64 rng(17);
+  std::vector<std::int64_t> labels(static_cast<std::size_t>(rows));
+  std::uniform_int_distribution<std::int64_t> pick(0, classes - 1);
+  for (auto& l : labels) l = pick(rng);
+  DeviceBytes dev_labels(labels.size() * sizeof(std::int64_t));
+  LOOM_CUDA_CHECK(cudaMemcpy(dev_labels.get(), labels.data(), labels.size() * sizeof(std::int64_t),
+                             cudaMemcpyHostToDevice));
+  const std::size_t out_bytes = static_cast<std::size_t>(rows * classes) * sizeof(float);
+  DeviceBytes out(out_bytes);
+  loom::kernels::OneHotShape shape;
+  shape.rows = rows;
+  shape.classes = classes;
+  shape.one_bits = 0x3F800000U;
+  shape.nan_bits = 0x7FFFFFFFU;
+  shape.element_bytes = 4;
+  loom::detail::Stream stream(0, 0);
+  double ms = 0;
+  for (auto _ : state) {
+    ms = time_ms(stream, [&](int) {
+      loom::kernels::one_hot(dev_labels.get(), DType::i64, out.get(), shape, stream.view());
+    });
+    state.SetIterationTime(ms * 1e-3);
+  }
+  // The anchor writes the same bytes: a memset, the floor of a pure write.
+  const double copy_ms = time_ms(stream, [&](int) {
+    LOOM_CUDA_CHECK(cudaMemsetAsync(out.get(), 0, out_bytes, stream.view()));
+  });
+  const double moved = static_cast<double>(out_bytes);
+  report(state, ms, copy_ms, moved, moved,
+         "one_hot f32 [" + std::to_string(rows) + ", " + std::to_string(classes) +
+             "] (anchor: a memset of the output)");
+}
+BENCHMARK(BM_OneHot)
+    ->ArgNames({"rows", "classes"})
+    ->Args({65536, 1000})
+    ->Args({256, 10})
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMicrosecond);
