@@ -3,9 +3,11 @@
 // when asked for by CUBLAS_TF32_TENSOR_OP_MATH), as loom's kernels do.
 //
 // Arguments: variant, warp tile (warp_tiled only), m, n, k, layout (bit 0: A
-// column-major, bit 1: B column-major). Counters: loom and cuBLAS TFLOP/s,
-// their ratio (> 1: loom faster), and the largest difference from cuBLAS's
-// result relative to the largest |C| (a check that the timed kernel is right).
+// column-major, bit 1: B column-major, bit 2: loom's epilogue adds a bias
+// along rows and applies relu, cuBLAS's product stays plain). Counters: loom
+// and cuBLAS TFLOP/s, their ratio (> 1: loom faster), and the largest
+// difference from cuBLAS's result relative to the largest |C| (a check that
+// the timed kernel is right; not kept with the epilogue).
 #include "cuda/check.hpp"
 #include "cuda/event.hpp"
 #include "cuda/stream.hpp"
@@ -138,9 +140,12 @@ void BM_Sgemm(benchmark::State& state) {
   const std::int64_t m = state.range(2), n = state.range(3), k = state.range(4);
   const bool a_col = (state.range(5) & 1) != 0;
   const bool b_col = (state.range(5) & 2) != 0;
+  const bool epilogue = (state.range(5) & 4) != 0;  // a bias along rows and relu
 
   std::mt19937 rng(42);
   DeviceMatrix a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n));
+  DeviceMatrix bias(static_cast<std::size_t>(n));
+  bias.randomize(rng);
   DeviceMatrix c(static_cast<std::size_t>(m * n)), c_ref(static_cast<std::size_t>(m * n));
   a.randomize(rng);
   b.randomize(rng);
@@ -151,8 +156,12 @@ void BM_Sgemm(benchmark::State& state) {
   p.a = {a.data(), a_col ? 1 : k, a_col ? m : 1};
   p.b = {b.data(), b_col ? 1 : n, b_col ? k : 1};
   p.c = {c.data(), n, 1};
-  SgemmArgs ref = p;
+  SgemmArgs ref = p;  // cuBLAS runs the plain product: the ratio shows the epilogue's cost
   ref.c = {c_ref.data(), n, 1};
+  if (epilogue) {
+    p.bias = {bias.data(), 0, 1};
+    p.activation = loom::kernels::SgemmActivation::relu;
+  }
 
   loom::detail::Stream stream(0, 0);
   loom::detail::Event start(0, loom::detail::EventTiming::enabled);
@@ -193,11 +202,14 @@ void BM_Sgemm(benchmark::State& state) {
   state.counters["loom_TFLOPs"] = loom_tflops;
   state.counters["cublas_TFLOPs"] = cublas_tflops;
   state.counters["ratio"] = loom_tflops / cublas_tflops;
-  state.counters["max_rel_diff"] = max_relative_difference(c.download(), c_ref.download());
+  if (!epilogue) {
+    state.counters["max_rel_diff"] = max_relative_difference(c.download(), c_ref.download());
+  }
   std::ostringstream label;  // (GCC 12 warns falsely on chained string +)
   label << to_string(variant);
   if (variant == SgemmVariant::warp_tiled) label << " " << to_string(tile);
   label << " A " << (a_col ? "col" : "row") << " B " << (b_col ? "col" : "row");
+  if (epilogue) label << " + bias, relu";
   state.SetLabel(label.str());
 }
 
@@ -334,6 +346,11 @@ void sgemm_arguments(benchmark::internal::Benchmark* b) {
   for (int layout = 1; layout < 4; ++layout) {
     for (int t : {0, 1}) b->Args({warp, t, 4096, 4096, 4096, layout});
   }
+  // The fused epilogue (layout bit 2: a bias along rows and relu) at 4096^3
+  // and at the step's first layer, against the plain product's time.
+  b->Args({warp, 1, 4096, 4096, 4096, 4});
+  b->Args({warp, 3, 256, 1024, 512, 0});
+  b->Args({warp, 3, 256, 1024, 512, 4});
   // A classifier's step (samples/mlp_training): the skinny products (logits,
   // their weight gradient with A transposed, the hidden layer's gradient with
   // B transposed) and the wide ones, skinny against warp_tiled at 64 x 64.
