@@ -88,8 +88,8 @@ void time_op(benchmark::State& state, const OpMaker& add_one) {
 
 // c[m, n] = a[m, k] b[k, n]; a_t / b_t: the operand is the transpose of a
 // stored [k, m] / [n, k] (the backward's products).
-void matmul_case(benchmark::State& state, std::int64_t m, std::int64_t n, std::int64_t k,
-                 bool a_t, bool b_t) {
+void matmul_case(benchmark::State& state, std::int64_t m, std::int64_t n, std::int64_t k, bool a_t,
+                 bool b_t) {
   if (loom::bench::skip_without_gpu(state)) return;
   const Tensor a = a_t ? random_tensor({k, m}).transpose(0, 1) : random_tensor({m, k});
   const Tensor b = b_t ? random_tensor({n, k}).transpose(0, 1) : random_tensor({k, n});

@@ -306,6 +306,62 @@ BENCHMARK(BM_FusedChain)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
+// A linear layer's forward epilogue done apart from its matmul, as fused_map
+// runs it: h [rows, cols] plus a bias row (broadcast, stride 0), giving two
+// outputs in one pass: relu(h + b) and the mask (h + b > 0) the backward
+// reads. Arg 0: dtype. The strided form (the broadcast row needs it), 2^26
+// elements; bytes: h read, two outputs written (the bias row is noise).
+void BM_FusedTwoOutputsBroadcast(benchmark::State& state) {
+  if (loom::bench::skip_without_gpu(state)) return;
+  const auto d = static_cast<DType>(state.range(0));
+  const std::int64_t rows = 16384;
+  const std::int64_t cols = 4096;
+  const auto n = static_cast<std::size_t>(rows * cols);
+  using Op = loom::kernels::FusedOpcode;
+  loom::kernels::FusedProgram p;
+  p.inputs = {d, d};
+  p.constants = {0.0F};
+  p.code = {{Op::input, -1, -1, 0}, {Op::input, -1, -1, 1},    {Op::add, 0, 1},
+            {Op::relu, 2},          {Op::constant, -1, -1, 0}, {Op::gt, 2, 4}};
+  p.outputs = {{3, d}, {5, d}};
+  p.strided = true;
+  loom::kernels::FusedGeometry g;
+  g.rank = 2;
+  g.shape[0] = rows;
+  g.shape[1] = cols;
+  g.strides[0][0] = cols;  // h
+  g.strides[0][1] = 1;
+  g.strides[1][0] = 0;  // the bias row
+  g.strides[1][1] = 1;
+  for (int o = 2; o < 4; ++o) {
+    g.strides[o][0] = cols;
+    g.strides[o][1] = 1;
+  }
+  DeviceBytes h(n * esize(d));
+  DeviceBytes bias(static_cast<std::size_t>(cols) * esize(d));
+  DeviceBytes act(n * esize(d));
+  DeviceBytes mask(n * esize(d));
+  Timer timer;
+  const loom::kernels::FusedKernel fused(p);
+  fused.prepare();
+  double ms = 0;
+  for (auto _ : state) {
+    ms = timer.median_ms([&] {
+      fused.launch({h.get(), bias.get()}, {act.get(), mask.get()}, g, timer.stream());
+    });
+    state.SetIterationTime(ms * 1e-3);
+  }
+  const std::size_t bytes = 3 * n * esize(d);
+  report(state, bytes, ms, timer.copy_ms(bytes));
+  state.SetLabel("relu(h + b) and (h + b > 0), b a broadcast row, " + std::string(to_string(d)));
+}
+BENCHMARK(BM_FusedTwoOutputsBroadcast)
+    ->Arg(static_cast<int>(DType::f32))
+    ->Arg(static_cast<int>(DType::bf16))
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();
