@@ -1,9 +1,10 @@
 // Cross-entropy forward, backward and both, and log_softmax, f32 and bf16,
 // on 8192 x 32000 (the target shape: a language model's vocabulary) and
 // 256 x 10 (a small classifier's step), against a device-to-device copy of
-// the logits timed in the same run. bench/torch_loss.py times PyTorch's
-// log_softmax + nll_loss and their backward on the same shapes, for the
-// target's ratio (>= 2x PyTorch for forward + backward at 8192 x 32000).
+// the logits timed in the same run. bench/torch_anchors.py's cross_entropy
+// times PyTorch's log_softmax + nll_loss and their backward at 8192 x 32000,
+// for the target's ratio (>= 2x PyTorch for forward + backward), and
+// bench/torch_small_shapes.py both at 256 x 10.
 //
 // Passes over the logits: forward 1 read; backward 1 read + 1 write;
 // log_softmax 2 reads + 1 write. A copy is 1 read + 1 write, so

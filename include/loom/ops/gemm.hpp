@@ -1,6 +1,7 @@
 #pragma once
 /// @file ops/gemm.hpp
-/// Matrix multiplication: SGEMM fp32 (Lectures 5, 8, 15).
+/// Matrix multiplication: f32 (SGEMM, Lectures 5, 8, 15), f16 and bf16 on
+/// tensor cores with f32 accumulation; single or batched.
 
 #include <loom/export.hpp>
 #include <loom/op.hpp>
@@ -10,8 +11,10 @@
 
 namespace loom::ops {
 
-/// c = alpha * a * b + beta * c over 2-D f32 tensors: a is M x K, b is K x N,
-/// c is M x N, all in one memory space. FP32 math (no TF32). Each operand is
+/// c = alpha * a * b + beta * c: a is M x K, b is K x N, c is M x N, all in
+/// one memory space; or a batch, [B, M, K] x [B, K, N] -> [B, M, N], where a
+/// 2-D operand is shared by every entry. f32 operands use FP32 math (no
+/// TF32); f16 and bf16 accumulate in f32, c in their type or f32. Each operand is
 /// row-major or column-major: a transposed view (Tensor::transpose) is how a
 /// column-major operand is passed, and leading dimensions come from the
 /// strides (a slice of a wider matrix is fine). beta == 0 ignores c's
