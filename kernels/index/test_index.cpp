@@ -2,7 +2,8 @@
 // argmin (ties, NaN, infinities, negative dim, kept and dropped dims, size-1
 // and empty dimensions, a transpose, a middle dimension against a loop),
 // gather, index_select, scatter_add and one_hot (out-of-range indices,
-// i32 and i64, every dtype, strided inputs, empty tensors), and bad inputs
+// i32 and i64, every dtype, strided inputs, empty tensors), every op over
+// expanded inputs (stride 0) against hand-checked values, and bad inputs
 // rejected at submit naming the task; the GPU's 16-byte walk of
 // index_select checked against the element walk, byte for byte.
 #include <loom/error.hpp>
@@ -331,6 +332,181 @@ TEST(IndexOneHotCpu, OnesZerosAndNaNRowsInEveryDtype) {
   auto none = rt.tensor<float>({0, 5});
   run(rt, loom::ops::one_hot(rt.tensor<std::int64_t>({0}), none));
   EXPECT_EQ(none.numel(), 0);
+}
+
+// --- expanded inputs (stride 0) ----------------------------------------------
+
+TEST(IndexGatherCpu, ExpandedTablesAndIndicesReadTheirBroadcastElements) {
+  loom::Runtime rt(cpu(1));
+  for (DType d : kFloatTypes) {
+    for (DType it : kIndexTypes) {
+      // The row [1, 2, 3] expanded to [2, 3]: stride 0 along dim 0.
+      const auto rows = floats(rt, d, {1, 2, 3}, {3}).expand({2, 3});
+      // x [[1, 2, 3], [4, 5, 6]], whole.
+      const auto x = floats(rt, d, {1, 2, 3, 4, 5, 6}, {2, 3});
+      auto along_row = rt.tensor(d, {2, 2});
+      auto along_expanded = rt.tensor(d, {1, 3});
+      auto one_column = rt.tensor(d, {2, 3});
+      auto one_row = rt.tensor(d, {2, 3});
+      loom::Graph g;
+      g.add(loom::ops::gather(rows, 1, upload_index(rt, it, {2, 0, 1, 1}, {2, 2}), along_row));
+      // Along the expanded dimension itself (index times stride 0); 2 is out of range.
+      g.add(loom::ops::gather(rows, 0, upload_index(rt, it, {1, 0, 2}, {1, 3}), along_expanded));
+      // index [[2], [0]] expanded along dim 1: each row gathers one column of x three times.
+      g.add(
+          loom::ops::gather(x, 1, upload_index(rt, it, {2, 0}, {2, 1}).expand({2, 3}), one_column));
+      // index [[1, 0, 1]] expanded along dim 0: both rows gather x[1][0], x[0][1], x[1][2].
+      g.add(
+          loom::ops::gather(x, 0, upload_index(rt, it, {1, 0, 1}, {1, 3}).expand({2, 3}), one_row));
+      rt.submit(g).wait();
+      const std::string what =
+          std::string(loom::to_string(d)) + " " + std::string(loom::to_string(it));
+      expect_same(values_of(rt, along_row), {3, 1, 2, 2}, what);
+      expect_same(values_of(rt, along_expanded), {1, 2, kNaN}, what);
+      expect_same(values_of(rt, one_column), {3, 3, 3, 4, 4, 4}, what);
+      expect_same(values_of(rt, one_row), {4, 2, 6, 4, 2, 6}, what);
+    }
+  }
+}
+
+TEST(IndexSelectCpu, AnExpandedTableOrIndexSelectsTheBroadcastSlices) {
+  loom::Runtime rt(cpu(1));
+  for (DType d : kFloatTypes) {
+    for (DType it : kIndexTypes) {
+      // The column [10, 20, 30] expanded to [3, 4]: x[i][j] = 10 (i + 1), stride 0 along dim 1.
+      const auto columns = floats(rt, d, {10, 20, 30}, {3, 1}).expand({3, 4});
+      const auto x = floats(rt, d, {1, 2, 3, 4, 5, 6}, {2, 3});
+      auto rows = rt.tensor(d, {3, 4});
+      auto along_expanded = rt.tensor(d, {3, 3});
+      auto same_row = rt.tensor(d, {3, 3});
+      auto same_column = rt.tensor(d, {2, 2});
+      loom::Graph g;
+      g.add(loom::ops::index_select(columns, 0, upload_index(rt, it, {2, 0, 2}, {3}), rows));
+      // Along the expanded dimension (index times stride 0); 4 is out of range.
+      g.add(loom::ops::index_select(columns, 1, upload_index(rt, it, {3, 0, 4}, {3}),
+                                    along_expanded));
+      // One index expanded to several: the same slice again and again.
+      g.add(loom::ops::index_select(x, 0, upload_index(rt, it, {1}, {1}).expand({3}), same_row));
+      g.add(loom::ops::index_select(x, 1, upload_index(rt, it, {2}, {1}).expand({2}), same_column));
+      rt.submit(g).wait();
+      const std::string what =
+          std::string(loom::to_string(d)) + " " + std::string(loom::to_string(it));
+      expect_same(values_of(rt, rows), {30, 30, 30, 30, 10, 10, 10, 10, 30, 30, 30, 30}, what);
+      expect_same(values_of(rt, along_expanded), {10, 10, kNaN, 20, 20, kNaN, 30, 30, kNaN}, what);
+      expect_same(values_of(rt, same_row), {4, 5, 6, 4, 5, 6, 4, 5, 6}, what);
+      expect_same(values_of(rt, same_column), {3, 3, 6, 6}, what);
+    }
+  }
+}
+
+TEST(IndexArgReduceCpu, AnExpandedInputTiesAlongTheBroadcastDimensionAndMatchesALoop) {
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  loom::Runtime rt(cpu(2));
+  for (DType d : kFloatTypes) {
+    const std::string what(loom::to_string(d));
+    // The row [1, 5, -2, 5] expanded to [3, 4].
+    const auto rows = floats(rt, d, {1, 5, -2, 5}, {4}).expand({3, 4});
+    // The column [3, 7, -1] expanded to [3, 40].
+    const auto columns = floats(rt, d, {3, 7, -1}, {3, 1}).expand({3, 40});
+    auto row_max = rt.tensor<std::int64_t>({3});
+    auto row_max_values = rt.tensor(d, {3});
+    auto row_min = rt.tensor<std::int64_t>({3, 1});
+    auto row_min_values = rt.tensor(d, {3, 1});
+    auto down_rows = rt.tensor<std::int64_t>({4});  // along the expanded dimension: all tie
+    auto down_rows_values = rt.tensor(d, {4});
+    auto column_max = rt.tensor<std::int64_t>({40});
+    auto column_min = rt.tensor<std::int64_t>({1, 40});
+    auto column_min_values = rt.tensor(d, {1, 40});
+    auto across_columns = rt.tensor<std::int64_t>({3});  // along the expanded dimension
+    auto across_columns_values = rt.tensor(d, {3});
+    loom::Graph g;
+    g.add(loom::ops::argmax(rows, 1, row_max, row_max_values));
+    g.add(loom::ops::argmin(rows, -1, row_min, row_min_values));
+    g.add(loom::ops::argmax(rows, 0, down_rows, down_rows_values));
+    g.add(loom::ops::argmax(columns, 0, column_max));
+    g.add(loom::ops::argmin(columns, 0, column_min, column_min_values));
+    g.add(loom::ops::argmax(columns, 1, across_columns, across_columns_values));
+    rt.submit(g).wait();
+    EXPECT_EQ(indices_of(rt, row_max), (std::vector<std::int64_t>{1, 1, 1})) << what;
+    expect_same(values_of(rt, row_max_values), {5, 5, 5}, what);
+    EXPECT_EQ(indices_of(rt, row_min), (std::vector<std::int64_t>{2, 2, 2})) << what;
+    expect_same(values_of(rt, row_min_values), {-2, -2, -2}, what);
+    EXPECT_EQ(indices_of(rt, down_rows), std::vector<std::int64_t>(4, 0)) << what;
+    expect_same(values_of(rt, down_rows_values), {1, 5, -2, 5}, what);
+    EXPECT_EQ(indices_of(rt, column_max), std::vector<std::int64_t>(40, 1)) << what;
+    EXPECT_EQ(indices_of(rt, column_min), std::vector<std::int64_t>(40, 2)) << what;
+    expect_same(values_of(rt, column_min_values), std::vector<float>(40, -1), what);
+    EXPECT_EQ(indices_of(rt, across_columns), std::vector<std::int64_t>(3, 0)) << what;
+    expect_same(values_of(rt, across_columns_values), {3, 7, -1}, what);
+  }
+
+  // Random [A, 1, C] expanded to [A, B, C]: along C each (a, b) has its row a's
+  // winner; along A each (b, c) has column c's.
+  constexpr std::int64_t A = 5, B = 7, C = 9;
+  const auto data = loom::test::index::random_values(A * C, rng);
+  const auto x = floats(rt, DType::f32, data, {A, 1, C}).expand({A, B, C});
+  auto along_c = rt.tensor<std::int64_t>({A, B});
+  auto along_a = rt.tensor<std::int64_t>({B, C});
+  loom::Graph g;
+  g.add(loom::ops::argmax(x, 2, along_c));
+  g.add(loom::ops::argmin(x, 0, along_a));
+  rt.submit(g).wait();
+  const auto got_c = indices_of(rt, along_c);
+  const auto got_a = indices_of(rt, along_a);
+  for (std::int64_t a = 0; a < A; ++a) {
+    std::int64_t best = 0;
+    for (std::int64_t c = 1; c < C; ++c) {
+      if (data[a * C + c] > data[a * C + best]) best = c;
+    }
+    for (std::int64_t b = 0; b < B; ++b) EXPECT_EQ(got_c[a * B + b], best) << a << "," << b;
+  }
+  for (std::int64_t c = 0; c < C; ++c) {
+    std::int64_t best = 0;
+    for (std::int64_t a = 1; a < A; ++a) {
+      if (data[a * C + c] < data[best * C + c]) best = a;
+    }
+    for (std::int64_t b = 0; b < B; ++b) EXPECT_EQ(got_a[b * C + c], best) << b << "," << c;
+  }
+}
+
+TEST(IndexScatterAddCpu, AnExpandedSourceAddsItsOneValueAtEveryIndex) {
+  loom::Runtime rt(cpu(1));
+  for (DType it : kIndexTypes) {
+    const std::string what(loom::to_string(it));
+    // 2.5 expanded to [2, 3]: row 0 adds it to columns 0, 0, 3; row 1 to 1, 2, 1.
+    auto dst = floats(rt, DType::f32, std::vector<float>(8, 0), {2, 4});
+    const auto scalar = floats(rt, DType::f32, {2.5F}, {1}).expand({2, 3});
+    run(rt,
+        loom::ops::scatter_add(dst, 1, upload_index(rt, it, {0, 0, 3, 1, 2, 1}, {2, 3}), scalar));
+    expect_same(values_of(rt, dst), {5, 0, 0, 2.5F, 0, 5, 2.5F, 0}, what + " a scalar");
+    // The row [1, 10, 100] expanded to [2, 3], along dim 0; 5 is out of range and skipped.
+    auto down = floats(rt, DType::f32, std::vector<float>(6, 0), {2, 3});
+    const auto row = floats(rt, DType::f32, {1, 10, 100}, {3}).expand({2, 3});
+    run(rt, loom::ops::scatter_add(down, 0, upload_index(rt, it, {1, 0, 1, 1, 1, 5}, {2, 3}), row));
+    expect_same(values_of(rt, down), {0, 10, 0, 2, 10, 100}, what + " a row");
+    // Index and source both expanded along the row: row 0 sums 1 + 2 + 4 into column 3, row 1
+    // into column 0.
+    auto sums = floats(rt, DType::f32, std::vector<float>(8, 0), {2, 4});
+    const auto index = upload_index(rt, it, {3, 0}, {2, 1}).expand({2, 3});
+    run(rt, loom::ops::scatter_add(sums, 1, index,
+                                   floats(rt, DType::f32, {1, 2, 4}, {3}).expand({2, 3})));
+    expect_same(values_of(rt, sums), {0, 0, 0, 7, 7, 0, 0, 0}, what + " both");
+  }
+}
+
+TEST(IndexOneHotCpu, AnExpandedLabelFillsEveryRowAlike) {
+  loom::Runtime rt(cpu(1));
+  for (DType it : kIndexTypes) {
+    auto out = rt.tensor<float>({3, 4});
+    auto bad = rt.tensor<float>({2, 2});
+    loom::Graph g;
+    g.add(loom::ops::one_hot(upload_index(rt, it, {2}, {1}).expand({3}), out));
+    g.add(loom::ops::one_hot(upload_index(rt, it, {5}, {1}).expand({2}), bad));
+    rt.submit(g).wait();
+    const std::string what(loom::to_string(it));
+    expect_same(values_of(rt, out), {0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0}, what);
+    expect_same(values_of(rt, bad), {kNaN, kNaN, kNaN, kNaN}, what);
+  }
 }
 
 // --- rejections ------------------------------------------------------------

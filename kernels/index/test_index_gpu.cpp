@@ -5,8 +5,9 @@
 // and misaligned views (the 16-byte path of index_select and its
 // fallback), argmax along the last, a middle and a non-contiguous
 // dimension (its warp and thread kernels), a compiled graph's replays
-// (the ops' launches described, then rebound to other tensors), and mixed
-// memory spaces rejected.
+// (the ops' launches described, then rebound to other tensors), expanded
+// inputs (stride 0) of every op, empty and size-1 dimensions into outputs
+// fenced by poison, and mixed memory spaces rejected.
 #include "support/gpu.hpp"
 
 #include <loom/error.hpp>
@@ -20,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -98,6 +100,13 @@ std::vector<float> values_with_ties_and_nans(std::size_t n, std::mt19937_64& rng
   auto v = random_values(n, rng);
   for (std::size_t i = 97; i < n; i += 97) v[i] = v[i / 2];
   for (std::size_t i = 17; i < n; i += 4099) v[i] = kNaN;
+  return v;
+}
+
+// The same without NaNs: the comparisons of numbers decide every row.
+std::vector<float> values_with_ties(std::size_t n, std::mt19937_64& rng) {
+  auto v = values_with_ties_and_nans(n, rng);
+  for (std::size_t i = 17; i < n; i += 4099) v[i] = v[i / 2 + 1];
   return v;
 }
 
@@ -385,6 +394,445 @@ TEST(IndexGpu, OneHotMatchesTheCpuBackend) {
       }
     }
   }
+}
+
+// --- expanded inputs ----------------------------------------------------------
+
+// Runs the op `make` builds into a poisoned output of `shape`, and reads it back.
+Results into_poisoned(loom::Runtime& rt, DType d, const Shape& shape,
+                      const std::function<loom::OpPtr(const Tensor&)>& make) {
+  auto out = poisoned(rt, d, shape);
+  loom::Graph g;
+  g.add(make(out));
+  rt.submit(g).wait();
+  return Results{{download(rt, out)}, {}};
+}
+
+// argmax and argmin of x along dim (indices and values, dim kept at extent 1).
+Results arg_reduced(loom::Runtime& rt, const Tensor& x, int dim) {
+  Shape out_shape = x.shape();
+  out_shape[dim] = 1;
+  auto imax = poisoned_indices(rt, out_shape);
+  auto vmax = poisoned(rt, x.dtype(), out_shape);
+  auto imin = poisoned_indices(rt, out_shape);
+  auto vmin = poisoned(rt, x.dtype(), out_shape);
+  loom::Graph g;
+  g.add(loom::ops::argmax(x, dim, imax, vmax));
+  g.add(loom::ops::argmin(x, dim, imin, vmin));
+  rt.submit(g).wait();
+  return Results{{download(rt, vmax), download(rt, vmin)},
+                 {rt.download<std::int64_t>(imax), rt.download<std::int64_t>(imin)}};
+}
+
+struct NamedRun {
+  std::string name;
+  std::function<Results(loom::Runtime&)> run;
+};
+
+// Inputs with stride 0 (Tensor::expand): a row or a column grown to a
+// table, an added dimension, an index repeated along a row or a column.
+// The walks step nowhere along such a dimension, on the 16-byte path of
+// gather and index_select too (an index expanded along a row, a table of
+// one row); argmax along it ties everywhere (index 0), on the warp kernel
+// (contiguous and strided rows) and the thread kernel.
+TEST(IndexGpu, ExpandedInputsMatchTheCpuBackend) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::random_engine();
+  constexpr std::int64_t kRows = 1031, kCols = 256;  // rows of whole 16-byte units in every dtype
+  const Shape table_shape{kRows, kCols};
+  loom::Runtime gpu;
+  loom::Runtime cpu({.backend = loom::Backend::cpu, .workers = 2});
+  for (DType d : kFloatTypes) {
+    for (DType it : kIndexTypes) {
+      const HostArray table(d, random_values(kRows * kCols, rng));
+      const HostArray row(d, values_with_ties(2 * kCols, rng));  // every other: a step
+      const HostArray column(d, values_with_ties(kRows, rng));
+      const HostArray slab(d, random_values(7 * kCols, rng));
+      const auto along_rows = indices_with_strays(kRows * kCols, kCols, rng);
+      const auto along_columns = indices_with_strays(kRows * kCols, kRows, rng);
+      const auto picks = indices_with_strays(kRows, kRows, rng);
+      const auto column_picks = indices_with_strays(kCols, kCols, rng);
+      const auto middle_picks = indices_with_strays(5, 9, rng);
+      const auto first_row = [&](loom::Runtime& rt) {
+        return upload(rt, row, {2 * kCols}).slice(0, 0, kCols);
+      };
+      const auto first_column = [&](loom::Runtime& rt) { return upload(rt, column, {kRows, 1}); };
+      const auto index = [&](loom::Runtime& rt, const std::vector<std::int64_t>& v,
+                             const Shape& s) { return upload_index(rt, it, v, s); };
+      const auto gathered = [&](const std::function<loom::OpPtr(loom::Runtime&, const Tensor&)>& op,
+                                const Shape& out_shape) {
+        return [&, op, out_shape](loom::Runtime& rt) {
+          return into_poisoned(rt, d, out_shape, [&](const Tensor& out) { return op(rt, out); });
+        };
+      };
+      namespace ops = loom::ops;
+      const NamedRun runs[] = {
+          {"gather from a row expanded to a table, along its rows",
+           gathered(
+               [&](loom::Runtime& rt, const Tensor& out) {
+                 return ops::gather(first_row(rt).expand(table_shape), 1,
+                                    index(rt, along_rows, table_shape), out);
+               },
+               table_shape)},
+          {"gather along the expanded dimension of a row",
+           gathered(
+               [&](loom::Runtime& rt, const Tensor& out) {
+                 return ops::gather(first_row(rt).reshape({1, kCols}).expand(table_shape), 0,
+                                    index(rt, along_columns, table_shape), out);
+               },
+               table_shape)},
+          {"gather from a column expanded to a table (stride 0 innermost)",
+           gathered(
+               [&](loom::Runtime& rt, const Tensor& out) {
+                 return ops::gather(first_column(rt).expand(table_shape), 0,
+                                    index(rt, along_columns, table_shape), out);
+               },
+               table_shape)},
+          {"gather with an index expanded along each row (16-byte rows)",
+           gathered(
+               [&](loom::Runtime& rt, const Tensor& out) {
+                 return ops::gather(upload(rt, table, table_shape), 0,
+                                    index(rt, picks, {kRows, 1}).expand(table_shape), out);
+               },
+               table_shape)},
+          {"gather with an index expanded down the columns",
+           gathered(
+               [&](loom::Runtime& rt, const Tensor& out) {
+                 const std::vector<std::int64_t> one_row(along_columns.begin(),
+                                                         along_columns.begin() + kCols);
+                 return ops::gather(upload(rt, table, table_shape), 0,
+                                    index(rt, one_row, {1, kCols}).expand(table_shape), out);
+               },
+               table_shape)},
+          {"index_select of rows of a row expanded to a table (16-byte rows, stride 0)",
+           gathered(
+               [&](loom::Runtime& rt, const Tensor& out) {
+                 return ops::index_select(first_row(rt).expand(table_shape), 0,
+                                          index(rt, picks, {kRows}), out);
+               },
+               table_shape)},
+          {"index_select of rows of a column expanded to a table",
+           gathered(
+               [&](loom::Runtime& rt, const Tensor& out) {
+                 return ops::index_select(first_column(rt).expand(table_shape), 0,
+                                          index(rt, picks, {kRows}), out);
+               },
+               table_shape)},
+          {"index_select of columns of a column expanded to a table",
+           gathered(
+               [&](loom::Runtime& rt, const Tensor& out) {
+                 return ops::index_select(first_column(rt).expand(table_shape), 1,
+                                          index(rt, column_picks, {kCols}), out);
+               },
+               table_shape)},
+          {"index_select with one index expanded to every row",
+           gathered(
+               [&](loom::Runtime& rt, const Tensor& out) {
+                 return ops::index_select(upload(rt, table, table_shape), 0,
+                                          index(rt, {picks[0]}, {1}).expand({kRows}), out);
+               },
+               table_shape)},
+          {"index_select along an added middle dimension",
+           gathered(
+               [&](loom::Runtime& rt, const Tensor& out) {
+                 return ops::index_select(upload(rt, slab, {7, 1, kCols}).expand({7, 9, kCols}), 1,
+                                          index(rt, middle_picks, {5}), out);
+               },
+               {7, 5, kCols})},
+          {"one_hot of one label expanded to every row",
+           gathered(
+               [&](loom::Runtime& rt, const Tensor& out) {
+                 return ops::one_hot(index(rt, {column_picks[0]}, {1}).expand({kRows}), out);
+               },
+               table_shape)},
+          // argmax and argmin: a warp a row (contiguous, every row one address) ...
+          {"argmax along a row expanded to a table",
+           [&](loom::Runtime& rt) {
+             return arg_reduced(rt, upload(rt, row, {2 * kCols}).expand({31, 2 * kCols}), 1);
+           }},
+          // ... and a thread an output along the expanded dimension (all tie) ...
+          {"argmax down a row expanded to a table",
+           [&](loom::Runtime& rt) {
+             return arg_reduced(rt, first_row(rt).expand(table_shape), 0);
+           }},
+          // ... a warp a contiguous column, the outputs of stride 0 ...
+          {"argmax down a column expanded to a table",
+           [&](loom::Runtime& rt) {
+             return arg_reduced(rt, first_column(rt).expand({kRows, 33}), 0);
+           }},
+          {"argmax along a column expanded to a table",
+           [&](loom::Runtime& rt) {
+             return arg_reduced(rt, first_column(rt).expand({kRows, 33}), 1);
+           }},
+          // ... and a warp along stride 0 where the outputs are strided (every other element).
+          {"argmax down a stepped row expanded to a table",
+           [&](loom::Runtime& rt) {
+             return arg_reduced(
+                 rt, upload(rt, row, {2 * kCols}).slice(0, 0, 2 * kCols, 2).expand({300, kCols}),
+                 0);
+           }},
+      };
+      for (const NamedRun& r : runs) {
+        const Results got = r.run(gpu);
+        const Results want = r.run(cpu);
+        expect_identical(got, want,
+                         r.name + " " + std::string(loom::to_string(d)) + " " +
+                             std::string(loom::to_string(it)));
+      }
+    }
+  }
+
+  // scatter_add of an expanded source (a scalar, a row, a column with an
+  // expanded index): many additions to each destination, in another order
+  // on the GPU.
+  for (DType it : kIndexTypes) {
+    constexpr std::int64_t kDst = 97;
+    const auto base = random_values(kDst * kCols, rng);
+    const auto values = random_values(kRows, rng);
+    const auto down = indices_with_strays(kRows * kCols, kDst, rng);
+    const auto across = indices_with_strays(kRows * kCols, kCols, rng);
+    const auto per_row = indices_with_strays(kRows, kDst, rng);
+    struct ScatterRun {
+      std::string name;
+      int dim;
+      std::function<Tensor(loom::Runtime&)> src;
+      std::function<Tensor(loom::Runtime&)> index;
+    };
+    const ScatterRun runs[] = {
+        {"a scalar", 0,
+         [&](loom::Runtime& rt) {
+           return rt.upload(std::span<const float>(values.data(), 1), {1}).expand(table_shape);
+         },
+         [&](loom::Runtime& rt) { return upload_index(rt, it, down, table_shape); }},
+        {"a row", 1,
+         [&](loom::Runtime& rt) {
+           return rt.upload(std::span<const float>(values.data(), kCols), {kCols})
+               .expand(table_shape);
+         },
+         [&](loom::Runtime& rt) { return upload_index(rt, it, across, table_shape); }},
+        {"a column, its index expanded too", 0,
+         [&](loom::Runtime& rt) {
+           return rt.upload(std::span<const float>(values), {kRows, 1}).expand(table_shape);
+         },
+         [&](loom::Runtime& rt) {
+           return upload_index(rt, it, per_row, {kRows, 1}).expand(table_shape);
+         }},
+    };
+    for (const ScatterRun& r : runs) {
+      const Shape dst_shape = r.dim == 0 ? Shape{kDst, kCols} : Shape{kRows, kCols};
+      const auto run = [&](loom::Runtime& rt) {
+        std::vector<float> start(static_cast<std::size_t>(dst_shape.product()));
+        for (std::size_t i = 0; i < start.size(); ++i) start[i] = base[i % base.size()];
+        auto dst = rt.upload(std::span<const float>(start), dst_shape);
+        loom::Graph g;
+        g.add(loom::ops::scatter_add(dst, r.dim, r.index(rt), r.src(rt)));
+        rt.submit(g).wait();
+        return rt.download<float>(dst);
+      };
+      const auto got = run(gpu);
+      const auto want = run(cpu);
+      ASSERT_EQ(got.size(), want.size());
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        // About a dozen terms of magnitude < 8, added in another order.
+        if (!(std::fabs(got[i] - want[i]) <= 1e-3F + 1e-4F * std::fabs(want[i])) && wrong++ < 5) {
+          ADD_FAILURE() << to_string(it) << " " << r.name << " element " << i << ": gpu " << got[i]
+                        << ", cpu " << want[i];
+        }
+      }
+      EXPECT_EQ(wrong, 0U) << to_string(it) << " " << r.name;
+    }
+  }
+}
+
+// --- empty and size-1 dimensions ------------------------------------------------
+
+// Poisoned elements on each side of an output: a write outside it shows.
+constexpr std::size_t kFence = 8;
+
+// An output of `shape` in the middle of an arena kFence elements longer on
+// each side, every byte 0xFF (an i64 arena: -1), but for `values` inside.
+struct Fenced {
+  Tensor arena;
+  Tensor view;
+};
+Fenced fenced(loom::Runtime& rt, DType d, const Shape& shape,
+              const std::vector<float>& values = {}) {
+  const auto n = static_cast<std::size_t>(shape.product());
+  const Shape whole{static_cast<std::int64_t>(n + 2 * kFence)};
+  Tensor arena;
+  if (d == DType::i64) {
+    arena = poisoned_indices(rt, whole);
+  } else {
+    HostArray a(d, n + 2 * kFence);
+    std::fill(a.bytes.begin(), a.bytes.end(), static_cast<unsigned char>(0xFF));
+    for (std::size_t i = 0; i < values.size(); ++i) a.set(kFence + i, values[i]);
+    arena = upload(rt, a, whole);
+  }
+  const auto first = static_cast<std::int64_t>(kFence);
+  return {arena, arena.slice(0, first, first + static_cast<std::int64_t>(n)).reshape(shape)};
+}
+
+// "" when the fences are still poisoned and every element between them was
+// written (no op here leaves an output element alone).
+template <class IsPoison>
+std::string fence_problem(std::size_t size, const IsPoison& is_poison) {
+  for (std::size_t i = 0; i < size; ++i) {
+    const bool fence = i < kFence || i >= size - kFence;
+    if (fence && !is_poison(i)) return "wrote fence element " + std::to_string(i);
+    if (!fence && is_poison(i)) return "left output element " + std::to_string(i - kFence);
+  }
+  return "";
+}
+std::string fence_problem(const HostArray& a) {
+  const std::uint32_t poison = a.element_size() == 4 ? 0xFFFFFFFFU : 0xFFFFU;
+  return fence_problem(a.size(), [&](std::size_t i) { return a.bits(i) == poison; });
+}
+std::string fence_problem(const std::vector<std::int64_t>& v) {
+  return fence_problem(v.size(), [&](std::size_t i) { return v[i] == -1; });
+}
+
+// Every op with a dimension of 0 (no output, or an output every index of
+// which is out of an empty range, or nothing to add) and of 1, through
+// graphs on both backends, into outputs fenced by poison: the GPU writes
+// every element of its output and nothing past it, as the CPU does, and
+// launches nothing that faults.
+TEST(IndexGpu, EmptyAndSizeOneDimensionsWriteTheirOutputsAndNothingElse) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::random_engine();
+  loom::Runtime gpu;
+  loom::Runtime cpu({.backend = loom::Backend::cpu, .workers = 2});
+  namespace ops = loom::ops;
+  for (DType d : kFloatTypes) {
+    for (DType it : kIndexTypes) {
+      const auto data = random_values(64, rng);  // enough for any input here
+      // An input of `shape` holding data's first elements (none: nothing allocated to read).
+      const auto input = [&](loom::Runtime& rt, DType dtype, const Shape& shape) {
+        const auto n = static_cast<std::size_t>(shape.product());
+        if (n == 0) return rt.tensor(dtype, shape);
+        return upload(rt, HostArray(dtype, std::vector<float>(data.begin(), data.begin() + n)),
+                      shape);
+      };
+      const auto index = [&](loom::Runtime& rt, const std::vector<std::int64_t>& v,
+                             const Shape& shape) {
+        return v.empty() ? rt.tensor(it, shape) : upload_index(rt, it, v, shape);
+      };
+      // gather (or index_select) of x [x_shape] along dim into a fenced output.
+      const auto picked = [&](bool select, Shape x_shape, int dim, std::vector<std::int64_t> v,
+                              Shape index_shape, Shape out_shape) {
+        return [&, select, x_shape, dim, v, index_shape, out_shape](loom::Runtime& rt) {
+          const Fenced out = fenced(rt, d, out_shape);
+          const Tensor x = input(rt, d, x_shape);
+          const Tensor i = index(rt, v, index_shape);
+          loom::Graph g;
+          g.add(select ? ops::index_select(x, dim, i, out.view) : ops::gather(x, dim, i, out.view));
+          rt.submit(g).wait();
+          return Results{{download(rt, out.arena)}, {}};
+        };
+      };
+      const auto hot = [&](std::vector<std::int64_t> labels, Shape out_shape) {
+        return [&, labels, out_shape](loom::Runtime& rt) {
+          const Fenced out = fenced(rt, d, out_shape);
+          loom::Graph g;
+          g.add(ops::one_hot(index(rt, labels, {out_shape[0]}), out.view));
+          rt.submit(g).wait();
+          return Results{{download(rt, out.arena)}, {}};
+        };
+      };
+      // argmax and argmin of x (x: an input, or a row of 4 expanded to x_shape) along dim.
+      const auto arg = [&](Shape x_shape, int dim, bool expanded) {
+        return [&, x_shape, dim, expanded](loom::Runtime& rt) {
+          const Tensor x =
+              expanded ? input(rt, d, {1, x_shape[1]}).expand(x_shape) : input(rt, d, x_shape);
+          Shape out_shape = x_shape;
+          out_shape[dim] = 1;
+          const Fenced imax = fenced(rt, DType::i64, out_shape);
+          const Fenced vmax = fenced(rt, d, out_shape);
+          const Fenced imin = fenced(rt, DType::i64, out_shape);
+          const Fenced vmin = fenced(rt, d, out_shape);
+          loom::Graph g;
+          g.add(ops::argmax(x, dim, imax.view, vmax.view));
+          g.add(ops::argmin(x, dim, imin.view, vmin.view));
+          rt.submit(g).wait();
+          return Results{
+              {download(rt, vmax.arena), download(rt, vmin.arena)},
+              {rt.download<std::int64_t>(imax.arena), rt.download<std::int64_t>(imin.arena)}};
+        };
+      };
+      // scatter_add of src [index_shape] into a fenced dst holding data (no two
+      // indices here meet: the sums are exact in any order).
+      const auto scatter = [&](Shape dst_shape, int dim, std::vector<std::int64_t> v,
+                               Shape index_shape) {
+        return [&, dst_shape, dim, v, index_shape](loom::Runtime& rt) {
+          const auto n = static_cast<std::size_t>(dst_shape.product());
+          const Fenced dst =
+              fenced(rt, DType::f32, dst_shape,
+                     std::vector<float>(data.end() - static_cast<std::ptrdiff_t>(n), data.end()));
+          loom::Graph g;
+          g.add(ops::scatter_add(dst.view, dim, index(rt, v, index_shape),
+                                 input(rt, DType::f32, index_shape)));
+          rt.submit(g).wait();
+          return Results{{download(rt, dst.arena)}, {}};
+        };
+      };
+      const NamedRun runs[] = {
+          // Dimensions of 0.
+          {"gather, no index rows", picked(false, {4, 3}, 0, {}, {0, 3}, {0, 3})},
+          {"gather from no rows (every index out of range)",
+           picked(false, {0, 3}, 0, {0, 0, 1, 1, 0, 2}, {2, 3}, {2, 3})},
+          {"gather, rows of no columns", picked(false, {4, 0}, 1, {}, {4, 0}, {4, 0})},
+          {"index_select, no indices", picked(true, {4, 3}, 0, {}, {0}, {0, 3})},
+          {"index_select from no rows (every index out of range)",
+           picked(true, {0, 3}, 0, {0, 1}, {2}, {2, 3})},
+          {"index_select, rows of no columns", picked(true, {4, 0}, 0, {3, 1}, {2}, {2, 0})},
+          {"one_hot, no labels", hot({}, {0, 5})},
+          {"one_hot, no classes", hot({0, 1, 2}, {3, 0})},
+          {"argmax, no rows", arg({0, 4}, 1, false)},
+          {"argmax, rows of no columns, down the rows", arg({3, 0}, 0, false)},
+          {"argmax, a row expanded to no rows", arg({0, 4}, 1, true)},
+          // Dimensions of 1 (7 and -1 out of range).
+          {"gather, one element", picked(false, {1, 1}, 0, {0}, {1, 1}, {1, 1})},
+          {"gather down a column", picked(false, {5, 1}, 0, {4, 0, 7}, {3, 1}, {3, 1})},
+          {"gather along a row", picked(false, {1, 6}, 1, {5, -1, 0, 2}, {1, 4}, {1, 4})},
+          {"index_select, one row", picked(true, {1, 7}, 0, {0}, {1}, {1, 7})},
+          {"index_select, rows of one column", picked(true, {6, 1}, 0, {5, 0, 6, 2}, {4}, {4, 1})},
+          {"index_select, columns of a column", picked(true, {6, 1}, 1, {0, 0, 1}, {3}, {6, 3})},
+          {"one_hot, one row of one class", hot({0}, {1, 1})},
+          {"one_hot, rows of one class", hot({0, 1, 0}, {3, 1})},
+          {"argmax of one element", arg({1, 1}, 1, false)},
+          {"argmax down one row", arg({1, 7}, 0, false)},
+          {"argmax along one row", arg({1, 7}, 1, false)},
+          {"argmax along rows of one column", arg({7, 1}, 1, false)},
+          {"argmax down one column", arg({7, 1}, 0, false)},
+      };
+      std::vector<NamedRun> all(std::begin(runs), std::end(runs));
+      if (d == DType::f32) {  // scatter_add is f32 only
+        all.push_back({"scatter_add, no source rows", scatter({2, 3}, 0, {}, {0, 3})});
+        all.push_back({"scatter_add into no rows (every index out of range)",
+                       scatter({0, 3}, 0, {0, 1, 0, 1, 0, 1}, {2, 3})});
+        all.push_back({"scatter_add, rows of no columns", scatter({2, 0}, 0, {}, {2, 0})});
+        all.push_back({"scatter_add, one element", scatter({1, 1}, 0, {0}, {1, 1})});
+        all.push_back({"scatter_add down a column", scatter({5, 1}, 0, {4, 0, 7}, {3, 1})});
+        all.push_back({"scatter_add along a row", scatter({1, 6}, 1, {5, 0, 3, 1, 4, -1}, {1, 6})});
+      }
+      for (const NamedRun& r : all) {
+        const std::string what =
+            r.name + " " + std::string(loom::to_string(d)) + " " + std::string(loom::to_string(it));
+        const Results got = r.run(gpu);
+        const Results want = r.run(cpu);
+        for (const Results* results : {&got, &want}) {
+          const char* backend = results == &got ? " (gpu)" : " (cpu)";
+          for (const HostArray& a : results->floats)
+            EXPECT_EQ(fence_problem(a), "") << what << backend;
+          for (const auto& v : results->indices) EXPECT_EQ(fence_problem(v), "") << what << backend;
+        }
+        expect_identical(got, want, what);
+      }
+    }
+  }
+  // A kernel that faulted would have left its error behind.
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 // --- compiled graphs and memory spaces ---------------------------------------

@@ -1,7 +1,8 @@
 // The loss family on the CPU: the references on hand-checked rows and
 // special values, the backward against finite differences of the forward,
 // the ops through graphs (every dtype, strided rows, in place, a compiled
-// replay), and rejections at submit naming the task.
+// replay, no rows and one row for each reduction), and rejections at submit
+// naming the task.
 #include <loom/error.hpp>
 #include <loom/graph.hpp>
 #include <loom/ops.hpp>
@@ -16,11 +17,13 @@
 #include "support/rejection.hpp"
 #include "support/seed.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace {
@@ -232,6 +235,140 @@ TEST(LossOps, InPlaceAndACompiledReplay) {
   in_place.add(loom::ops::log_softmax(y, y));
   rt.submit(in_place).wait();
   EXPECT_EQ(rt.download<float>(y), log_softmax_of(values, 2, 3));
+}
+
+// No rows, for each reduction: a mean is 0/0 = NaN, a sum 0, and none has
+// nothing to write; lse, the gradient and log_softmax have no rows either.
+// Every output views the middle of a tensor of -7s, whose other elements
+// must keep them.
+TEST(LossOps, NoRowsGiveAMeanOfNaNASumOfZeroAndWriteNothingElse) {
+  loom::Runtime rt(cpu(1));
+  const std::int64_t cols = 5;
+  const std::vector<float> sevens(3 * cols, -7.0F);
+  for (DType d : {DType::f32, DType::f16, DType::bf16}) {
+    for (DType label_type : {DType::i32, DType::i64}) {
+      for (LossReduction r : {LossReduction::mean, LossReduction::sum, LossReduction::none}) {
+        const bool none = r == LossReduction::none;
+        auto sevens32 = rt.upload(std::span<const float>(sevens), {3, cols});
+        auto loss_slots = rt.upload(std::span<const float>(sevens.data(), 3), {3});
+        auto lse_slots = rt.upload(std::span<const float>(sevens.data(), 3), {3});
+        auto upstream_slots = rt.upload(std::span<const float>(sevens.data(), 3), {3});
+        auto grad_rows = rt.tensor(d, {3, cols});
+        auto logp_rows = rt.tensor(d, {3, cols});
+        loom::Graph poison;
+        poison.add(loom::ops::cast(sevens32, grad_rows));
+        poison.add(loom::ops::cast(sevens32, logp_rows));
+        poison.add(loom::ops::fill(upstream_slots.slice(0, 1, 2), 0.75F));
+        rt.submit(poison).wait();
+
+        const auto logits = rt.tensor(d, {0, cols});
+        const auto labels = rt.tensor(label_type, {0});
+        const auto loss = loss_slots.slice(0, 1, none ? 1 : 2);  // [0] or [1]
+        const auto upstream = upstream_slots.slice(0, 1, none ? 1 : 2);
+        const auto lse = lse_slots.slice(0, 1, 1);
+        const auto grad = grad_rows.slice(0, 1, 1);  // [0, cols]
+        const auto logp = logp_rows.slice(0, 1, 1);
+        const CrossEntropyOptions options{.reduction = r};
+        loom::Graph g;
+        g.add(loom::ops::cross_entropy(logits, labels, loss, lse, options));
+        g.add(loom::ops::cross_entropy_backward(logits, labels, lse, upstream, grad, options));
+        g.add(loom::ops::log_softmax(logits, logp));
+        rt.submit(g).wait();
+
+        auto grad32 = rt.tensor<float>({3, cols});
+        auto logp32 = rt.tensor<float>({3, cols});
+        loom::Graph back;
+        back.add(loom::ops::cast(grad_rows, grad32));
+        back.add(loom::ops::cast(logp_rows, logp32));
+        rt.submit(back).wait();
+        const std::string what = std::string(to_string(d)) + " " +
+                                 std::string(to_string(label_type)) + " reduction " +
+                                 std::to_string(static_cast<int>(r));
+        const auto losses = rt.download<float>(loss_slots);
+        EXPECT_EQ(losses[0], -7.0F) << what;
+        EXPECT_EQ(losses[2], -7.0F) << what;
+        if (r == LossReduction::mean) {
+          EXPECT_TRUE(std::isnan(losses[1])) << what << ": 0/0";
+        }
+        if (r == LossReduction::sum) {
+          EXPECT_EQ(losses[1], 0.0F) << what;
+        }
+        if (none) {
+          EXPECT_EQ(losses[1], -7.0F) << what;
+        }
+        EXPECT_EQ(rt.download<float>(lse_slots), std::vector<float>(3, -7.0F)) << what;
+        EXPECT_EQ(rt.download<float>(grad32), sevens) << what;
+        EXPECT_EQ(rt.download<float>(logp32), sevens) << what;
+      }
+    }
+  }
+}
+
+// One row, for each reduction: its mean, its sum and its own loss are all
+// lse - x[label], and the gradient is upstream * (softmax - one_hot),
+// computed here by hand in double; a row ignored makes the mean 0/0 (NaN),
+// the sum and its loss 0, and its gradient 0.
+TEST(LossOps, OneRowMatchesAHandComputedLossAndGradientForEachReduction) {
+  loom::Runtime rt(cpu(1));
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  const std::int64_t cols = 6;
+  const auto values = loom::test::loss::random_logits(static_cast<std::size_t>(cols), rng);
+  const auto label = loom::test::loss::random_labels<std::int32_t>(1, cols, rng)[0];
+  double m = values[0];
+  for (float v : values) m = std::max(m, static_cast<double>(v));
+  double s = 0;
+  for (float v : values) s += std::exp(v - m);
+  const double lse = m + std::log(s);
+  const float upstream = 0.75F;
+  for (const bool ignored : {false, true}) {
+    const std::vector<std::int32_t> labels{ignored ? -100 : label};
+    for (LossReduction r : {LossReduction::mean, LossReduction::sum, LossReduction::none}) {
+      auto logits = rt.upload(std::span<const float>(values), {1, cols});
+      auto tlabels = rt.upload(std::span<const std::int32_t>(labels), {1});
+      auto loss = rt.tensor<float>({1});
+      auto lse_out = rt.tensor<float>({1});
+      auto grad_loss = rt.upload(std::span<const float>(&upstream, 1), {1});
+      auto grad = rt.tensor<float>({1, cols});
+      auto logp = rt.tensor<float>({1, cols});
+      const CrossEntropyOptions options{.reduction = r};
+      loom::Graph g;
+      g.add(loom::ops::fill(loss, -7.0F));
+      g.add(loom::ops::fill(grad, -7.0F));
+      g.add(loom::ops::cross_entropy(logits, tlabels, loss, lse_out, options));
+      g.add(loom::ops::cross_entropy_backward(logits, tlabels, lse_out, grad_loss, grad, options));
+      g.add(loom::ops::log_softmax(logits, logp));
+      rt.submit(g).wait();
+      const std::string what = std::string(ignored ? "ignored" : "counted") + " reduction " +
+                               std::to_string(static_cast<int>(r));
+      const float got = rt.download<float>(loss)[0];
+      if (!ignored) {
+        EXPECT_TRUE(
+            loom::test::loss::close(got, static_cast<float>(lse - values[label]), DType::f32))
+            << what << ": " << got;
+      } else if (r == LossReduction::mean) {
+        EXPECT_TRUE(std::isnan(got)) << what << ": 0/0, got " << got;
+      } else {
+        EXPECT_EQ(got, 0.0F) << what;
+      }
+      EXPECT_TRUE(loom::test::loss::close(rt.download<float>(lse_out)[0], static_cast<float>(lse),
+                                          DType::f32))
+          << what;
+      std::vector<float> want_grad(static_cast<std::size_t>(cols), 0.0F);
+      std::vector<float> want_logp(static_cast<std::size_t>(cols));
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const auto k = static_cast<std::size_t>(j);
+        want_logp[k] = static_cast<float>(values[k] - lse);
+        if (!ignored) {
+          want_grad[k] =
+              static_cast<float>(upstream * (std::exp(values[k] - lse) - (j == label ? 1.0 : 0.0)));
+        }
+      }
+      EXPECT_EQ(loom::test::loss::compare(rt.download<float>(grad), want_grad, DType::f32), "")
+          << what;
+      EXPECT_EQ(loom::test::loss::compare(rt.download<float>(logp), want_logp, DType::f32), "")
+          << what;
+    }
+  }
 }
 
 TEST(LossOps, BadInputsAreRejectedAtSubmitNamingTheTask) {

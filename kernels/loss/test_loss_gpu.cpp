@@ -1,7 +1,9 @@
 // The loss family on the GPU: every op, dtype and reduction against the same
 // graph on the CPU backend, over warp-row and block-row shapes, vectorized
 // and scalar rows (odd widths, offset slices), ignored and out-of-range
-// labels; the reduction's bits the same on every run; a compiled replay.
+// labels; no rows for each reduction (a mean of NaN, a sum of 0, nothing
+// else written); the reduction's bits the same on every run; a compiled
+// replay.
 #include "support/gpu.hpp"
 
 #include <loom/graph.hpp>
@@ -15,9 +17,11 @@
 #include "support/seed.hpp"
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace {
@@ -99,6 +103,85 @@ TEST(LossGpu, EveryOpDtypeAndReductionMatchesTheCpuBackend) {
         EXPECT_EQ(loom::test::loss::compare(got.lse, want.lse, DType::f32), "") << where;
         EXPECT_EQ(loom::test::loss::compare(got.grad, want.grad, d), "") << where;
         EXPECT_EQ(loom::test::loss::compare(got.logp, want.logp, d), "") << where;
+      }
+    }
+  }
+}
+
+// The forward, backward and log_softmax of no rows on `rt`, every output a
+// view of the middle of a tensor of -7s (loss: the second of three; lse,
+// gradient and log_softmax: no elements). Returns the whole tensors.
+Results run_no_rows(loom::Runtime& rt, DType d, DType label_type, LossReduction reduction) {
+  const std::int64_t cols = 5;
+  const bool none = reduction == LossReduction::none;
+  auto loss_slots = rt.tensor<float>({3});
+  auto lse_slots = rt.tensor<float>({3});
+  auto upstream_slots = rt.tensor<float>({3});
+  auto sevens = rt.tensor<float>({3, cols});
+  auto grad_rows = rt.tensor(d, {3, cols});
+  auto logp_rows = rt.tensor(d, {3, cols});
+  loom::Graph poison;
+  for (const auto& t : {loss_slots, lse_slots, upstream_slots, sevens}) {
+    poison.add(loom::ops::fill(t, -7.0F));
+  }
+  poison.add(loom::ops::cast(sevens, grad_rows));
+  poison.add(loom::ops::cast(sevens, logp_rows));
+  rt.submit(poison).wait();
+  const CrossEntropyOptions options{.reduction = reduction};
+  const auto logits = rt.tensor(d, {0, cols});
+  const auto labels = rt.tensor(label_type, {0});
+  const auto lse = lse_slots.slice(0, 1, 1);
+  loom::Graph g;
+  g.add(
+      loom::ops::cross_entropy(logits, labels, loss_slots.slice(0, 1, none ? 1 : 2), lse, options));
+  g.add(loom::ops::cross_entropy_backward(logits, labels, lse,
+                                          upstream_slots.slice(0, 1, none ? 1 : 2),
+                                          grad_rows.slice(0, 1, 1), options));
+  g.add(loom::ops::log_softmax(logits, logp_rows.slice(0, 1, 1)));
+  rt.submit(g).wait();
+  auto grad32 = rt.tensor<float>({3, cols});
+  auto logp32 = rt.tensor<float>({3, cols});
+  loom::Graph back;
+  back.add(loom::ops::cast(grad_rows, grad32));
+  back.add(loom::ops::cast(logp_rows, logp32));
+  rt.submit(back).wait();
+  return {rt.download<float>(loss_slots), rt.download<float>(lse_slots), rt.download<float>(grad32),
+          rt.download<float>(logp32)};
+}
+
+// No rows on the GPU, for each reduction, dtype and label type: the mean is
+// 0/0 = NaN and the sum 0 (the reduction's one block runs over nothing),
+// none writes nothing, and nothing else is written, as on the CPU backend.
+TEST(LossGpu, NoRowsGiveAMeanOfNaNASumOfZeroAndWriteNothingElse) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime gpu;
+  loom::Runtime cpu({.backend = loom::Backend::cpu, .workers = 2});
+  const std::vector<float> sevens(15, -7.0F);
+  for (DType d : {DType::f32, DType::f16, DType::bf16}) {
+    for (DType label_type : {DType::i32, DType::i64}) {
+      for (LossReduction r : {LossReduction::mean, LossReduction::sum, LossReduction::none}) {
+        const Results got = run_no_rows(gpu, d, label_type, r);
+        const Results want = run_no_rows(cpu, d, label_type, r);
+        const std::string where = std::string(to_string(d)) + " " +
+                                  std::string(to_string(label_type)) + " reduction " +
+                                  std::to_string(static_cast<int>(r));
+        ASSERT_EQ(got.loss.size(), 3U) << where;
+        EXPECT_EQ(got.loss[0], -7.0F) << where;
+        EXPECT_EQ(got.loss[2], -7.0F) << where;
+        if (r == LossReduction::mean) {
+          EXPECT_TRUE(std::isnan(got.loss[1])) << where << ": 0/0";
+        }
+        if (r == LossReduction::sum) {
+          EXPECT_EQ(got.loss[1], 0.0F) << where;
+        }
+        if (r == LossReduction::none) {
+          EXPECT_EQ(got.loss[1], -7.0F) << where;
+        }
+        EXPECT_EQ(got.lse, std::vector<float>(3, -7.0F)) << where;
+        EXPECT_EQ(got.grad, sevens) << where;
+        EXPECT_EQ(got.logp, sevens) << where;
+        EXPECT_EQ(loom::test::loss::compare(got.loss, want.loss, DType::f32), "") << where;
+        EXPECT_EQ(loom::test::loss::compare(got.grad, want.grad, DType::f32), "") << where;
       }
     }
   }
