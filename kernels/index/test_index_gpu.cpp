@@ -374,7 +374,15 @@ TEST(IndexGpu, OneHotMatchesTheCpuBackend) {
   LOOM_REQUIRE_GPU();
   auto rng = loom::test::random_engine();
   const std::pair<std::int64_t, std::int64_t> shapes[] = {
-      {1, 1}, {31, 31}, {4097, 3}, {4097, 257}, {1, 1000003}};
+      {1, 1},
+      {31, 31},
+      {4097, 3},
+      {4097, 257},
+      {1, 1000003},
+      // Whole 16-byte vectors a row: the vectorized kernel (12: in f32 only).
+      {4097, 8},
+      {513, 1000},
+      {65, 12}};
   for (DType d : kFloatTypes) {
     for (DType it : kIndexTypes) {
       for (const auto& [rows, classes] : shapes) {
