@@ -19,6 +19,8 @@
 // BM_CompiledGraphContent: loom's compiled graph of the same DAGs replayed by
 //   itself against exe.run().wait() and the anchor: graph content apart
 //   from the runtime's cost a run; counts the graph's nodes and edges.
+//   path_*: where a run+wait's wall time goes, step by step (medians of 15
+//   runs, sched/run_profile.hpp); BM_OneOp reports the same for one op.
 // BM_CompileCost: loom's graph build (the kernel tasks, g.add) + rt.compile,
 //   µs a node, against building the anchor graph node by node +
 //   cudaGraphInstantiate (ratio; Taskflow's build + instantiate), and against
@@ -44,6 +46,7 @@
 #include "cuda/check.hpp"
 #include "cuda/stream.hpp"
 #include "image/gray.hpp"
+#include "sched/run_profile.hpp"
 
 #include <loom/cuda_interop.hpp>
 #include <loom/graph.hpp>
@@ -58,11 +61,14 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -83,6 +89,49 @@ double time_us(F&& f) {
   const auto t0 = Clock::now();
   f();
   return us_since(t0);
+}
+
+// Where a run+wait's wall time goes (run_profile.hpp): the median of each
+// step over `times` runs of run_wait(), as counters path_<step>_us. The
+// device work lies inside launched_to_observed.
+template <class F>
+void profile_run_path(benchmark::State& state, int times, F&& run_wait) {
+  using M = loom::detail::RunMilestone;
+  loom::detail::RunProfile profile;
+  loom::detail::set_run_profile(&profile);
+  const std::pair<const char*, std::pair<M, M>> steps[] = {
+      {"path_submit_to_admitted_us", {M::submitted, M::admitted}},
+      {"path_admitted_to_entered_us", {M::admitted, M::entered}},
+      {"path_entered_to_launched_us", {M::entered, M::launched}},
+      {"path_launched_to_observed_us", {M::launched, M::observed}},
+      {"path_observed_to_ending_us", {M::observed, M::ending}},
+      {"path_ending_to_published_us", {M::ending, M::published}},
+  };
+  std::vector<std::vector<double>> took(std::size(steps));
+  std::vector<double> returned, total;
+  for (int i = 0; i < times; ++i) {
+    const auto t0 = Clock::now();
+    run_wait();
+    const double all = us_since(t0);
+    const auto submitted_ns =
+        profile.ns[static_cast<std::size_t>(M::submitted)].load(std::memory_order_relaxed);
+    const auto published_ns =
+        profile.ns[static_cast<std::size_t>(M::published)].load(std::memory_order_relaxed);
+    const auto t0_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
+    for (std::size_t s = 0; s < std::size(steps); ++s) {
+      took[s].push_back(profile.us(steps[s].second.first, steps[s].second.second));
+    }
+    // The waiter's side: from the call to submit, and from the publication to wait()'s return.
+    returned.push_back(all - static_cast<double>(published_ns - t0_ns) * 1e-3);
+    total.push_back(static_cast<double>(submitted_ns - t0_ns) * 1e-3);
+  }
+  loom::detail::set_run_profile(nullptr);
+  for (std::size_t s = 0; s < std::size(steps); ++s) {
+    state.counters[steps[s].first] = median(took[s]);
+  }
+  state.counters["path_call_to_submitted_us"] = median(total);
+  state.counters["path_published_to_returned_us"] = median(returned);
 }
 
 void BM_CompiledReplay(benchmark::State& state) {
@@ -197,6 +246,7 @@ void BM_CompiledGraphContent(benchmark::State& state) {
   state.counters["loom_exec_us_per_node"] = exec_us;
   state.counters["loom_us_per_node"] = loop([&] { return time_us([&] { exe.run().wait(); }); });
   state.counters["anchor_us_per_node"] = loop([&] { return by_nodes.replay_us(s); });
+  profile_run_path(state, 15, [&] { exe.run().wait(); });
   state.counters["graph_nodes"] = static_cast<double>(count);
   state.counters["graph_edges"] = static_cast<double>(edges);
   for (const auto& [type, k] : by_type) state.counters["type" + std::to_string(type)] = k;
@@ -318,6 +368,7 @@ void BM_OneOp(benchmark::State& state) {
   }
   const double kernel_ms = loom::bench::time_launches_ms(
       stream, [&](int) { launch(); }, 7, 20);
+  profile_run_path(state, 50, [&] { exe.run().wait(); });
   state.counters["loom_compiled_us"] = median(compiled_us);
   state.counters["loom_eager_us"] = median(eager_us);
   state.counters["anchor_us"] = median(raw_us);

@@ -10,6 +10,7 @@
 #include "cuda/check.hpp"
 #include "sched/copy_engine.hpp"
 #include "sched/run_machine.hpp"
+#include "sched/run_profile.hpp"
 #include "trace/nvtx_range.hpp"
 
 #include <loom/cuda_interop.hpp>
@@ -190,6 +191,7 @@ void CudaLauncher::launch(RunMachine& machine, Run& run, std::uint32_t t) {
     dt.watching = true;
     mine.watched.push_back(t);
   }
+  mark(RunMilestone::launched);
   machine.enqueued(run, t);
 }
 

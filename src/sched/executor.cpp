@@ -1,6 +1,7 @@
 #include "sched/executor.hpp"
 
 #include "core/thread_role.hpp"
+#include "sched/run_profile.hpp"
 
 #include <algorithm>
 #include <thread>
@@ -59,6 +60,7 @@ bool Executor::runs_on_own_thread() const noexcept {
 void Executor::wait_idle() { machine_.wait_idle(); }
 
 Future Executor::submit(const Graph& graph, const PrepareHints& hints) {
+  mark(RunMilestone::submitted);
   throw_if_poisoned();
   return submit_prepared(preparer_.prepare(graph, hints), nullptr);
 }

@@ -3,6 +3,7 @@
 #include "core/log.hpp"
 #include "core/task_context.hpp"
 #include "core/thread_role.hpp"
+#include "sched/run_profile.hpp"
 
 #include <loom/error.hpp>
 
@@ -105,8 +106,10 @@ void RunMachine::start_activity_log() {
 void RunMachine::admit(std::unique_ptr<Run> owned) {
   runs_.push_back(std::move(owned));
   Run& run = *runs_.back();
+  mark(RunMilestone::admitted);
   after_.clear();
   ordering_.enter(&run, run.prepared->accesses, after_);
+  mark(RunMilestone::entered);
   earlier_.clear();
   for (auto id : after_) earlier_.push_back(static_cast<Run*>(const_cast<void*>(id)));
   // A run wholly on a launcher that orders runs itself (stream order) may
@@ -346,6 +349,7 @@ std::size_t RunMachine::cancel_pending(Run& run, const std::string& why) {
 
 void RunMachine::finish(std::unique_ptr<Run> owned) {
   Run& run = *owned;
+  mark(RunMilestone::observed);
   ordering_.leave(&run, run.prepared->accesses);
   release_followers(run.followers_settled);
   release_followers(run.followers_finished);
@@ -404,6 +408,7 @@ void RunMachine::end_on_worker(Run* raw) {
   // again once it is (the end then looks at the rest). Never a wait here: a
   // worker that waited would need another in its place.
   if (park_behind_a_leader(raw)) return;
+  mark(RunMilestone::ending);
   FinishedTrace trace = finished_trace(*raw, raw->times);
   // What publishing needs, taken out of the run before it lets go of the rest.
   auto lifecycle = lifecycle_;
@@ -438,6 +443,7 @@ void RunMachine::end_on_worker(Run* raw) {
     std::swap(parked, state->parked_ends);
   }
   state->published.store(true, std::memory_order_release);
+  mark(RunMilestone::published);
   state->done_cv.notify_all();
   if (completion) completion->finish(std::move(completion_error));
   // After the Completion too (a later rt.copy's must not finish first). The

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <span>
 #include <tuple>
 
 namespace loom::detail {
@@ -20,19 +21,50 @@ std::vector<DataAccess> summarize_accesses(const std::vector<Task>& tasks) {
     for (const auto& r : task.reads) add(r, false);
     for (const auto& w : task.writes) add(w, true);
   }
+  return summarize(std::move(all));
+}
+
+namespace {
+
+// Whether [lo, hi) lies inside one of `writes` (one space's merged writes,
+// sorted by start and disjoint).
+bool inside_a_write(std::span<const DataAccess> writes, std::uintptr_t lo, std::uintptr_t hi) {
+  auto it = std::upper_bound(writes.begin(), writes.end(), lo,
+                             [](std::uintptr_t x, const DataAccess& w) { return x < w.lo; });
+  if (it == writes.begin()) return false;
+  --it;  // the last write starting at or before lo
+  return hi <= it->hi;
+}
+
+}  // namespace
+
+std::vector<DataAccess> summarize(std::vector<DataAccess> all) {
   std::sort(all.begin(), all.end(), [](const DataAccess& a, const DataAccess& b) {
     return std::tuple(a.space, !a.write, a.lo) < std::tuple(b.space, !b.write, b.lo);
   });
   std::vector<DataAccess> merged;
+  merged.reserve(all.size());
+  std::size_t space_begin = 0;  // the current space's first (merged) write
+  std::size_t writes_end = 0;   // one past its last write: its reads follow
   for (const auto& a : all) {
-    if (!merged.empty()) {
-      auto& m = merged.back();
-      if (m.space == a.space && m.write == a.write && a.lo <= m.hi) {
-        m.hi = std::max(m.hi, a.hi);
-        continue;
+    if (merged.empty() || merged.back().space != a.space) space_begin = writes_end = merged.size();
+    if (a.write) {
+      if (writes_end > space_begin && a.lo <= merged.back().hi) {
+        merged.back().hi = std::max(merged.back().hi, a.hi);
+      } else {
+        merged.push_back(a);
+        writes_end = merged.size();
       }
+      continue;
     }
-    merged.push_back(a);
+    // A space's writes come first, so they are all merged by now.
+    const std::span<const DataAccess> writes(merged.data() + space_begin, writes_end - space_begin);
+    if (inside_a_write(writes, a.lo, a.hi)) continue;
+    if (merged.size() > writes_end && a.lo <= merged.back().hi) {
+      merged.back().hi = std::max(merged.back().hi, a.hi);
+    } else {
+      merged.push_back(a);
+    }
   }
   return merged;
 }

@@ -31,9 +31,14 @@ struct DataAccess {
   bool write = false;
 };
 
-/// The accesses of a graph's tasks, merged per space and mode (overlapping
-/// or touching spans become one), sorted by space, then writes first.
+/// The accesses of a graph's tasks, summarized (below).
 std::vector<DataAccess> summarize_accesses(const std::vector<Task>& tasks);
+
+/// Accesses that order a run exactly as `all` do, fewer: merged per space
+/// and mode (overlapping or touching spans become one), reads inside the
+/// run's own writes dropped (whatever conflicts with such a read conflicts
+/// with the write), sorted by space, then writes first, then by start.
+std::vector<DataAccess> summarize(std::vector<DataAccess> all);
 
 class RunOrdering {
  public:

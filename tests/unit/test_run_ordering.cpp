@@ -67,6 +67,59 @@ TEST(RunOrderingRules, ManyReadersStayCheap) {
   EXPECT_EQ(enter(o, reader, {rd(&storage_a, 0, 64)}).size(), 1U) << "the writer pruned them";
 }
 
+TEST(RunOrderingSummary, ReadsInsideTheRunsWritesAreDroppedAndSpansMerged) {
+  using loom::detail::summarize;
+  const auto s = summarize({rd(&storage_a, 10, 20), wr(&storage_a, 0, 32), rd(&storage_a, 30, 40),
+                            wr(&storage_a, 32, 48), rd(&storage_a, 64, 72), rd(&storage_a, 72, 80),
+                            rd(&storage_b, 0, 8), wr(&storage_b, 16, 24)});
+  const std::vector<std::tuple<const void*, std::uintptr_t, std::uintptr_t, bool>> expected{
+      {&storage_a, 0, 48, true},    // touching writes merged; reads at 10 and 30 inside them
+      {&storage_a, 64, 80, false},  // touching reads merged
+      {&storage_b, 16, 24, true},
+      {&storage_b, 0, 8, false}};  // a read outside the space's write stays
+  std::vector<std::tuple<const void*, std::uintptr_t, std::uintptr_t, bool>> got;
+  for (const auto& a : s) got.emplace_back(a.space, a.lo, a.hi, a.write);
+  std::sort(got.begin(), got.end());
+  auto want = expected;
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(summarize({rd(&storage_a, 0, 40), wr(&storage_a, 0, 32)}).size(), 2U)
+      << "a read reaching past the write is kept";
+  EXPECT_TRUE(summarize({}).empty());
+}
+
+// A run's summary conflicts with exactly what its accesses conflict with.
+TEST(RunOrderingSummary, ConflictsAsTheAccessesDo) {
+  std::mt19937_64 rng(loom::test::fresh_seed());
+  const std::array<const void*, 2> spaces{&storage_a, &storage_b};
+  const auto random_access = [&] {
+    const std::uintptr_t lo = rng() % 128;
+    return DataAccess{spaces[rng() % 2], lo, lo + 1 + rng() % 24, rng() % 2 == 0};
+  };
+  const auto conflicts = [](const std::vector<DataAccess>& x, const DataAccess& p) {
+    return std::any_of(x.begin(), x.end(), [&](const DataAccess& a) {
+      return a.space == p.space && a.lo < p.hi && p.lo < a.hi && (a.write || p.write);
+    });
+  };
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<DataAccess> accesses;
+    const int count = static_cast<int>(rng() % 12);
+    for (int k = 0; k < count; ++k) accesses.push_back(random_access());
+    const auto summary = loom::detail::summarize(accesses);
+    ASSERT_LE(summary.size(), accesses.size());
+    for (std::size_t i = 1; i < summary.size(); ++i) {
+      const auto& a = summary[i - 1];
+      const auto& b = summary[i];
+      ASSERT_TRUE(std::tuple(a.space, !a.write, a.lo) < std::tuple(b.space, !b.write, b.lo))
+          << "sorted by space, writes first, then start";
+    }
+    for (int probe = 0; probe < 50; ++probe) {
+      const DataAccess p = random_access();
+      ASSERT_EQ(conflicts(summary, p), conflicts(accesses, p)) << "trial " << trial;
+    }
+  }
+}
+
 // Against a brute-force model, over random runs entering and leaving: every
 // run a new run is told to follow truly conflicts with it, and every earlier
 // unfinished run it conflicts with is reached through those answers (the
@@ -76,7 +129,8 @@ TEST(RunOrderingRules, RandomRunsAgreeWithTheBruteForceModel) {
   const std::array<const void*, 2> spaces{&storage_a, &storage_b};
   struct Live {
     int id;
-    std::vector<DataAccess> accesses;
+    std::vector<DataAccess> accesses;  // as the run's tasks made them
+    std::vector<DataAccess> entered;   // summarized, as a prepared graph holds them
     std::vector<RunOrdering::RunId> after;
   };
   const auto conflict = [](const std::vector<DataAccess>& x, const std::vector<DataAccess>& y) {
@@ -99,7 +153,7 @@ TEST(RunOrderingRules, RandomRunsAgreeWithTheBruteForceModel) {
                              [&](const Live& l) { return &ids[l.id] == r; });
         });
         if (!free) continue;
-        o.leave(&ids[live[i].id], live[i].accesses);
+        o.leave(&ids[live[i].id], live[i].entered);
         live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
         break;
       }
@@ -114,11 +168,10 @@ TEST(RunOrderingRules, RandomRunsAgreeWithTheBruteForceModel) {
       const std::uintptr_t length = 1 + (rng() % 8 == 0 ? rng() % 200 : rng() % 16);
       accesses.push_back({spaces[rng() % 2], lo, lo + length, rng() % 2 == 0});
     }
-    std::sort(accesses.begin(), accesses.end(), [](const DataAccess& a, const DataAccess& b) {
-      return std::tuple(a.space, !a.write, a.lo) < std::tuple(b.space, !b.write, b.lo);
-    });
-    Live run{step, accesses, {}};
-    o.enter(&ids[step], accesses, run.after);
+    // Entered summarized (reads inside the run's writes dropped, spans
+    // merged), checked against the accesses as made.
+    Live run{step, accesses, loom::detail::summarize(accesses), {}};
+    o.enter(&ids[step], run.entered, run.after);
     for (auto r : run.after) {
       const auto it =
           std::find_if(live.begin(), live.end(), [&](const Live& l) { return &ids[l.id] == r; });
