@@ -46,7 +46,6 @@
 #include "cuda/check.hpp"
 #include "cuda/stream.hpp"
 #include "image/gray.hpp"
-#include "sched/run_profile.hpp"
 
 #include <loom/cuda_interop.hpp>
 #include <loom/graph.hpp>
@@ -57,6 +56,7 @@
 
 #include "bench_dag.hpp"
 #include "bench_device.hpp"
+#include "bench_run_path.hpp"
 #include "bench_support.hpp"
 
 #include <cuda_runtime_api.h>
@@ -89,49 +89,6 @@ double time_us(F&& f) {
   const auto t0 = Clock::now();
   f();
   return us_since(t0);
-}
-
-// Where a run+wait's wall time goes (run_profile.hpp): the median of each
-// step over `times` runs of run_wait(), as counters path_<step>_us. The
-// device work lies inside launched_to_observed.
-template <class F>
-void profile_run_path(benchmark::State& state, int times, F&& run_wait) {
-  using M = loom::detail::RunMilestone;
-  loom::detail::RunProfile profile;
-  loom::detail::set_run_profile(&profile);
-  const std::pair<const char*, std::pair<M, M>> steps[] = {
-      {"path_submit_to_admitted_us", {M::submitted, M::admitted}},
-      {"path_admitted_to_entered_us", {M::admitted, M::entered}},
-      {"path_entered_to_launched_us", {M::entered, M::launched}},
-      {"path_launched_to_observed_us", {M::launched, M::observed}},
-      {"path_observed_to_ending_us", {M::observed, M::ending}},
-      {"path_ending_to_published_us", {M::ending, M::published}},
-  };
-  std::vector<std::vector<double>> took(std::size(steps));
-  std::vector<double> returned, total;
-  for (int i = 0; i < times; ++i) {
-    const auto t0 = Clock::now();
-    run_wait();
-    const double all = us_since(t0);
-    const auto submitted_ns =
-        profile.ns[static_cast<std::size_t>(M::submitted)].load(std::memory_order_relaxed);
-    const auto published_ns =
-        profile.ns[static_cast<std::size_t>(M::published)].load(std::memory_order_relaxed);
-    const auto t0_ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count();
-    for (std::size_t s = 0; s < std::size(steps); ++s) {
-      took[s].push_back(profile.us(steps[s].second.first, steps[s].second.second));
-    }
-    // The waiter's side: from the call to submit, and from the publication to wait()'s return.
-    returned.push_back(all - static_cast<double>(published_ns - t0_ns) * 1e-3);
-    total.push_back(static_cast<double>(submitted_ns - t0_ns) * 1e-3);
-  }
-  loom::detail::set_run_profile(nullptr);
-  for (std::size_t s = 0; s < std::size(steps); ++s) {
-    state.counters[steps[s].first] = median(took[s]);
-  }
-  state.counters["path_call_to_submitted_us"] = median(total);
-  state.counters["path_published_to_returned_us"] = median(returned);
 }
 
 void BM_CompiledReplay(benchmark::State& state) {
@@ -246,7 +203,7 @@ void BM_CompiledGraphContent(benchmark::State& state) {
   state.counters["loom_exec_us_per_node"] = exec_us;
   state.counters["loom_us_per_node"] = loop([&] { return time_us([&] { exe.run().wait(); }); });
   state.counters["anchor_us_per_node"] = loop([&] { return by_nodes.replay_us(s); });
-  profile_run_path(state, 15, [&] { exe.run().wait(); });
+  loom::bench::profile_run_path(state, 15, [&] { exe.run().wait(); });
   state.counters["graph_nodes"] = static_cast<double>(count);
   state.counters["graph_edges"] = static_cast<double>(edges);
   for (const auto& [type, k] : by_type) state.counters["type" + std::to_string(type)] = k;
@@ -368,7 +325,7 @@ void BM_OneOp(benchmark::State& state) {
   }
   const double kernel_ms = loom::bench::time_launches_ms(
       stream, [&](int) { launch(); }, 7, 20);
-  profile_run_path(state, 50, [&] { exe.run().wait(); });
+  loom::bench::profile_run_path(state, 50, [&] { exe.run().wait(); });
   state.counters["loom_compiled_us"] = median(compiled_us);
   state.counters["loom_eager_us"] = median(eager_us);
   state.counters["anchor_us"] = median(raw_us);

@@ -1,7 +1,14 @@
-// The scheduler's own cost while the device is busy: the CPU time loom's
-// threads (scheduling thread, host workers) take while one long kernel runs,
-// as a share of one core, against a raw cudaStreamSynchronize on the same
-// kernel (the driver's default wait, which may spin).
+// BM_SchedulerCpuDuringLongKernel: the scheduler's own cost while the device
+//   is busy: the CPU time loom's threads (scheduling thread, host workers)
+//   take while one long kernel runs, as a share of one core, against a raw
+//   cudaStreamSynchronize on the same kernel (the driver's default wait,
+//   which may spin).
+// BM_RunOverTensors: a run's host path on the CPU backend (any machine): one
+//   empty host task that reads and writes N tensors (as a compiled segment
+//   of N tasks does, each writing its own output and reading others'),
+//   submit+wait, µs a run, against N = 1 (the ratio: what the tensors cost),
+//   and where the time goes (path_*, bench_run_path.hpp). The tensors are
+//   400 bytes in blocks of their own, so no two spans merge.
 #include "cuda/stream.hpp"
 #include "testing/spin.hpp"
 #include "testing/spin_op.hpp"
@@ -12,9 +19,12 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench_run_path.hpp"
 #include "bench_support.hpp"
 
+#include <cstddef>
 #include <ctime>
+#include <vector>
 
 namespace {
 
@@ -68,6 +78,55 @@ BENCHMARK(BM_SchedulerCpuDuringLongKernel)
     ->UseManualTime()
     ->Iterations(2)
     ->Unit(benchmark::kMillisecond);
+
+// One empty host task over n tensors, read and written, submitted and waited for.
+double run_over_tensors_us(loom::Runtime& rt, const loom::Graph& g, int runs) {
+  std::vector<double> us;
+  for (int i = 0; i < runs; ++i) {
+    const auto t0 = Clock::now();
+    rt.submit(g).wait();
+    us.push_back(loom::bench::us_since(t0));
+  }
+  return loom::bench::median(us);
+}
+
+loom::Graph graph_over(const std::vector<loom::Tensor>& tensors) {
+  loom::Graph g;
+  g.host(
+      "touch", [] {}, tensors, tensors);
+  return g;
+}
+
+void BM_RunOverTensors(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  loom::Runtime rt(loom::RuntimeOptions{.backend = loom::Backend::cpu});
+  std::vector<loom::Tensor> tensors;
+  for (std::size_t i = 0; i < n; ++i) tensors.push_back(rt.tensor<float>({100}));
+  const std::vector<loom::Tensor> one(tensors.begin(), tensors.begin() + 1);
+  const loom::Graph g = graph_over(tensors);
+  const loom::Graph g1 = graph_over(one);
+  (void)run_over_tensors_us(rt, g, 20);  // warm: prepared, pools grown
+  (void)run_over_tensors_us(rt, g1, 20);
+  double us = 0;
+  double us1 = 0;
+  for (auto _ : state) {
+    us = run_over_tensors_us(rt, g, 50);
+    us1 = run_over_tensors_us(rt, g1, 50);
+    state.SetIterationTime(us * 1e-6);
+  }
+  loom::bench::profile_run_path(state, 50, [&] { rt.submit(g).wait(); });
+  state.counters["loom_us_per_run"] = us;
+  state.counters["anchor_one_tensor_us"] = us1;
+  state.counters["ratio"] = us / us1;
+  state.counters["us_per_tensor"] = (us - us1) / static_cast<double>(n);
+  state.SetLabel("CPU backend: one host task over N tensors, submit+wait, against one tensor");
+}
+BENCHMARK(BM_RunOverTensors)
+    ->Arg(1000)
+    ->Arg(10000)
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 #include "sched/copy_engine.hpp"
 #include "sched/plan.hpp"
 #include "sched/run_machine.hpp"
+#include "sched/run_profile.hpp"
 #include "sched/scheduler_loop.hpp"
 #include "trace/nvtx_range.hpp"
 
@@ -72,6 +73,7 @@ void CpuLauncher::post(Run& run, std::uint32_t t) {
   Run* r = &run;
   workers_->post(run.tasks()[t].priority,
                  [r, t](int worker) { r->host_launcher->run_on_worker(*r, t, worker); });
+  mark(RunMilestone::launched);
 }
 
 void CpuLauncher::run_on_worker(Run& run, std::uint32_t t, int worker) {

@@ -17,7 +17,7 @@ enum class RunMilestone : std::uint8_t {
   submitted,  ///< Executor::submit entered (the submitting thread)
   admitted,   ///< the scheduling thread took the run in
   entered,    ///< ordered after earlier runs over its data
-  launched,   ///< a device task's launch returned (the last one's stamp stays)
+  launched,   ///< a task launched (on a stream) or posted (to a host worker); the last stays
   observed,   ///< the scheduling thread saw the run's work over
   ending,     ///< a worker began the run's end
   published,  ///< the run's Future turned ready
