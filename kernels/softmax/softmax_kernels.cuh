@@ -132,7 +132,12 @@ __device__ __forceinline__ void store(T* p, const float (&in)[VEC]) {
 
 constexpr unsigned kBf16NegInfBits = 0xFF80U;
 
-// Element i of a pack of eight bf16 values held two to a word.
+// Element i of a pack of eight bf16 values held two to a word. A bare shift,
+// not bf16_bits_to_f32 (common/convert.hpp): a NaN's sign and payload
+// survive the widening, but a row holding a NaN comes out all NaN whatever
+// its bits, and every output is narrowed through the canonical conversion
+// (0x7FFF for bf16), so the bits a user sees are the header's; the
+// canonicalizing compare would cost an instruction an element here.
 __device__ __forceinline__ float bf16_of(const uint4& w, int i) {
   const unsigned word = i < 2 ? w.x : i < 4 ? w.y : i < 6 ? w.z : w.w;
   return __uint_as_float(i % 2 == 0 ? word << 16 : word & 0xFFFF0000U);

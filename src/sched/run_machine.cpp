@@ -40,6 +40,18 @@ RunMachine::RunMachine(Launcher& host, Launcher* device, Poison& poison,
   spare_runs_.reserve(kMaxSpareRuns);
 }
 
+std::unique_ptr<Run> RunMachine::new_run() {
+  auto run = std::make_unique<Run>();
+  // Room for a few runs before and after it over the same data, now: a
+  // spare run that has only ever led may next follow, and would allocate
+  // then, in steady state.
+  run->leaders.reserve(kRoomForLeaders);
+  run->finish_followers.reserve(kRoomForLeaders);
+  run->followers_settled.reserve(kRoomForLeaders);
+  run->followers_finished.reserve(kRoomForLeaders);
+  return run;
+}
+
 std::unique_ptr<Run> RunMachine::take_spare_run() {
   std::lock_guard lock(spare_mutex_);
   if (spare_runs_.empty()) return nullptr;
@@ -62,7 +74,7 @@ void RunMachine::give_spare_run(Run* run) noexcept {
 std::unique_ptr<Run> RunMachine::make_run(std::shared_ptr<const PreparedGraph> prepared,
                                           std::shared_ptr<CompletionState> completion) {
   std::unique_ptr<Run> run = take_spare_run();
-  if (!run) run = std::make_unique<Run>();
+  if (!run) run = new_run();
   run->prepared = std::move(prepared);
   run->completion = std::move(completion);
   const std::size_t n = run->tasks().size();
@@ -355,14 +367,9 @@ void RunMachine::finish(std::unique_ptr<Run> owned) {
   release_followers(run.followers_finished);
   for (Run* f : run.finish_followers) --f->unfinished_leaders;
   run.finish_followers.clear();
-  if (run.gates > 0 || run.unfinished_leaders > 0) {
-    // Cancelled before the runs it waited for were over: forget it there.
-    for (auto& other : runs_) {
-      std::erase(other->followers_settled, &run);
-      std::erase(other->followers_finished, &run);
-      std::erase(other->finish_followers, &run);
-    }
-  }
+  // No earlier run still lists this one: finished() waited for every leader
+  // (each gate is a leader too), and a leader forgets its followers as it
+  // finishes.
   std::erase(to_start_, &run);
   // Only the times are read here (a device task's from its events, which
   // this thread alone queries); names, files and spans are made on the worker.

@@ -113,6 +113,7 @@ class RunMachine {
   /// trace, then its outcome published. `this` may be gone once it returns.
   void end_on_worker(Run* run);
   /// A spare run to make a new one from; null when there is none. Any thread.
+  static std::unique_ptr<Run> new_run();
   std::unique_ptr<Run> take_spare_run();
   /// Keeps a recycled run for a later make_run (or deletes it past the bound).
   void give_spare_run(Run* run) noexcept;

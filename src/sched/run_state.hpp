@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -18,6 +19,10 @@
 namespace loom::detail {
 
 class Lifecycle;
+
+/// How many runs over the same data a new run and a new state have room
+/// for before they grow (lists of leaders and followers).
+inline constexpr std::size_t kRoomForLeaders = 4;
 
 struct RunState {
   mutable std::mutex mutex;

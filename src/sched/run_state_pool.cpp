@@ -102,7 +102,12 @@ class StatePool {
   }
   RunState* take() {
     if (RunState* state = spare_.take()) return state;
-    return new RunState;
+    auto* state = new RunState;
+    // Room for the runs it follows, now: the pool is the process's, so a
+    // state that has only ever led may come back as a follower at any time,
+    // and would allocate then, in steady state.
+    state->follows.reserve(kRoomForLeaders);
+    return state;
   }
   // The last reference went: nothing else can see the state now.
   void give(RunState* state) noexcept {
