@@ -40,17 +40,11 @@ void fill(float* t, std::size_t n, float value, StreamView stream) {
   LOOM_KERNEL_CHECK_LAUNCH("fill kernel launch");
 }
 
-void fill_reference(float* t, std::size_t n, float value) noexcept { std::fill(t, t + n, value); }
-
 void scale_copy(const float* src, float* dst, std::size_t n, float alpha, StreamView stream) {
   if (n == 0) return;
   loom::detail::launch_on_stream(stream, scale_copy_kernel, blocks_for(n), kBlock, 0, src, dst, n,
                                  alpha);
   LOOM_KERNEL_CHECK_LAUNCH("scale_copy kernel launch");
-}
-
-void scale_copy_reference(const float* src, float* dst, std::size_t n, float alpha) noexcept {
-  for (std::size_t i = 0; i < n; ++i) dst[i] = alpha * src[i];
 }
 
 }  // namespace loom::kernels

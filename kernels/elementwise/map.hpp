@@ -1,5 +1,5 @@
 #pragma once
-// Two elementwise maps over fp32, each with its CPU reference:
+// Two elementwise maps over fp32, each with its CPU reference (reference.cpp):
 //   fill        t[i] = value
 //   scale_copy  dst[i] = alpha * src[i]   (dst may alias src)
 // Grid-stride kernels with 16-byte accesses where the pointers allow.

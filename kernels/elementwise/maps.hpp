@@ -40,11 +40,11 @@
 
 #include <loom/cuda_interop.hpp>
 #include <loom/dtype.hpp>
+#include <loom/ops/variant.hpp>
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string_view>
 
@@ -71,6 +71,25 @@ enum class MapKind {
 #undef LOOM_MAP_KIND_ENUMERATOR
 enum class MapVariant { automatic, naive, grid_stride, vectorized };
 
+}  // namespace loom::kernels
+
+// Named by the table every variant family uses (loom/ops/variant.hpp):
+// loom::ops::parse_variant<MapVariant> reads one from a flag.
+namespace loom::ops {
+template <>
+struct VariantNames<kernels::MapVariant> {
+  static constexpr std::array<std::string_view, 4> names = {"automatic", "naive", "grid_stride",
+                                                            "vectorized"};
+};
+// A value added to the enum needs its name in the table: the last one must match.
+static_assert(to_string(kernels::MapVariant::vectorized) == "vectorized");
+}  // namespace loom::ops
+
+namespace loom::kernels {
+
+// So that to_string(variant) resolves here and by argument-dependent lookup.
+using loom::ops::to_string;
+
 /// The variant `automatic` resolves to for contiguous data. vectorized: a
 /// 16-byte access moves 4 (f32) or 8 (f16, bf16) elements an instruction, so
 /// the load/store units issue a quarter to an eighth of the instructions of
@@ -84,9 +103,6 @@ inline constexpr int kMapVectorsPerThread = 2;
 inline constexpr int kMapMaxRank = 8;
 
 std::string_view to_string(MapKind kind) noexcept;
-std::string_view to_string(MapVariant variant) noexcept;
-/// "naive", "grid_stride", "vectorized", "automatic"; nullopt for any other name.
-std::optional<MapVariant> map_variant_from_string(std::string_view name) noexcept;
 /// Every MapKind, in declaration order.
 std::span<const MapKind> all_map_kinds() noexcept;
 /// 1 for relu, gelu_tanh, cast and the unary maths; 3 for where; else 2.

@@ -1,10 +1,14 @@
-// The maps' names and dtype table, the geometry helpers, and the CPU
-// references (the same functors as the kernels, with round-to-nearest-even
-// conversions from common/convert.hpp).
+// The maps' names and dtype table, the geometry helpers, and the family's
+// CPU references: the maps' (the same functors as the kernels, with
+// round-to-nearest-even conversions from common/convert.hpp), fill's,
+// scale_copy's and vector_add's.
 #include "common/convert.hpp"
+#include "elementwise/map.hpp"
 #include "elementwise/maps.hpp"
 #include "elementwise/maps_dispatch.hpp"
+#include "elementwise/vector_add.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace loom::kernels {
@@ -79,24 +83,6 @@ std::string_view to_string(MapKind kind) noexcept {
 }
 
 std::span<const MapKind> all_map_kinds() noexcept { return kAllKinds; }
-
-std::string_view to_string(MapVariant variant) noexcept {
-  switch (variant) {
-    case MapVariant::automatic: return "automatic";
-    case MapVariant::naive: return "naive";
-    case MapVariant::grid_stride: return "grid_stride";
-    case MapVariant::vectorized: return "vectorized";
-  }
-  return "unknown";
-}
-
-std::optional<MapVariant> map_variant_from_string(std::string_view name) noexcept {
-  for (auto v : {MapVariant::automatic, MapVariant::naive, MapVariant::grid_stride,
-                 MapVariant::vectorized}) {
-    if (name == to_string(v)) return v;
-  }
-  return std::nullopt;
-}
 
 int arity(MapKind kind) noexcept {
   switch (kind) {
@@ -203,6 +189,16 @@ void map_strided_reference(MapKind kind, DType in, DType out, const MapOperands&
       }
     }
   });
+}
+
+void fill_reference(float* t, std::size_t n, float value) noexcept { std::fill(t, t + n, value); }
+
+void scale_copy_reference(const float* src, float* dst, std::size_t n, float alpha) noexcept {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = alpha * src[i];
+}
+
+void vector_add_reference(const float* a, const float* b, float* c, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) c[i] = a[i] + b[i];
 }
 
 }  // namespace loom::kernels

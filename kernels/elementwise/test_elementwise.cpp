@@ -119,11 +119,11 @@ TEST(ElementwiseReference, SupportedCombinationsAndRejections) {
   float a = 1.0F;
   EXPECT_THROW(loom::kernels::map_reference(MapKind::add, DType::f32, DType::f16, {&a, &a, &a}, 1),
                loom::InvalidArgument);
-  EXPECT_EQ(loom::kernels::map_variant_from_string("vectorized"),
-            loom::kernels::MapVariant::vectorized);
-  EXPECT_EQ(loom::kernels::map_variant_from_string("grid_stride"),
-            loom::kernels::MapVariant::grid_stride);
-  EXPECT_FALSE(loom::kernels::map_variant_from_string("fast").has_value());
+  using loom::kernels::MapVariant;
+  EXPECT_EQ(loom::ops::parse_variant<MapVariant>("vectorized"), MapVariant::vectorized);
+  EXPECT_EQ(loom::ops::parse_variant<MapVariant>("grid_stride"), MapVariant::grid_stride);
+  EXPECT_FALSE(loom::ops::parse_variant<MapVariant>("fast").has_value());
+  EXPECT_EQ(to_string(MapVariant::automatic), "automatic");
 }
 
 TEST(ElementwiseReference, CoalesceMergesContiguousDimensions) {

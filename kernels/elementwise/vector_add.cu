@@ -53,15 +53,6 @@ unsigned blocks_for(std::size_t items) {
 
 }  // namespace
 
-std::string_view to_string(VectorAddVariant variant) noexcept {
-  switch (variant) {
-    case VectorAddVariant::naive: return "naive";
-    case VectorAddVariant::grid_stride: return "grid_stride";
-    case VectorAddVariant::vectorized: return "vectorized";
-  }
-  return "unknown";
-}
-
 void vector_add(const float* a, const float* b, float* c, std::size_t n, StreamView stream,
                 VectorAddVariant variant) {
   if (n == 0) return;
@@ -95,10 +86,6 @@ void vector_add(const float* a, const float* b, float* c, std::size_t n, StreamV
     }
   }
   LOOM_KERNEL_CHECK_LAUNCH("vector_add kernel launch");
-}
-
-void vector_add_reference(const float* a, const float* b, float* c, std::size_t n) noexcept {
-  for (std::size_t i = 0; i < n; ++i) c[i] = a[i] + b[i];
 }
 
 }  // namespace loom::kernels

@@ -233,16 +233,6 @@ AutomaticUsesWgmmaForTests::~AutomaticUsesWgmmaForTests() {
 
 }  // namespace hgemm_detail
 
-std::string_view to_string(HgemmVariant variant) noexcept {
-  switch (variant) {
-    case HgemmVariant::automatic: return "automatic";
-    case HgemmVariant::mma_sync: return "mma_sync";
-    case HgemmVariant::simple: return "simple";
-    case HgemmVariant::wgmma: return "wgmma";
-  }
-  return "unknown";
-}
-
 bool hgemm_wgmma_fits(const HgemmArgs& args) noexcept {
   try {
     return wgmma_refusal(args).empty();

@@ -39,6 +39,7 @@
 
 #include <loom/cuda_interop.hpp>
 #include <loom/dtype.hpp>
+#include <loom/ops/variant.hpp>
 
 #include <array>
 #include <cstddef>
@@ -80,7 +81,23 @@ static_assert(std::is_standard_layout_v<HgemmArgs>, "offsetof needs a standard l
 
 enum class HgemmVariant { automatic, mma_sync, simple, wgmma };
 
-std::string_view to_string(HgemmVariant variant) noexcept;
+}  // namespace loom::kernels
+
+// Named by the table every variant family uses (loom/ops/variant.hpp).
+namespace loom::ops {
+template <>
+struct VariantNames<kernels::HgemmVariant> {
+  static constexpr std::array<std::string_view, 4> names = {"automatic", "mma_sync", "simple",
+                                                            "wgmma"};
+};
+// A value added to the enum needs its name in the table: the last one must match.
+static_assert(to_string(kernels::HgemmVariant::wgmma) == "wgmma");
+}  // namespace loom::ops
+
+namespace loom::kernels {
+
+// So that to_string(variant) resolves here and by argument-dependent lookup.
+using loom::ops::to_string;
 
 /// Whether automatic picks wgmma (on a 9.0 device, where it fits) before
 /// mma_sync: on since its GPU tests (HgemmGpu.Wgmma*, MatmulHalfGpu.Wgmma*)

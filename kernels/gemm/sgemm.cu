@@ -81,28 +81,6 @@ bool unit_stride_operands(const SgemmArgs& p) {
 
 }  // namespace
 
-std::string_view to_string(SgemmVariant variant) noexcept {
-  switch (variant) {
-    case SgemmVariant::naive: return "naive";
-    case SgemmVariant::tiled_manual: return "tiled_manual";
-    case SgemmVariant::tiled_cute: return "tiled_cute";
-    case SgemmVariant::register_tiled: return "register_tiled";
-    case SgemmVariant::warp_tiled: return "warp_tiled";
-    case SgemmVariant::skinny: return "skinny";
-  }
-  return "unknown";
-}
-
-std::string_view to_string(SgemmWarpTile tile) noexcept {
-  switch (tile) {
-    case SgemmWarpTile::t128x128x8: return "128x128x8";
-    case SgemmWarpTile::t128x128x16: return "128x128x16";
-    case SgemmWarpTile::t128x64x8: return "128x64x8";
-    case SgemmWarpTile::t64x64x8: return "64x64x8";
-  }
-  return "unknown";
-}
-
 // Below this K, choose_sgemm_variant picks the one-thread-an-element kernel.
 constexpr std::int64_t kTinyK = 16;
 

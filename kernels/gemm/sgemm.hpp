@@ -40,6 +40,7 @@
 // gelu_tanh (the elementwise maps' functions, elementwise/map_math.inc).
 
 #include <loom/cuda_interop.hpp>
+#include <loom/ops/variant.hpp>
 
 #include <array>
 #include <cstddef>
@@ -54,10 +55,32 @@ enum class SgemmVariant { naive, tiled_manual, tiled_cute, register_tiled, warp_
 /// Block tiles of warp_tiled (BM x BN x BK), swept by the benchmark.
 enum class SgemmWarpTile { t128x128x8, t128x128x16, t128x64x8, t64x64x8 };
 
-inline constexpr SgemmVariant kSgemmDefault = SgemmVariant::warp_tiled;
+}  // namespace loom::kernels
 
-std::string_view to_string(SgemmVariant variant) noexcept;
-std::string_view to_string(SgemmWarpTile tile) noexcept;
+// Named by the tables every variant family uses (loom/ops/variant.hpp): the
+// benchmarks' labels and the tests' messages print these.
+namespace loom::ops {
+template <>
+struct VariantNames<kernels::SgemmVariant> {
+  static constexpr std::array<std::string_view, 6> names = {
+      "naive", "tiled_manual", "tiled_cute", "register_tiled", "warp_tiled", "skinny"};
+};
+template <>
+struct VariantNames<kernels::SgemmWarpTile> {
+  static constexpr std::array<std::string_view, 4> names = {"128x128x8", "128x128x16", "128x64x8",
+                                                            "64x64x8"};
+};
+// A value added to an enum needs its name in the table: the last ones must match.
+static_assert(to_string(kernels::SgemmVariant::skinny) == "skinny");
+static_assert(to_string(kernels::SgemmWarpTile::t64x64x8) == "64x64x8");
+}  // namespace loom::ops
+
+namespace loom::kernels {
+
+// So that to_string(variant) resolves here and by argument-dependent lookup.
+using loom::ops::to_string;
+
+inline constexpr SgemmVariant kSgemmDefault = SgemmVariant::warp_tiled;
 
 /// One matrix operand: element (i, j) is data[i * row_stride + j * col_stride].
 template <class T>

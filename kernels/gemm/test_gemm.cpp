@@ -139,6 +139,19 @@ TEST(SgemmDispatch, TheChooserFollowsTheShape) {
   EXPECT_EQ(pick(4096, 4096, 4096), SgemmVariant::warp_tiled);
 }
 
+// The names bench_gemm prints in its labels (loom/ops/variant.hpp's tables),
+// read back by parse_variant.
+TEST(SgemmDispatch, VariantsAndTilesAreNamedByTheirTables) {
+  using loom::kernels::SgemmVariant;
+  using loom::kernels::SgemmWarpTile;
+  EXPECT_EQ(to_string(SgemmVariant::register_tiled), "register_tiled");
+  EXPECT_EQ(to_string(SgemmWarpTile::t128x64x8), "128x64x8");
+  EXPECT_EQ(loom::ops::parse_variant<SgemmWarpTile>("128x128x16"), SgemmWarpTile::t128x128x16);
+  EXPECT_EQ(to_string(static_cast<SgemmVariant>(6)), "unknown");
+  EXPECT_EQ(loom::ops::variant_list<SgemmVariant>(),
+            "naive, tiled_manual, tiled_cute, register_tiled, warp_tiled, skinny");
+}
+
 // What hgemm's wgmma variant takes (hgemm_wgmma_fits looks at the operands
 // only, never at the memory: fake addresses do). TMA wants each operand
 // contiguous along one dimension, 16-byte aligned data, and leading

@@ -12,14 +12,12 @@
 #include "gemm/test_support.hpp"
 #include "support/seed.hpp"
 
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "support/emulated_cuda.hpp"

@@ -18,12 +18,10 @@
 
 #include <algorithm>
 #include <array>
-#include <barrier>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <random>
-#include <thread>
 #include <utility>
 #include <vector>
 
