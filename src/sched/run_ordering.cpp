@@ -66,6 +66,11 @@ std::vector<DataAccess> summarize(std::vector<DataAccess> all) {
       merged.push_back(a);
     }
   }
+  // By start within a space, writes and reads together: the order the
+  // ordering keeps its entries in, so that a run enters them as they are.
+  std::sort(merged.begin(), merged.end(), [](const DataAccess& a, const DataAccess& b) {
+    return std::tuple(a.space, a.lo) < std::tuple(b.space, b.lo);
+  });
   return merged;
 }
 
@@ -85,27 +90,28 @@ void RunOrdering::enter(RunId run, const std::vector<DataAccess>& accesses,
     const auto group_end = space_end(group, accesses.end());
     Space& space = by_space_[group->space];
     const bool others = space.entries.size() > space.dead;
-    // The group holds writes, then reads, each sorted by start: merged into
-    // one list by start.
-    writes_.clear();
-    reads_.clear();
+    // Alone in the space (the usual case of runs one after another): its
+    // accesses become the entries as they are; else they are merged in.
+    std::vector<Entry>& incoming = others ? incoming_ : space.entries;
+    incoming.clear();
     std::uintptr_t longest = 0;
     for (auto a = group; a != group_end; ++a) {
       if (others) query(space, run, *a, after);
-      (a->write ? writes_ : reads_).push_back(Entry{a->lo, a->hi, run, a->write});
+      incoming.push_back(Entry{a->lo, a->hi, run, a->write});
       longest = std::max(longest, a->hi - a->lo);
     }
-    incoming_.clear();
-    std::merge(writes_.begin(), writes_.end(), reads_.begin(), reads_.end(),
-               std::back_inserter(incoming_),
-               [](const Entry& x, const Entry& y) { return x.lo < y.lo; });
-    if (!others) {
-      space.entries.clear();
-      space.dead = 0;
-      space.longest = 0;
+    // A summary (summarize) is in order already; any other list is sorted here.
+    const auto by_start = [](const Entry& x, const Entry& y) { return x.lo < y.lo; };
+    if (!std::is_sorted(incoming.begin(), incoming.end(), by_start)) {
+      std::sort(incoming.begin(), incoming.end(), by_start);
     }
-    insert(space);
-    space.longest = std::max(space.longest, longest);
+    if (others) {
+      insert(space);
+      space.longest = std::max(space.longest, longest);
+    } else {
+      space.dead = 0;
+      space.longest = longest;
+    }
     group = group_end;
   }
 }

@@ -37,7 +37,7 @@ std::vector<DataAccess> summarize_accesses(const std::vector<Task>& tasks);
 /// Accesses that order a run exactly as `all` do, fewer: merged per space
 /// and mode (overlapping or touching spans become one), reads inside the
 /// run's own writes dropped (whatever conflicts with such a read conflicts
-/// with the write), sorted by space, then writes first, then by start.
+/// with the write), sorted by space, then by start.
 std::vector<DataAccess> summarize(std::vector<DataAccess> all);
 
 class RunOrdering {
@@ -78,8 +78,6 @@ class RunOrdering {
   static void compact(Space& space);
 
   std::unordered_map<const void*, Space> by_space_;
-  std::vector<Entry> writes_;    // scratch: one space's new writes, by start
-  std::vector<Entry> reads_;     // scratch: one space's new reads, by start
   std::vector<Entry> incoming_;  // scratch: one space's new entries, by start
 };
 
