@@ -72,4 +72,31 @@ void launch_on_stream_early(bool early, cudaStream_t stream, void (*kernel)(Para
   if (rc != cudaSuccess) throw_launch_error(rc, "cudaLaunchKernelEx");
 }
 
+/// As launch_on_stream, in thread-block clusters of `cluster` blocks (sm_90
+/// and up; grid a multiple of it). A compiled graph cannot add such a launch
+/// as a kernel node (a node's parameters hold no cluster shape): described,
+/// it is marked not plain, so that the graph captures the task instead, and
+/// the capture keeps the launch's attribute.
+template <class... Params, class... Args>
+void launch_on_stream_in_clusters(dim3 cluster, cudaStream_t stream, void (*kernel)(Params...),
+                                  dim3 grid, dim3 block, std::size_t shared_bytes, Args&&... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args),
+                "launch_on_stream_in_clusters: the kernel takes a different number of arguments");
+  const void* function = reinterpret_cast<const void*>(kernel);
+  std::tuple<std::decay_t<Params>...> values(std::forward<Args>(args)...);
+  if (TaskResources* describer = thread_launch_describer(); describer != nullptr) {
+    LaunchRecord record = record_launch(function, grid, block, shared_bytes, values);
+    record.plain = false;
+    describer->describe_launch(std::move(record));
+    return;
+  }
+  cudaLaunchAttribute shape{};
+  shape.id = cudaLaunchAttributeClusterDimension;
+  shape.val.clusterDim.x = cluster.x;
+  shape.val.clusterDim.y = cluster.y;
+  shape.val.clusterDim.z = cluster.z;
+  const cudaError_t rc = launch_values(function, grid, block, shared_bytes, stream, values, &shape);
+  if (rc != cudaSuccess) throw_launch_error(rc, "cudaLaunchKernelEx");
+}
+
 }  // namespace loom::detail

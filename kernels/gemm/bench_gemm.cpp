@@ -222,7 +222,9 @@ void BM_Hgemm(benchmark::State& state) {
   const bool a_col = (state.range(4) & 1) != 0;
   const bool b_col = (state.range(4) & 2) != 0;
   const auto variant = static_cast<loom::kernels::HgemmVariant>(state.range(5));
-  if (variant == loom::kernels::HgemmVariant::wgmma && !loom::kernels::hgemm_wgmma_available()) {
+  const bool wgmma = variant == loom::kernels::HgemmVariant::wgmma ||
+                     variant == loom::kernels::HgemmVariant::wgmma_cluster;
+  if (wgmma && !loom::kernels::hgemm_wgmma_available()) {
     state.SkipWithError("wgmma needs a device of compute capability 9.0 and an sm_90a build");
     return;
   }
@@ -296,7 +298,8 @@ void BM_Hgemm(benchmark::State& state) {
   state.SetLabel(label.str());
 }
 
-// variant: 0 automatic, 1 mma_sync, 2 simple, 3 wgmma (HgemmVariant's order).
+// variant: 0 automatic, 1 mma_sync, 2 simple, 3 wgmma, 4 wgmma_cluster
+// (HgemmVariant's order).
 void hgemm_arguments(benchmark::internal::Benchmark* b) {
   constexpr auto kWgmma = static_cast<std::int64_t>(loom::kernels::HgemmVariant::wgmma);
   static_assert(kWgmma == 3);
@@ -317,6 +320,14 @@ void hgemm_arguments(benchmark::internal::Benchmark* b) {
   }
   for (int layout = 1; layout < 4; ++layout) b->Args({0, 8192, 8192, 8192, layout, kWgmma});
   b->Args({0, 4000, 4000, 4000, 0, kWgmma});
+  // wgmma in clusters of two sharing B's tiles: both operands row-major, or
+  // both column-major (layout 3, the transposed problem); the tails.
+  constexpr auto kCluster = static_cast<std::int64_t>(loom::kernels::HgemmVariant::wgmma_cluster);
+  for (std::int64_t s : {4096, 8192}) {
+    for (int dtype : {0, 1}) b->Args({dtype, s, s, s, 0, kCluster});
+  }
+  b->Args({0, 8192, 8192, 8192, 3, kCluster});
+  b->Args({0, 4000, 4000, 4000, 0, kCluster});
 }
 
 BENCHMARK(BM_Hgemm)

@@ -255,8 +255,8 @@ bool hgemm_mma_sync_fits(const HgemmArgs& p) noexcept {
 void hgemm(const HgemmArgs& args, StreamView stream, HgemmVariant variant) {
   if (args.m <= 0 || args.n <= 0 || args.batch <= 0) return;
   check_extents(args);
-  if (variant == HgemmVariant::wgmma ||
-      (variant == HgemmVariant::automatic && automatic_uses_wgmma())) {
+  const bool asked_wgmma = variant == HgemmVariant::wgmma || variant == HgemmVariant::wgmma_cluster;
+  if (asked_wgmma || (variant == HgemmVariant::automatic && automatic_uses_wgmma())) {
     std::string refusal = wgmma_refusal(args);
     DeviceInfo device;
     if (refusal.empty()) {
@@ -264,15 +264,17 @@ void hgemm(const HgemmArgs& args, StreamView stream, HgemmVariant variant) {
       refusal = wgmma_device_refusal(device);
     }
     if (refusal.empty()) {
+      const bool cluster = variant == HgemmVariant::wgmma_cluster;
       if (args.a.dtype == DType::bf16) {
-        hgemm_detail::launch_wgmma_bf16(args, stream, device.multiprocessors);
+        hgemm_detail::launch_wgmma_bf16(args, stream, device.multiprocessors, cluster);
       } else {
-        hgemm_detail::launch_wgmma_f16(args, stream, device.multiprocessors);
+        hgemm_detail::launch_wgmma_f16(args, stream, device.multiprocessors, cluster);
       }
       return;
     }
-    if (variant == HgemmVariant::wgmma) {
-      throw InvalidArgument("hgemm: wgmma cannot run here: " + refusal);
+    if (asked_wgmma) {
+      throw InvalidArgument("hgemm: " + std::string(to_string(variant)) +
+                            " cannot run here: " + refusal);
     }
   }
   const bool fits = hgemm_mma_sync_fits(args);

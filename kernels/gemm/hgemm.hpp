@@ -29,6 +29,12 @@
 //              aligned data; any extents (hgemm_wgmma_fits), and a device
 //              of compute capability 9.0 (hgemm_wgmma_available). What
 //              automatic runs where it can (kHgemmAutomaticUsesWgmma).
+//   wgmma_cluster  wgmma in clusters of two blocks along M that share each
+//              B tile: each block loads half of it and TMA multicasts it to
+//              both, so L2 serves B once a pair (a third less traffic a
+//              tile). For A K-contiguous and B N-contiguous (both row-major,
+//              or both column-major); other layouts run wgmma. Takes what
+//              wgmma takes; not yet what automatic picks (to be measured).
 //   simple     any layout, any alignment: 32 x 32 tiles through shared
 //              memory, f32 math, one element of C a thread. What runs where
 //              mma_sync does not fit.
@@ -79,7 +85,7 @@ constexpr std::array<std::size_t, 4> HgemmArgs::loom_pointer_offsets() {
 }
 static_assert(std::is_standard_layout_v<HgemmArgs>, "offsetof needs a standard layout");
 
-enum class HgemmVariant { automatic, mma_sync, simple, wgmma };
+enum class HgemmVariant { automatic, mma_sync, simple, wgmma, wgmma_cluster };
 
 }  // namespace loom::kernels
 
@@ -87,11 +93,11 @@ enum class HgemmVariant { automatic, mma_sync, simple, wgmma };
 namespace loom::ops {
 template <>
 struct VariantNames<kernels::HgemmVariant> {
-  static constexpr std::array<std::string_view, 4> names = {"automatic", "mma_sync", "simple",
-                                                            "wgmma"};
+  static constexpr std::array<std::string_view, 5> names = {"automatic", "mma_sync", "simple",
+                                                            "wgmma", "wgmma_cluster"};
 };
 // A value added to the enum needs its name in the table: the last one must match.
-static_assert(to_string(kernels::HgemmVariant::wgmma) == "wgmma");
+static_assert(to_string(kernels::HgemmVariant::wgmma_cluster) == "wgmma_cluster");
 }  // namespace loom::ops
 
 namespace loom::kernels {
@@ -138,10 +144,10 @@ void launch_mma_sync_bf16(const HgemmArgs& args, StreamView stream);
 void launch_mma_sync_f16(const HgemmArgs& args, StreamView stream);
 
 /// wgmma for one operand type (hgemm_wgmma_bf16.cu, hgemm_wgmma_f16.cu), on
-/// a grid of at most `sm_count` blocks; throws InvalidArgument where it was
-/// not built.
-void launch_wgmma_bf16(const HgemmArgs& args, StreamView stream, int sm_count);
-void launch_wgmma_f16(const HgemmArgs& args, StreamView stream, int sm_count);
+/// a grid of at most `sm_count` blocks; `cluster`: wgmma_cluster's clusters
+/// of two where the layout allows. Throws InvalidArgument where not built.
+void launch_wgmma_bf16(const HgemmArgs& args, StreamView stream, int sm_count, bool cluster);
+void launch_wgmma_f16(const HgemmArgs& args, StreamView stream, int sm_count, bool cluster);
 /// Whether the wgmma kernels were compiled for sm_90a (hgemm_wgmma_bf16.cu).
 bool wgmma_built() noexcept;
 /// The registers a thread of the wgmma kernel (bf16, A K- and B N-major)

@@ -111,9 +111,13 @@ struct WgmmaParams {
 
 /// Tiles, shared-memory layouts, the tiled MMA and the TMA types for
 /// operand type T and each operand's contiguous dimension.
-template <class T_, bool AKMajor, bool BKMajor>
+template <class T_, bool AKMajor, bool BKMajor, int ClusterM = 1>
 struct WgmmaConfig {
   using T = T_;
+  /// Blocks of a cluster, along M: they share each B tile, which each loads
+  /// a part of and multicasts to all (wgmma_cluster); 1: no cluster.
+  static constexpr int kClusterM = ClusterM;
+  static_assert(ClusterM == 1 || ClusterM == 2, "clusters of one or two blocks along M");
   using TileShape = cute::Shape<cute::Int<kWgBM>, cute::Int<kWgBN>, cute::Int<kWgBK>>;
   static constexpr cute::GMMA::Major kMajorA =
       AKMajor ? cute::GMMA::Major::K : cute::GMMA::Major::MN;
@@ -142,8 +146,9 @@ struct WgmmaConfig {
       MmaOp{}, cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
 
   /// An operand (rows, K, batches) for TMA: K-major (rows ld apart) or
-  /// rows-major (K columns ld apart).
-  template <bool KMajor, class SLayout>
+  /// rows-major (K columns ld apart); loaded a part a block and multicast
+  /// to the `Multicast` blocks that share it.
+  template <bool KMajor, class SLayout, int Multicast = 1>
   static auto make_tma(const T* data, int rows, int k, int batches, std::int64_t ld,
                        std::int64_t batch_stride) {
     using namespace cute;
@@ -157,10 +162,15 @@ struct WgmmaConfig {
                            make_layout(shape, make_stride(_1{}, ld, batch_stride)));
       }
     }();
-    return make_tma_copy(SM90_TMA_LOAD{}, tensor, SLayout{}(_, _, Int<0>{}));
+    if constexpr (Multicast > 1) {
+      return make_tma_copy(SM90_TMA_LOAD_MULTICAST{}, tensor, SLayout{}(_, _, Int<0>{}),
+                           Int<Multicast>{});
+    } else {
+      return make_tma_copy(SM90_TMA_LOAD{}, tensor, SLayout{}(_, _, Int<0>{}));
+    }
   }
   using TmaA = decltype(make_tma<AKMajor, SmemLayoutA>(nullptr, 0, 0, 0, 0, 0));
-  using TmaB = decltype(make_tma<BKMajor, SmemLayoutB>(nullptr, 0, 0, 0, 0, 0));
+  using TmaB = decltype(make_tma<BKMajor, SmemLayoutB, ClusterM>(nullptr, 0, 0, 0, 0, 0));
   using Params = WgmmaParams<TmaA, TmaB>;
 
   /// Shared memory: the stages (each operand's on 1024 bytes, as 128-byte
@@ -171,7 +181,15 @@ struct WgmmaConfig {
     alignas(8) std::uint64_t full[kWgStages];
     alignas(8) std::uint64_t empty[kWgStages];
   };
-  /// The bytes TMA writes into a stage (a partial tile counts whole).
+  /// Arrivals that free a stage. Without a cluster, every consumer thread's
+  /// (as the kernel was first measured). In a cluster a stage is written by
+  /// every block's multicast, so each block's stage waits for the consumers
+  /// of all of them: one thread a consumer warpgroup arrives on each block's
+  /// barrier, once its warpgroup's wgmma reading the stage have retired.
+  static constexpr std::uint32_t kEmptyArrivals =
+      ClusterM == 1 ? kWgConsumerThreads : 2U * ClusterM;
+  /// The bytes TMA writes into a stage (a partial tile counts whole; in a
+  /// cluster, B's parts multicast by the other blocks included).
   static constexpr std::uint32_t kStageBytes =
       static_cast<std::uint32_t>((kWgBM + kWgBN) * kWgBK * sizeof(T));
   /// Dynamic shared memory: the storage, and room to align its start to 1024.
@@ -328,18 +346,34 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     CUTE_UNROLL
     for (int s = 0; s < kWgStages; ++s) {
       FullBarrier::init(&smem.full[s], 1);
-      EmptyBarrier::init(&smem.empty[s], kWgConsumerThreads);
+      EmptyBarrier::init(&smem.empty[s], Cfg::kEmptyArrivals);
     }
   }
   cutlass::arch::fence_barrier_init();
-  __syncthreads();
+  if constexpr (Cfg::kClusterM > 1) {
+    // The other blocks arrive on these barriers and multicast into this
+    // block's stages: none may start before all are initialised.
+    cute::cluster_sync();
+  } else {
+    __syncthreads();
+  }
 
   const HgemmArgs& args = p.args;
   const int M = static_cast<int>(args.m);
   const int N = static_cast<int>(args.n);
   const int K = static_cast<int>(args.k);
   const int k_tiles = (K + kWgBK - 1) / kWgBK;
-  const int tiles = p.tiles_m * p.tiles_n * static_cast<int>(args.batch);
+  // A cluster walks cluster tiles (kClusterM tile rows by one tile column)
+  // as a lone block walks tiles, and its block of rank r takes tile row r of
+  // each: the blocks of a cluster share B's tile. A tile row past M (tiles_m
+  // not a multiple) is still loaded (zeros) and multiplied, for its block's
+  // part of B; its epilogue stores nothing.
+  constexpr int kClusterM = Cfg::kClusterM;
+  const int cluster_rows = (p.tiles_m + kClusterM - 1) / kClusterM;
+  const int tiles = cluster_rows * p.tiles_n * static_cast<int>(args.batch);
+  const int first_tile = static_cast<int>(blockIdx.x) / kClusterM;
+  const int tile_stride = static_cast<int>(gridDim.x) / kClusterM;
+  const int rank = kClusterM > 1 ? static_cast<int>(cute::block_rank_in_cluster()) : 0;
 
   Tensor sA = make_tensor(make_smem_ptr(smem.a.data()), typename Cfg::SmemLayoutA{});  // (BM,BK,P)
   Tensor sB = make_tensor(make_smem_ptr(smem.b.data()), typename Cfg::SmemLayoutB{});  // (BN,BK,P)
@@ -354,17 +388,18 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const Tensor gA = local_tile(mA, TileShape{}, make_coord(_, _, _), Step<_1, X, _1>{});
     const Tensor gB = local_tile(mB, TileShape{}, make_coord(_, _, _), Step<X, _1, _1>{});
     auto tma_a = p.tma_a.get_slice(Int<0>{});
-    auto tma_b = p.tma_b.get_slice(Int<0>{});
-    Tensor tAsA = tma_a.partition_D(sA);  // (TMA,TMA_M,TMA_K,P)
-    Tensor tBsB = tma_b.partition_D(sB);  // (TMA,TMA_N,TMA_K,P)
+    auto tma_b = p.tma_b.get_slice(rank);  // this block's part of B (all of it alone)
+    Tensor tAsA = tma_a.partition_D(sA);   // (TMA,TMA_M,TMA_K,P)
+    Tensor tBsB = tma_b.partition_D(sB);   // (TMA,TMA_N,TMA_K,P)
+    constexpr auto kEveryBlock = static_cast<std::uint16_t>((1U << kClusterM) - 1U);
     int stage = 0;
     std::uint32_t phase = 1;  // every stage starts free
-    for (int tile = static_cast<int>(blockIdx.x); tile < tiles;
-         tile += static_cast<int>(gridDim.x)) {
+    for (int tile = first_tile; tile < tiles; tile += tile_stride) {
       int tm = 0;
       int tn = 0;
       int batch = 0;
-      wgmma_tile(tile, p.tiles_m, p.tiles_n, tm, tn, batch);
+      wgmma_tile(tile, cluster_rows, p.tiles_n, tm, tn, batch);
+      tm = tm * kClusterM + rank;
       const Tensor tAgA =
           tma_a.partition_S(gA(_, _, tm, _, p.batches_a == 1 ? 0 : batch));  // (TMA,TMA_M,TMA_K,k)
       const Tensor tBgB =
@@ -373,7 +408,24 @@ __global__ void __launch_bounds__(kWgThreads, 1)
         EmptyBarrier::wait(&smem.empty[stage], phase);
         FullBarrier::arrive_and_expect_tx(&smem.full[stage], Cfg::kStageBytes);
         copy(p.tma_a.with(smem.full[stage]), tAgA(_, _, _, kt), tAsA(_, _, _, stage));
-        copy(p.tma_b.with(smem.full[stage]), tBgB(_, _, _, kt), tBsB(_, _, _, stage));
+        if constexpr (kClusterM > 1) {
+          copy(p.tma_b.with(smem.full[stage], kEveryBlock), tBgB(_, _, _, kt),
+               tBsB(_, _, _, stage));
+        } else {
+          copy(p.tma_b.with(smem.full[stage]), tBgB(_, _, _, kt), tBsB(_, _, _, stage));
+        }
+        if (++stage == kWgStages) {
+          stage = 0;
+          phase ^= 1U;
+        }
+      }
+    }
+    if constexpr (kClusterM > 1) {
+      // The other blocks' consumers arrive on this block's barriers until
+      // they have read the last stages: the block stays until every stage
+      // is free again, so that no arrival reaches a block that has exited.
+      for (int s = 0; s < kWgStages; ++s) {
+        EmptyBarrier::wait(&smem.empty[stage], phase);
         if (++stage == kWgStages) {
           stage = 0;
           phase ^= 1U;
@@ -396,13 +448,29 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   const Tensor tCcC = thr_mma.partition_C(make_identity_tensor(take<0, 2>(TileShape{})));
   static_assert(decltype(size<2>(tCrA))::value == kWgBK / 16, "four k steps of 16 a stage");
 
+  // A stage is free once the wgmma reading it have retired: every consumer
+  // thread says so alone, or, in a cluster, one thread a warpgroup on every
+  // block's barrier (a warpgroup's wgmma retire together).
+  const bool releases = kClusterM == 1 || mma_thread % 128 == 0;
+  const auto release_stage = [&](int s) {
+    if constexpr (kClusterM == 1) {
+      EmptyBarrier::arrive(&smem.empty[s]);
+    } else {
+      CUTE_UNROLL
+      for (int block = 0; block < kClusterM; ++block) {
+        EmptyBarrier::arrive(&smem.empty[s], static_cast<std::uint32_t>(block),
+                             static_cast<std::uint32_t>(releases));
+      }
+    }
+  };
   int stage = 0;
   std::uint32_t phase = 0;
-  for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
+  for (int tile = first_tile; tile < tiles; tile += tile_stride) {
     int tm = 0;
     int tn = 0;
     int batch = 0;
-    wgmma_tile(tile, p.tiles_m, p.tiles_n, tm, tn, batch);
+    wgmma_tile(tile, cluster_rows, p.tiles_n, tm, tn, batch);
+    tm = tm * kClusterM + rank;
 
     // The first k tile overwrites the accumulators (scale-out zero on its
     // first k step), the others add to them.
@@ -431,7 +499,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
       // The previous k tile's wgmma have retired: its stage is free.
       warpgroup_wait<1>();
       warpgroup_fence_operand(acc);
-      EmptyBarrier::arrive(&smem.empty[release]);
+      release_stage(release);
       release = stage;
       if (++stage == kWgStages) {
         stage = 0;
@@ -440,7 +508,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     }
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc);
-    EmptyBarrier::arrive(&smem.empty[release]);
+    release_stage(release);
 
     const std::int64_t m0 = static_cast<std::int64_t>(tm) * kWgBM;
     const std::int64_t n0 = static_cast<std::int64_t>(tn) * kWgBN;
@@ -462,10 +530,37 @@ __global__ void __launch_bounds__(kWgThreads, 1)
 #endif
 }
 
+/// The clusters of `kernel` that fit on the device at once (a cluster's
+/// blocks share a GPC), asked once an instantiation; `fallback` if the
+/// driver cannot say.
+template <class Cfg, class Kernel>
+int co_resident_clusters(Kernel kernel, int fallback) {
+  static std::atomic<int> known{0};
+  if (const int n = known.load(std::memory_order_relaxed); n > 0) return n;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(Cfg::kClusterM * std::max(fallback, 1)));
+  config.blockDim = dim3(kWgThreads);
+  config.dynamicSmemBytes = Cfg::kSharedBytes;
+  cudaLaunchAttribute shape{};
+  shape.id = cudaLaunchAttributeClusterDimension;
+  shape.val.clusterDim.x = static_cast<unsigned>(Cfg::kClusterM);
+  shape.val.clusterDim.y = 1;
+  shape.val.clusterDim.z = 1;
+  config.attrs = &shape;
+  config.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess || clusters <= 0) {
+    (void)cudaGetLastError();
+    return fallback;
+  }
+  known.store(clusters, std::memory_order_relaxed);
+  return clusters;
+}
+
 /// Launches one instantiation: the descriptors, the grid, the launch.
-template <class T, bool AKMajor, bool BKMajor>
+template <class T, bool AKMajor, bool BKMajor, int ClusterM = 1>
 void launch_wgmma_layout(const HgemmArgs& p, StreamView stream, int sm_count) {
-  using Cfg = WgmmaConfig<T, AKMajor, BKMajor>;
+  using Cfg = WgmmaConfig<T, AKMajor, BKMajor, ClusterM>;
   using Params = typename Cfg::Params;
   // Not re-pointable (see the top of the file): the compiled graph must
   // capture this launch and copy bindings, never re-point it.
@@ -496,7 +591,7 @@ void launch_wgmma_layout(const HgemmArgs& p, StreamView stream, int sm_count) {
   params.tma_a = Cfg::template make_tma<AKMajor, typename Cfg::SmemLayoutA>(
       static_cast<const T*>(p.a.data), M, K, params.batches_a, lda,
       batch_stride(p.a, lda, AKMajor ? M : K));
-  params.tma_b = Cfg::template make_tma<BKMajor, typename Cfg::SmemLayoutB>(
+  params.tma_b = Cfg::template make_tma<BKMajor, typename Cfg::SmemLayoutB, ClusterM>(
       static_cast<const T*>(p.b.data), N, K, params.batches_b, ldb,
       batch_stride(p.b, ldb, BKMajor ? N : K));
   const std::size_t element = p.c.dtype == DType::f32 ? 4U : 2U;
@@ -506,11 +601,22 @@ void launch_wgmma_layout(const HgemmArgs& p, StreamView stream, int sm_count) {
   constexpr auto kernel = hgemm_wgmma_kernel<Cfg>;
   static std::atomic<std::uint64_t> opted_in{0};
   tensor_core::opt_in_shared_memory(kernel, Cfg::kSharedBytes, opted_in);
-  const std::int64_t tiles =
-      static_cast<std::int64_t>(params.tiles_m) * params.tiles_n * static_cast<std::int64_t>(batch);
-  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(tiles, std::max(sm_count, 1)));
-  loom::detail::launch_on_stream(stream, kernel, dim3(blocks), dim3(kWgThreads), Cfg::kSharedBytes,
-                                 params);
+  if constexpr (ClusterM == 1) {
+    const std::int64_t tiles = static_cast<std::int64_t>(params.tiles_m) * params.tiles_n *
+                               static_cast<std::int64_t>(batch);
+    const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(tiles, std::max(sm_count, 1)));
+    loom::detail::launch_on_stream(stream, kernel, dim3(blocks), dim3(kWgThreads),
+                                   Cfg::kSharedBytes, params);
+  } else {
+    const std::int64_t cluster_tiles =
+        static_cast<std::int64_t>((params.tiles_m + ClusterM - 1) / ClusterM) * params.tiles_n *
+        static_cast<std::int64_t>(batch);
+    const int fit = co_resident_clusters<Cfg>(kernel, std::max(sm_count / ClusterM, 1));
+    const auto clusters = std::min<std::int64_t>(cluster_tiles, fit);
+    loom::detail::launch_on_stream_in_clusters(dim3(ClusterM, 1, 1), stream, kernel,
+                                               dim3(static_cast<unsigned>(clusters * ClusterM)),
+                                               dim3(kWgThreads), Cfg::kSharedBytes, params);
+  }
 }
 
 /// The registers a thread of one instantiation takes in the image loaded
@@ -526,9 +632,12 @@ int wgmma_registers() {
 /// Launches the kernel for operand type T (hgemm_wgmma_fits holds): an A
 /// whose contiguous dimension is M with a K-contiguous B runs as the
 /// transposed problem C^T = B^T A^T, whose A is K-contiguous and whose B is
-/// N-contiguous.
+/// N-contiguous. `cluster`: in clusters of two blocks sharing B's tiles,
+/// for A K-contiguous and B N-contiguous (both row-major, or both
+/// column-major through the transposed problem) only, one instantiation a
+/// type; the other layouts run without clusters.
 template <class T>
-void launch_wgmma(HgemmArgs p, StreamView stream, int sm_count) {
+void launch_wgmma(HgemmArgs p, StreamView stream, int sm_count, bool cluster) {
   const bool a_k = wgmma_contiguous(p.a) == WgmmaContiguous::cols;  // A (M, K)
   const bool b_k = wgmma_contiguous(p.b) == WgmmaContiguous::rows;  // B (K, N)
   if (!a_k && b_k) {
@@ -538,9 +647,15 @@ void launch_wgmma(HgemmArgs p, StreamView stream, int sm_count) {
     std::swap(p.b.row_stride, p.b.col_stride);
     std::swap(p.c.row_stride, p.c.col_stride);
     std::swap(p.bias.row_stride, p.bias.col_stride);
-    launch_wgmma_layout<T, true, false>(p, stream, sm_count);
+    if (cluster) {
+      launch_wgmma_layout<T, true, false, 2>(p, stream, sm_count);
+    } else {
+      launch_wgmma_layout<T, true, false>(p, stream, sm_count);
+    }
   } else if (a_k && b_k) {
     launch_wgmma_layout<T, true, true>(p, stream, sm_count);
+  } else if (a_k && cluster) {
+    launch_wgmma_layout<T, true, false, 2>(p, stream, sm_count);
   } else if (a_k) {
     launch_wgmma_layout<T, true, false>(p, stream, sm_count);
   } else {

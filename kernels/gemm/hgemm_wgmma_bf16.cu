@@ -28,13 +28,14 @@ int wgmma_kernel_registers() {
 #endif
 }
 
-void launch_wgmma_bf16(const HgemmArgs& args, StreamView stream, int sm_count) {
+void launch_wgmma_bf16(const HgemmArgs& args, StreamView stream, int sm_count, bool cluster) {
 #if defined(LOOM_HGEMM_WGMMA_BUILT)
-  launch_wgmma<cute::bfloat16_t>(args, stream, sm_count);
+  launch_wgmma<cute::bfloat16_t>(args, stream, sm_count, cluster);
 #else
   (void)args;
   (void)stream;
   (void)sm_count;
+  (void)cluster;
   throw InvalidArgument("hgemm: the wgmma kernel was not built (no sm_90a target)");
 #endif
 }

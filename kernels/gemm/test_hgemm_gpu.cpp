@@ -348,6 +348,7 @@ TEST_P(HgemmGpu, WgmmaEveryLayoutWithTails) {
         t.a = a;
         t.b = b;
         EXPECT_EQ(run_case(t, GetParam(), HgemmVariant::wgmma), "");
+        EXPECT_EQ(run_case(t, GetParam(), HgemmVariant::wgmma_cluster), "");
       }
     }
   }
@@ -423,8 +424,8 @@ TEST_P(HgemmGpu, WgmmaBatchesWithASharedOperand) {
 // element (the same f32 accumulation in another order: 1e-3 relative), and
 // both against exact double sums at a few hundred places. Returns "" or the
 // first mismatch.
-std::string run_large(DType in, std::int64_t m, std::int64_t n, std::int64_t k, Order oa,
-                      Order ob) {
+std::string run_large(DType in, std::int64_t m, std::int64_t n, std::int64_t k, Order oa, Order ob,
+                      HgemmVariant variant = HgemmVariant::wgmma) {
   auto rng = loom::test::random_engine();
   Matrix a(in, m, k, 1, oa, 0, 0);
   Matrix b(in, k, n, 1, ob, 0, 0);
@@ -453,7 +454,7 @@ std::string run_large(DType in, std::int64_t m, std::int64_t n, std::int64_t k, 
                            (ob == Order::row_major ? "row" : "col");
   loom::detail::Stream stream(0, 0);
   try {
-    loom::kernels::hgemm(p, stream.view(), HgemmVariant::wgmma);
+    loom::kernels::hgemm(p, stream.view(), variant);
   } catch (const std::exception& e) {
     return what + ": threw " + e.what();
   }
@@ -500,6 +501,35 @@ TEST_P(HgemmGpu, WgmmaLarge) {
   EXPECT_EQ(run_large(GetParam(), 1000, 1000, 1000, Order::col_major, Order::col_major), "");
   EXPECT_EQ(run_large(GetParam(), 4096, 4096, 4096, Order::row_major, Order::row_major), "");
   EXPECT_EQ(run_large(GetParam(), 1536, 4104, 2056, Order::row_major, Order::col_major), "");
+}
+
+// wgmma in clusters of two: every tile of a large product, with an odd
+// count of tile rows (the last cluster's second block past M), batches with
+// a shared B, and the epilogue. (Every layout and tail: WgmmaEveryLayoutWithTails.)
+TEST_P(HgemmGpu, WgmmaClusterLargeBatchedAndEpilogue) {
+  LOOM_REQUIRE_WGMMA();
+  constexpr auto kCluster = HgemmVariant::wgmma_cluster;
+  for (Order o : {Order::row_major, Order::col_major}) {
+    EXPECT_EQ(run_large(GetParam(), 1024, 1024, 1024, o, o, kCluster), "");
+    EXPECT_EQ(run_large(GetParam(), 1000, 1000, 1000, o, o, kCluster), "");
+  }
+  EXPECT_EQ(run_large(GetParam(), 4096, 4096, 4096, Order::row_major, Order::row_major, kCluster),
+            "");
+  EXPECT_EQ(run_large(GetParam(), 1408, 2312, 776, Order::row_major, Order::row_major, kCluster),
+            "");  // 11 tile rows
+  for (bool shared : {false, true}) {
+    Case t{.m = 200, .n = 264, .k = 96, .batch = 3, .shared_b = shared};
+    EXPECT_EQ(run_case(t, GetParam(), kCluster), "");
+    t = Case{.m = 72, .n = 40, .k = 96, .batch = 5, .beta = 0.5F, .bias = 1, .shared_b = shared};
+    EXPECT_EQ(run_case(t, GetParam(), kCluster), "");
+  }
+  for (SgemmActivation act : {SgemmActivation::relu, SgemmActivation::gelu_tanh}) {
+    Case t{.m = 392, .n = 264, .k = 72, .alpha = 0.5F, .beta = 0.25F};
+    t.c_dtype = DType::f32;
+    t.bias = 2;
+    t.activation = act;
+    EXPECT_EQ(run_case(t, GetParam(), kCluster), "");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, HgemmGpu, ::testing::Values(DType::bf16, DType::f16),
