@@ -1,13 +1,12 @@
 // loom::ops::ring_attention and its backward: the ring's tasks (flash
-// attention on each key/value block, ring exchanges, merges by log-sum-exp),
-// the merge and accumulate ops (ring.hpp's kernels and references), and the
-// helpers that lay a sequence out over the ranks.
-#include <loom/cuda_interop.hpp>
+// attention on each key/value block, ring exchanges, merges by log-sum-exp,
+// with the merge and accumulate ops of op.cpp), and the helpers that lay a
+// sequence out over the ranks.
 #include <loom/error.hpp>
 #include <loom/ops/elementwise.hpp>
 #include <loom/ops/ring_attention.hpp>
 
-#include "attention/ring.hpp"
+#include "attention/ring_op.hpp"
 #include "common/checks.hpp"
 
 #include <algorithm>
@@ -20,148 +19,6 @@ namespace loom::ops {
 namespace {
 
 using detail::reject;
-
-kernels::AttentionTensor view(const Tensor& t) {
-  if (!t.defined()) return {};
-  const auto stride = [&](int dim) { return t.size(dim) <= 1 ? 0 : t.strides()[dim]; };
-  return {t.data(), stride(0), stride(1), stride(2)};
-}
-
-// The last dimension contiguous, f32 or the given 16-bit type, [B, H, S(, D)] as `like`.
-void require_like(const Tensor& t, const Tensor& like, int rank, DType dtype, std::string_view op,
-                  std::string_view role) {
-  detail::require_defined(t, op, role);
-  detail::require_dtype(t, dtype, op, role);
-  detail::require_rank(t, rank, op, role);
-  for (int d = 0; d < rank; ++d) {
-    if (t.size(d) != like.size(d)) {
-      reject(op, std::string(role) + " must match " + like.shape().to_string() + " in its first " +
-                     std::to_string(rank) + " extents, got " + t.shape().to_string());
-    }
-  }
-  if (t.strides()[rank - 1] != 1 && t.size(rank - 1) > 1) {
-    reject(op, std::string(role) + "'s last dimension must be contiguous, got " + t.describe());
-  }
-  detail::require_same_memory(like, t, op);
-}
-
-constexpr std::string_view kMergeName = "attention_merge";
-
-// acc, acc_lse (f32) merged with part, part_lse; out, out_lse the merged
-// result (optional).
-class AttentionMerge final : public Op {
- public:
-  AttentionMerge(Tensor acc, Tensor acc_lse, Tensor part, Tensor part_lse, Tensor out,
-                 Tensor out_lse, bool first)
-      : acc_(std::move(acc)),
-        acc_lse_(std::move(acc_lse)),
-        part_(std::move(part)),
-        part_lse_(std::move(part_lse)),
-        out_(std::move(out)),
-        out_lse_(std::move(out_lse)),
-        first_(first) {}
-  std::string_view name() const noexcept override { return kMergeName; }
-  std::vector<Tensor> reads() const override {
-    if (first_) return {part_, part_lse_};
-    return {part_, part_lse_, acc_, acc_lse_};
-  }
-  std::vector<Tensor> writes() const override {
-    std::vector<Tensor> w{acc_, acc_lse_};
-    if (out_.defined()) w.push_back(out_);
-    if (out_lse_.defined()) w.push_back(out_lse_);
-    return w;
-  }
-  void validate() const override {
-    detail::require_dtype_in(part_, {DType::bf16, DType::f16}, kMergeName, "part");
-    detail::require_rank(part_, 4, kMergeName, "part");
-    require_like(acc_, part_, 4, DType::f32, kMergeName, "acc");
-    require_like(part_lse_, part_, 3, DType::f32, kMergeName, "part_lse");
-    require_like(acc_lse_, part_, 3, DType::f32, kMergeName, "acc_lse");
-    if (out_.defined()) require_like(out_, part_, 4, part_.dtype(), kMergeName, "out");
-    if (out_lse_.defined()) require_like(out_lse_, part_, 3, DType::f32, kMergeName, "out_lse");
-    if (part_.size(3) % 4 != 0) reject(kMergeName, "the head dim must be a multiple of 4");
-  }
-  void run_cpu() const override { kernels::attention_merge_reference(args()); }
-  bool launches_through_loom() const noexcept override { return true; }
-  void run_cuda(const ExecutionContext& ctx) const override {
-    kernels::attention_merge(args(), StreamView(cuda_stream(ctx)));
-  }
-
- private:
-  kernels::AttentionMergeArgs args() const {
-    kernels::AttentionMergeArgs p;
-    p.batch = part_.size(0);
-    p.heads = part_.size(1);
-    p.rows = part_.size(2);
-    p.head_dim = part_.size(3);
-    p.dtype = part_.dtype();
-    p.acc = view(acc_);
-    p.acc_lse = view(acc_lse_);
-    p.part = view(part_);
-    p.part_lse = view(part_lse_);
-    p.out = view(out_);
-    p.out_lse = view(out_lse_);
-    p.first = first_;
-    return p;
-  }
-  Tensor acc_, acc_lse_, part_, part_lse_, out_, out_lse_;
-  bool first_;
-};
-
-constexpr std::string_view kAccumulateName = "gradient_accumulate";
-
-// acc (f32) += part (or = part when first; part undefined: nothing added);
-// out (optional) = acc rounded.
-class GradientAccumulate final : public Op {
- public:
-  GradientAccumulate(Tensor acc, Tensor part, Tensor out, bool first)
-      : acc_(std::move(acc)), part_(std::move(part)), out_(std::move(out)), first_(first) {}
-  std::string_view name() const noexcept override { return kAccumulateName; }
-  std::vector<Tensor> reads() const override {
-    std::vector<Tensor> r;
-    if (part_.defined()) r.push_back(part_);
-    if (!first_ || !part_.defined()) r.push_back(acc_);
-    return r;
-  }
-  std::vector<Tensor> writes() const override {
-    std::vector<Tensor> w;
-    if (part_.defined()) w.push_back(acc_);
-    if (out_.defined()) w.push_back(out_);
-    return w;
-  }
-  void validate() const override {
-    const Tensor& typed = part_.defined() ? part_ : out_;
-    detail::require_defined(typed, kAccumulateName, "part or out");
-    detail::require_dtype_in(typed, {DType::bf16, DType::f16}, kAccumulateName, "part");
-    detail::require_rank(typed, 4, kAccumulateName, "part");
-    require_like(acc_, typed, 4, DType::f32, kAccumulateName, "acc");
-    if (out_.defined()) require_like(out_, typed, 4, typed.dtype(), kAccumulateName, "out");
-    if (typed.size(3) % 4 != 0) reject(kAccumulateName, "the head dim must be a multiple of 4");
-  }
-  void run_cpu() const override { kernels::gradient_accumulate_reference(args()); }
-  bool launches_through_loom() const noexcept override { return true; }
-  void run_cuda(const ExecutionContext& ctx) const override {
-    kernels::gradient_accumulate(args(), StreamView(cuda_stream(ctx)));
-  }
-
- private:
-  kernels::GradientAccumulateArgs args() const {
-    const Tensor& typed = part_.defined() ? part_ : out_;
-    kernels::GradientAccumulateArgs p;
-    p.batch = typed.size(0);
-    p.heads = typed.size(1);
-    p.rows = typed.size(2);
-    p.head_dim = typed.size(3);
-    p.dtype = typed.dtype();
-    p.acc = view(acc_);
-    p.part = view(part_);
-    p.out = view(out_);
-    p.first = first_;
-    return p;
-  }
-  Tensor acc_, part_, out_;
-  bool first_;
-};
 
 // ---- the ring's plan, shared by the forward and the backward ----
 
@@ -345,15 +202,14 @@ void ring_attention(Graph& g, const Communicator& comm, const Tensor& q, const T
           {.name = step_name(o, s, "flash")});
     // The last merge writes the result when it covers every row.
     const bool last = s + 1 == ranks && qb == 0 && qe == length;
-    g.add(std::make_shared<AttentionMerge>(
-              rows(acc, qb, qe), rows(acc_lse, qb, qe), rows(part, qb, qe), rows(part_lse, qb, qe),
-              last ? out : Tensor{}, last && lse.defined() ? lse : Tensor{}, s == 0),
+    g.add(detail::attention_merge(rows(acc, qb, qe), rows(acc_lse, qb, qe), rows(part, qb, qe),
+                                  rows(part_lse, qb, qe), last ? out : Tensor{},
+                                  last && lse.defined() ? lse : Tensor{}, s == 0),
           {.name = step_name(o, s, "merge")});
     written = last;
   }
   if (!written) {
-    g.add(std::make_shared<GradientAccumulate>(acc, Tensor{}, out, false),
-          {.name = o.name + ".finish"});
+    g.add(detail::gradient_accumulate(acc, Tensor{}, out, false), {.name = o.name + ".finish"});
     if (lse.defined()) g.copy(acc_lse, lse, {.name = o.name + ".finish_lse"});
   }
 }
@@ -410,8 +266,7 @@ void ring_attention_backward(Graph& g, const Communicator& comm, const Tensor& q
       // Step 0 is the rank's own block, which covers every row.
       const auto sum = [&](const Tensor& into, const Tensor& part, std::int64_t b, std::int64_t e,
                            std::string_view what) {
-        g.add(std::make_shared<GradientAccumulate>(rows(into, b, e), rows(part, b, e), Tensor{},
-                                                   s == 0),
+        g.add(detail::gradient_accumulate(rows(into, b, e), rows(part, b, e), Tensor{}, s == 0),
               {.name = step_name(o, s, what)});
       };
       sum(dq_sum, step[0], qb, qe, "sum_dq");
@@ -422,7 +277,7 @@ void ring_attention_backward(Graph& g, const Communicator& comm, const Tensor& q
     sums.pass_on(g, comm, s, step_name(o, s, "send_dkv"));
   }
   const auto finish = [&](const Tensor& sum, const Tensor& grad, std::string_view what) {
-    g.add(std::make_shared<GradientAccumulate>(sum, Tensor{}, grad, false),
+    g.add(detail::gradient_accumulate(sum, Tensor{}, grad, false),
           {.name = o.name + "." + std::string(what)});
   };
   finish(dq_sum, grads.dq, "finish_dq");

@@ -1,13 +1,11 @@
 // Fused elementwise chains: code generation, NVRTC (opened at run time),
-// the process-wide kernel cache, the launch through the runtime API, and
-// the CPU interpreter. See fusion.hpp for why NVRTC.
+// the process-wide kernel cache and the launch through the runtime API (the
+// CPU interpreter is in reference.cpp). See fusion.hpp for why NVRTC.
 #include "elementwise/fusion.hpp"
 
 #include <loom/error.hpp>
 
 #include "common/check.hpp"
-#include "common/convert.hpp"
-#include "elementwise/functors.hpp"
 #include "elementwise/map_math_text.hpp"
 
 #include <dlfcn.h>
@@ -15,7 +13,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <iomanip>
 #include <limits>
 #include <map>
@@ -546,6 +543,17 @@ void check_program(const FusedProgram& p) {
   }
 }
 
+void check_operand_counts(const FusedProgram& p, std::size_t inputs, std::size_t outputs) {
+  if (inputs != p.inputs.size()) {
+    bad_program("the chain reads " + std::to_string(p.inputs.size()) + " inputs, " +
+                std::to_string(inputs) + " given");
+  }
+  if (outputs != p.results().size()) {
+    bad_program("the chain writes " + std::to_string(p.results().size()) + " outputs, " +
+                std::to_string(outputs) + " given");
+  }
+}
+
 std::string fused_source(const FusedProgram& p) {
   check_program(p);
   const auto outputs = p.results();
@@ -721,17 +729,6 @@ unsigned machine_blocks() {
   return static_cast<unsigned>(sms) * kBlocksPerSm;
 }
 
-void check_operand_counts(const FusedProgram& p, std::size_t inputs, std::size_t outputs) {
-  if (inputs != p.inputs.size()) {
-    bad_program("the chain reads " + std::to_string(p.inputs.size()) + " inputs, " +
-                std::to_string(inputs) + " given");
-  }
-  if (outputs != p.results().size()) {
-    bad_program("the chain writes " + std::to_string(p.results().size()) + " outputs, " +
-                std::to_string(outputs) + " given");
-  }
-}
-
 }  // namespace
 
 FusedKernel::FusedKernel(FusedProgram program)
@@ -796,133 +793,6 @@ void prepare_fused_map(const FusedProgram& program) { FusedKernel(program).prepa
 void fused_map(const FusedProgram& program, const std::vector<const void*>& inputs, void* out,
                std::size_t n, StreamView stream) {
   FusedKernel(program).launch(inputs, out, n, stream);
-}
-
-// ---- the CPU interpreter --------------------------------------------------
-
-namespace {
-
-float load(DType d, const void* base, std::int64_t i) {
-  if (d == DType::f32) return static_cast<const float*>(base)[i];
-  std::uint16_t bits = 0;
-  std::memcpy(&bits, static_cast<const std::uint16_t*>(base) + i, sizeof bits);
-  return d == DType::f16 ? f16_bits_to_f32(bits) : bf16_bits_to_f32(bits);
-}
-
-void store(DType d, void* base, std::int64_t i, float v) {
-  if (d == DType::f32) {
-    static_cast<float*>(base)[i] = v;
-    return;
-  }
-  const std::uint16_t bits = d == DType::f16 ? f32_to_f16_bits(v) : f32_to_bf16_bits(v);
-  std::memcpy(static_cast<std::uint16_t*>(base) + i, &bits, sizeof bits);
-}
-
-float round_to(DType d, float v) {
-  switch (d) {
-    case DType::f16: return f16_bits_to_f32(f32_to_f16_bits(v));
-    case DType::bf16: return bf16_bits_to_f32(f32_to_bf16_bits(v));
-    default: return v;
-  }
-}
-
-// One instruction over a block of elements (a, b, c: its operands' registers).
-template <std::size_t kChunk>
-void interpret(const FusedProgram& p, const FusedInstr& in, std::size_t count,
-               const std::array<float, kChunk>& a, const std::array<float, kChunk>& b,
-               const std::array<float, kChunk>& c, std::array<float, kChunk>& dst) {
-  const auto each = [&](auto f) {
-    for (std::size_t e = 0; e < count; ++e) dst[e] = f(e);
-  };
-  switch (in.op) {
-    case FusedOpcode::input:
-    case FusedOpcode::constant: return;  // read by the caller
-    case FusedOpcode::add: each([&](auto e) { return map_fn::Add{}(a[e], b[e]); }); return;
-    case FusedOpcode::mul: each([&](auto e) { return map_fn::Mul{}(a[e], b[e]); }); return;
-    case FusedOpcode::axpby: {
-      const map_fn::Axpby f{p.constants[static_cast<std::size_t>(in.index)],
-                            p.constants[static_cast<std::size_t>(in.index) + 1]};
-      each([&](auto e) { return f(a[e], b[e]); });
-      return;
-    }
-    case FusedOpcode::relu: each([&](auto e) { return map_fn::Relu{}(a[e]); }); return;
-    case FusedOpcode::gelu_tanh: each([&](auto e) { return map_fn::GeluTanh{}(a[e]); }); return;
-    case FusedOpcode::round: each([&](auto e) { return round_to(in.dtype, a[e]); }); return;
-    case FusedOpcode::where:
-      each([&](auto e) { return map_fn::Where{}(a[e], b[e], c[e]); });
-      return;
-#define LOOM_FUSED_UNARY(name) \
-  case FusedOpcode::name: each([&](auto e) { return map_fn::loom_map_##name(a[e]); }); return;
-      LOOM_UNARY_MATH_MAPS(LOOM_FUSED_UNARY)
-#undef LOOM_FUSED_UNARY
-#define LOOM_FUSED_BINARY(name) \
-  case FusedOpcode::name: each([&](auto e) { return map_fn::loom_map_##name(a[e], b[e]); }); return;
-      LOOM_BINARY_MATH_MAPS(LOOM_FUSED_BINARY)
-#undef LOOM_FUSED_BINARY
-  }
-}
-
-}  // namespace
-
-void fused_map_reference(const FusedProgram& p, const std::vector<const void*>& inputs, void* out,
-                         std::size_t n) {
-  fused_map_reference(p, inputs, std::vector<void*>{out}, FusedGeometry::contiguous(p, n));
-}
-
-void fused_map_reference(const FusedProgram& p, const std::vector<const void*>& inputs,
-                         const std::vector<void*>& outputs, const FusedGeometry& geometry) {
-  check_program(p);
-  check_operand_counts(p, inputs.size(), outputs.size());
-  const std::int64_t n = geometry.numel();
-  if (n <= 0) return;
-  const auto results = p.results();
-  const std::size_t operands = inputs.size() + outputs.size();
-  // Every element's offsets, in row-major order (an odometer over the shape).
-  std::vector<std::int64_t> offsets(operands, 0);
-  std::array<std::int64_t, kFusedMaxRank> index{};
-  const auto advance = [&] {
-    for (int d = geometry.rank - 1; d >= 0; --d) {
-      for (std::size_t k = 0; k < operands; ++k) offsets[k] += geometry.strides[k][d];
-      if (++index[static_cast<std::size_t>(d)] < geometry.shape[d]) return;
-      for (std::size_t k = 0; k < operands; ++k) {
-        offsets[k] -= geometry.strides[k][d] * geometry.shape[d];
-      }
-      index[static_cast<std::size_t>(d)] = 0;
-    }
-  };
-  // A block of elements an instruction at a time: the dispatch is paid once
-  // a block, not once an element.
-  constexpr std::size_t kChunk = 256;
-  std::vector<std::array<float, kChunk>> r(p.code.size());
-  std::vector<std::array<std::int64_t, kChunk>> at(operands);
-  for (std::int64_t begin = 0; begin < n; begin += static_cast<std::int64_t>(kChunk)) {
-    const auto count = static_cast<std::size_t>(std::min<std::int64_t>(kChunk, n - begin));
-    for (std::size_t e = 0; e < count; ++e) {
-      for (std::size_t k = 0; k < operands; ++k) at[k][e] = offsets[k];
-      advance();
-    }
-    for (std::size_t k = 0; k < p.code.size(); ++k) {
-      const FusedInstr& in = p.code[k];
-      auto& dst = r[k];
-      const auto operand = [&](int reg) -> const std::array<float, kChunk>& {
-        return r[static_cast<std::size_t>(std::max(reg, 0))];
-      };
-      if (in.op == FusedOpcode::input) {
-        const auto i = static_cast<std::size_t>(in.index);
-        for (std::size_t e = 0; e < count; ++e) dst[e] = load(p.inputs[i], inputs[i], at[i][e]);
-      } else if (in.op == FusedOpcode::constant) {
-        dst.fill(p.constants[static_cast<std::size_t>(in.index)]);
-      } else {
-        interpret(p, in, count, operand(in.a), operand(in.b), operand(in.c), dst);
-      }
-    }
-    for (std::size_t j = 0; j < results.size(); ++j) {
-      const auto& value = r[static_cast<std::size_t>(results[j].reg)];
-      const auto& where = at[inputs.size() + j];
-      for (std::size_t e = 0; e < count; ++e)
-        store(results[j].dtype, outputs[j], where[e], value[e]);
-    }
-  }
 }
 
 }  // namespace loom::kernels

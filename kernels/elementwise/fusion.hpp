@@ -31,7 +31,8 @@
 // Semantics, on both backends: values are f32 inside the chain; inputs are
 // widened on load, `round` rounds to f16 or bf16 (nearest even) where the
 // chain asks, and the result is rounded once to the output dtype. The CPU
-// backend interprets the same program (fused_map_reference).
+// backend interprets the same program (fused_map_reference, in
+// reference.cpp).
 //
 // Every map of maps.hpp is an instruction here, computed by the same
 // functions (map_math.inc, compiled into the generated source).
@@ -154,6 +155,10 @@ FusedGeometry coalesce(const FusedGeometry& geometry, int operands) noexcept;
 /// @throws InvalidArgument naming the first problem (bad register, slot,
 /// input, dtype, or a limit exceeded).
 void check_program(const FusedProgram& program);
+/// Both backends check a launch's operands with it (fusion.cpp, reference.cpp).
+/// @throws InvalidArgument unless `inputs` and `outputs` are the numbers of
+/// operands the program reads and writes.
+void check_operand_counts(const FusedProgram& program, std::size_t inputs, std::size_t outputs);
 
 /// The CUDA C++ source of the fused kernel (extern "C" kFusedKernelName).
 /// It depends on the program's structure and dtypes, not on its constants.
