@@ -19,7 +19,7 @@
 //    writes either, so nothing is transposed on the way).
 //  - The pipeline is two mbarriers a stage. full[s] (arrival count 1): the
 //    producer arrives with the stage's byte count and TMA completes the
-//    transaction. empty[s] (arrival count 256): every consumer thread
+//    transaction. empty[s] (arrival count 256; 4 in clusters, below): every consumer thread
 //    arrives once the wgmma that read the stage has retired. The producer
 //    waits on empty before refilling a stage, the consumers on full before
 //    reading one; each side tracks the phase parity it waits for, flipping
@@ -59,6 +59,28 @@
 // directly. Three instantiations a type: (A K, B K), (A K, B N), (A M, B N);
 // the fourth, (A M, B K), is the transposed problem C^T = B^T A^T, which is
 // (A K, B N).
+//
+// Clusters (wgmma_cluster, ClusterM = 2; a fourth instantiation a type, for
+// (A K, B N) only): blocks go in clusters of two along M. A cluster walks
+// cluster tiles (two tile rows by one tile column) as a lone block walks
+// tiles; its block of rank r takes tile row r, so both need the same B tile.
+// Each block's producer loads half of it (SM90_TMA_LOAD_MULTICAST, sliced
+// by the rank) into both blocks' stages, and its own A tile. So:
+//  - full[s] still expects the whole stage's bytes: its own A, its own half
+//    of B and the other block's half (which may land before this block's
+//    producer arrives: the pending arrival keeps the phase open).
+//  - A stage is written by both blocks, so each block's empty[s] counts the
+//    consumers of both (4 arrivals: one thread a consumer warpgroup, after
+//    its warpgroup's wgmma on the stage retired, arrives on both blocks'
+//    barriers, the remote one through its cluster address).
+//  - Barriers are initialised before a cluster-wide sync, and each producer,
+//    after its last load, waits until its stages are free again (the other
+//    block's last arrivals have come), so that no arrival reaches a block
+//    that has exited.
+//  - A tile row past M (an odd count of tile rows) is loaded (zeros) and
+//    multiplied for its block's share of B, and stores nothing.
+// The grid is the clusters that fit at once (cudaOccupancyMaxActiveClusters),
+// at most half the multiprocessors.
 #include "common/check.hpp"
 #include "common/convert.hpp"
 #include "common/launch.hpp"
@@ -530,13 +552,22 @@ __global__ void __launch_bounds__(kWgThreads, 1)
 #endif
 }
 
-/// The clusters of `kernel` that fit on the device at once (a cluster's
-/// blocks share a GPC), asked once an instantiation; `fallback` if the
-/// driver cannot say.
+/// The clusters of `kernel` that fit on the current device at once (a
+/// cluster's blocks share a GPC), asked once an instantiation and device;
+/// `fallback` if the driver cannot say.
 template <class Cfg, class Kernel>
 int co_resident_clusters(Kernel kernel, int fallback) {
-  static std::atomic<int> known{0};
-  if (const int n = known.load(std::memory_order_relaxed); n > 0) return n;
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices]{};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return fallback;
+  }
+  const bool cached = device >= 0 && device < kDevices;
+  if (cached) {
+    if (const int n = known[device].load(std::memory_order_relaxed); n > 0) return n;
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(Cfg::kClusterM * std::max(fallback, 1)));
   config.blockDim = dim3(kWgThreads);
@@ -553,7 +584,7 @@ int co_resident_clusters(Kernel kernel, int fallback) {
     (void)cudaGetLastError();
     return fallback;
   }
-  known.store(clusters, std::memory_order_relaxed);
+  if (cached) known[device].store(clusters, std::memory_order_relaxed);
   return clusters;
 }
 
@@ -611,7 +642,8 @@ void launch_wgmma_layout(const HgemmArgs& p, StreamView stream, int sm_count) {
     const std::int64_t cluster_tiles =
         static_cast<std::int64_t>((params.tiles_m + ClusterM - 1) / ClusterM) * params.tiles_n *
         static_cast<std::int64_t>(batch);
-    const int fit = co_resident_clusters<Cfg>(kernel, std::max(sm_count / ClusterM, 1));
+    const int most = std::max(sm_count / ClusterM, 1);
+    const int fit = std::min(co_resident_clusters<Cfg>(kernel, most), most);
     const auto clusters = std::min<std::int64_t>(cluster_tiles, fit);
     loom::detail::launch_on_stream_in_clusters(dim3(ClusterM, 1, 1), stream, kernel,
                                                dim3(static_cast<unsigned>(clusters * ClusterM)),

@@ -15,6 +15,7 @@
 #include <loom/runtime.hpp>
 
 #include "common/convert.hpp"
+#include "cuda/check.hpp"
 #include "cuda/stream.hpp"
 #include "gemm/hgemm.hpp"
 
@@ -424,8 +425,12 @@ TEST_P(HgemmGpu, WgmmaBatchesWithASharedOperand) {
 // element (the same f32 accumulation in another order: 1e-3 relative), and
 // both against exact double sums at a few hundred places. Returns "" or the
 // first mismatch.
+// `captured`: the product is captured into a CUDA graph (as a compiled
+// graph captures a launch it cannot add as a node), checked to hold one
+// kernel node launched in clusters of `cluster` blocks, and replayed.
 std::string run_large(DType in, std::int64_t m, std::int64_t n, std::int64_t k, Order oa, Order ob,
-                      HgemmVariant variant = HgemmVariant::wgmma) {
+                      HgemmVariant variant = HgemmVariant::wgmma, bool captured = false,
+                      unsigned cluster = 0) {
   auto rng = loom::test::random_engine();
   Matrix a(in, m, k, 1, oa, 0, 0);
   Matrix b(in, k, n, 1, ob, 0, 0);
@@ -454,7 +459,39 @@ std::string run_large(DType in, std::int64_t m, std::int64_t n, std::int64_t k, 
                            (ob == Order::row_major ? "row" : "col");
   loom::detail::Stream stream(0, 0);
   try {
-    loom::kernels::hgemm(p, stream.view(), variant);
+    if (captured) {
+      const cudaStream_t s = stream.view().native();
+      cudaGraph_t graph = nullptr;
+      LOOM_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      loom::kernels::hgemm(p, stream.view(), variant);
+      LOOM_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+      std::size_t count = 0;
+      LOOM_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+      std::vector<cudaGraphNode_t> nodes(count);
+      LOOM_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+      std::string shape;
+      for (auto node : nodes) {
+        cudaGraphNodeType type{};
+        LOOM_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+        if (type != cudaGraphNodeTypeKernel) continue;
+        cudaLaunchAttributeValue value{};
+        LOOM_CUDA_CHECK(
+            cudaGraphKernelNodeGetAttribute(node, cudaLaunchAttributeClusterDimension, &value));
+        shape += std::to_string(value.clusterDim.x) + "x" + std::to_string(value.clusterDim.y) +
+                 "x" + std::to_string(value.clusterDim.z) + " ";
+      }
+      const std::string want = std::to_string(cluster) + "x1x1 ";
+      cudaGraphExec_t exec = nullptr;
+      LOOM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      LOOM_CUDA_CHECK(cudaGraphLaunch(exec, s));
+      LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
+      LOOM_CUDA_CHECK(cudaGraphExecDestroy(exec));
+      LOOM_CUDA_CHECK(cudaGraphDestroy(graph));
+      if (shape != want)
+        return what + ": captured kernel nodes' clusters " + shape + ", want " + want;
+    } else {
+      loom::kernels::hgemm(p, stream.view(), variant);
+    }
   } catch (const std::exception& e) {
     return what + ": threw " + e.what();
   }
@@ -523,6 +560,11 @@ TEST_P(HgemmGpu, WgmmaClusterLargeBatchedAndEpilogue) {
     t = Case{.m = 72, .n = 40, .k = 96, .batch = 5, .beta = 0.5F, .bias = 1, .shared_b = shared};
     EXPECT_EQ(run_case(t, GetParam(), kCluster), "");
   }
+  // Captured into a CUDA graph, as a compiled graph takes it: one kernel
+  // node that keeps its clusters of two.
+  EXPECT_EQ(run_large(GetParam(), 1000, 1000, 1000, Order::row_major, Order::row_major, kCluster,
+                      true, 2),
+            "");
   for (SgemmActivation act : {SgemmActivation::relu, SgemmActivation::gelu_tanh}) {
     Case t{.m = 392, .n = 264, .k = 72, .alpha = 0.5F, .beta = 0.25F};
     t.c_dtype = DType::f32;
