@@ -476,6 +476,9 @@ CompileProfile*& compile_profile() noexcept {
 
 Executable compile_graph(const Graph& graph, const CompileServices& services) {
   Executor& executor = services.executor;
+  // Counted as work in flight: a runtime being destroyed waits for it, and
+  // refuses one that comes after it closed.
+  const Executor::CompileInFlight in_flight(executor);
   executor.throw_if_poisoned();
   check_compilable(graph);
   auto impl = std::make_shared<Executable::Impl>();

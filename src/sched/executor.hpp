@@ -89,6 +89,22 @@ class Executor {
     preparer_.adopt(graph, std::move(prepared));
   }
 
+  /// Counts a compile as work in flight for its scope (the shutdown
+  /// protocol waits for it, and refuses one once closed).
+  class CompileInFlight {
+   public:
+    /// @throws InvalidArgument when the runtime is being destroyed.
+    explicit CompileInFlight(Executor& executor) : lifecycle_(executor.machine_.lifecycle()) {
+      lifecycle_.compile_begun();
+    }
+    ~CompileInFlight() { lifecycle_.compile_done(); }
+    CompileInFlight(const CompileInFlight&) = delete;
+    CompileInFlight& operator=(const CompileInFlight&) = delete;
+
+   private:
+    Lifecycle& lifecycle_;
+  };
+
   bool cuda() const noexcept { return options_.cuda; }
   int device() const noexcept { return options_.device; }
   cudaStream_t entry_stream() const noexcept { return options_.entry_stream; }

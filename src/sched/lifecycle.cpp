@@ -11,15 +11,32 @@
 
 namespace loom::detail {
 
+void Lifecycle::throw_if_closed() const {
+  if (!closed_) return;
+  throw InvalidArgument(
+      "the runtime is being destroyed: its runs in flight and their continuations have "
+      "finished, and it accepts no more work (submit before destroying it, or keep it alive)",
+      in_current_task());
+}
+
 void Lifecycle::run_made() {
   std::lock_guard lock(mutex_);
-  if (closed_) {
-    throw InvalidArgument(
-        "the runtime is being destroyed: its runs in flight and their continuations have "
-        "finished, and it accepts no more work (submit before destroying it, or keep it alive)",
-        in_current_task());
-  }
+  throw_if_closed();
   ++live_runs_;
+}
+
+void Lifecycle::compile_begun() {
+  std::lock_guard lock(mutex_);
+  throw_if_closed();
+  ++compiles_;
+}
+
+void Lifecycle::compile_done() {
+  {
+    std::lock_guard lock(mutex_);
+    --compiles_;
+  }
+  cv_.notify_all();
 }
 
 void Lifecycle::run_published(std::vector<std::function<void()>> continuations) {
@@ -75,7 +92,7 @@ void Lifecycle::wait_no_runs() {
 
 void Lifecycle::drain_and_close() {
   std::unique_lock lock(mutex_);
-  const auto drained = [&] { return live_runs_ == 0 && pending_ == 0; };
+  const auto drained = [&] { return live_runs_ == 0 && pending_ == 0 && compiles_ == 0; };
   try {
     // On a worker of another runtime (destroying this one inside its task),
     // that runtime's pool puts a thread in this one's place meanwhile.

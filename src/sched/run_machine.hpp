@@ -52,6 +52,8 @@ class RunMachine {
   /// and continuation, including those they submit meanwhile, then refuses
   /// new runs. Any thread but loom's own.
   void drain_and_close() { lifecycle_->drain_and_close(); }
+  /// The runtime's lifecycle (compiles count themselves in it).
+  Lifecycle& lifecycle() noexcept { return *lifecycle_; }
   /// Opens an activity log: the runs made from now on time their tasks and
   /// hand their spans to it. Any thread. @throws InvalidArgument when one is open.
   void start_activity_log();

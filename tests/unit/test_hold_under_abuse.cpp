@@ -4,6 +4,7 @@
 // run, a runtime destroyed on its own worker is handed off). The stress test
 // that mixes all of it is in test_stress.cpp.
 #include <loom/error.hpp>
+#include <loom/executable.hpp>
 #include <loom/graph.hpp>
 #include <loom/ops.hpp>
 #include <loom/runtime.hpp>
@@ -437,6 +438,12 @@ TEST(ShutdownProtocol, AClosedLifecycleRefusesRunsClearly) {
   } catch (const loom::InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("being destroyed"), std::string::npos) << e.what();
   }
+  try {
+    life->compile_begun();
+    ADD_FAILURE() << "a closed lifecycle accepted a compile";
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("being destroyed"), std::string::npos) << e.what();
+  }
   // A continuation added once closed runs here, and what it throws is logged.
   bool here = false;
   life->post_continuation([&] {
@@ -445,6 +452,49 @@ TEST(ShutdownProtocol, AClosedLifecycleRefusesRunsClearly) {
   });
   EXPECT_TRUE(here);
   workers->shutdown();
+}
+
+// A compile uses the runtime's streams, pools and arena: the drain waits for
+// one in flight as for a run, and only then closes.
+TEST(ShutdownProtocol, TheDrainWaitsForACompileInFlight) {
+  auto workers = std::make_shared<loom::detail::WorkerPool>(1);
+  auto life = std::make_shared<loom::detail::Lifecycle>(workers);
+  std::promise<void> begun;
+  std::atomic<bool> done{false};
+  std::thread compiling([&] {
+    life->compile_begun();
+    begun.set_value();
+    std::this_thread::sleep_for(100ms);
+    done = true;
+    life->compile_done();
+  });
+  begun.get_future().wait();
+  life->drain_and_close();
+  EXPECT_TRUE(done.load()) << "the lifecycle closed while a compile was in flight";
+  compiling.join();
+  workers->shutdown();
+}
+
+TEST(ShutdownProtocol, TasksMayCompileAndReplayWhileTheRuntimeIsDestroyed) {
+  std::atomic<int> replayed{0};
+  loom::Future outer;
+  {
+    auto rt = std::make_unique<loom::Runtime>(cpu(1));
+    loom::Runtime* p = rt.get();
+    Graph g;
+    g.host("compiles during shutdown", [&, p] {
+      std::this_thread::sleep_for(100ms);  // the destructor has begun by now
+      Graph h;
+      h.host("replayed", [&] { ++replayed; });
+      const auto exe = p->compile(h);
+      exe.run().wait();
+      exe.run().wait();
+    });
+    outer = rt->submit(g);
+    rt.reset();
+  }
+  EXPECT_NO_THROW(outer.wait());
+  EXPECT_EQ(replayed.load(), 2) << "a compile made during shutdown runs";
 }
 
 TEST(ShutdownProtocol, ThenOnAFinishedRunOfAGoneRuntimeNeverThrows) {
