@@ -451,6 +451,56 @@ TEST_F(MpiComm, RanksThatDisagreeOnTheSizeAllFailSayingHow) {
   check_all_reduce<std::int32_t>(*comm_, loom::ReduceOp::sum, 601);
 }
 
+// The last rank calls another collective, dtype, root or reduction than the
+// others: every rank fails, naming its own task and both sides, and the
+// ranks stay in step.
+TEST_F(MpiComm, RanksThatDisagreeOnTheCollectiveDtypeRootOrReductionAllFailSayingHow) {
+  if (size_ < 2) GTEST_SKIP() << "needs two ranks to disagree";
+  if (comm_->backend() == "nccl") GTEST_SKIP() << "NCCL does not check that ranks agree";
+  const bool odd = rank_ == size_ - 1;
+  const std::int64_t n = 40;
+  struct Case {
+    std::string on;
+    loom::CollectivePtr collective;
+    std::vector<std::string> says;
+  };
+  auto f = upload(input_of<float>(rank_, n, 610));
+  auto i = upload(input_of<std::int32_t>(rank_, n, 611));
+  auto gathered = poisoned<float>(n * size_);
+  const std::vector<Case> cases = {
+      {"collective",
+       odd ? comm_->all_gather(f, gathered) : comm_->all_reduce(f, f),
+       {"all_reduce of 40 f32", "all_gather of 40 f32"}},
+      {"dtype",
+       odd ? comm_->all_reduce(i, i) : comm_->all_reduce(f, f),
+       {"all_reduce of 40 f32", "all_reduce of 40 i32"}},
+      {"root",
+       comm_->broadcast(f, odd ? 1 : 0),
+       {"broadcast of 40 f32 from rank 0", "broadcast of 40 f32 from rank 1"}},
+      {"reduction",
+       comm_->all_reduce(f, f, odd ? loom::ReduceOp::max : loom::ReduceOp::sum),
+       {"all_reduce of 40 f32 (sum)", "all_reduce of 40 f32 (max)"}},
+  };
+  int salt = 620;
+  for (const auto& c : cases) {
+    const std::string task = c.on + " on rank " + std::to_string(rank_);
+    loom::Graph g;
+    g.collective(c.collective, {.name = task});
+    try {
+      runtime().submit(g).wait();
+      ADD_FAILURE() << task << ": ranks that disagree on the " << c.on << " ran";
+    } catch (const loom::CommError& e) {
+      EXPECT_EQ(e.task(), task) << e.what();
+      const std::string what = e.what();
+      EXPECT_NE(what.find("disagree"), std::string::npos) << what;
+      EXPECT_NE(what.find("rank " + std::to_string(size_ - 1)), std::string::npos) << what;
+      for (const auto& s : c.says) EXPECT_NE(what.find(s), std::string::npos) << what;
+    }
+    // The ranks stay in step: the communicator still works.
+    check_all_reduce<std::int32_t>(*comm_, loom::ReduceOp::sum, ++salt);
+  }
+}
+
 class MpiCommShortTimeout : public MpiComm {
  protected:
   loom::CommOptions options() const override {
@@ -566,6 +616,32 @@ TEST(MpiCommChecks, BadTensorsAreRefusedWhenTheCollectiveIsBuilt) {
   }
   auto h = upload(std::vector<loom::half>(8, loom::half{0}));
   EXPECT_THROW((void)comm->all_reduce(h, h), loom::InvalidArgument) << "no f16 reduction";
+}
+
+// LOOM_COMM=local under mpirun: one process's ranks cannot span a job of
+// several, so world_communicator refuses it there, saying why, and gives a
+// job of one process its one local rank. Runs only where ctest sets
+// LOOM_EXPECT_WORLD (the other runs' fixtures would meet the refusal).
+TEST(MpiWorld, LoomCommLocalGivesOneRankAndRefusesAJobOfSeveral) {
+  if (std::getenv("LOOM_EXPECT_WORLD") == nullptr) {
+    GTEST_SKIP() << "run through ctest, which sets LOOM_COMM and LOOM_EXPECT_WORLD";
+  }
+  int world = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world == 1) {
+    auto comm = loom::world_communicator(runtime());
+    EXPECT_EQ(comm->backend(), "local");
+    EXPECT_EQ(comm->size(), 1);
+    return;
+  }
+  try {
+    (void)loom::world_communicator(runtime());
+    FAIL() << "LOOM_COMM=local spanned " << world << " processes";
+  } catch (const loom::CommError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("LOOM_COMM=local"), std::string::npos) << what;
+    EXPECT_NE(what.find(std::to_string(world) + " processes"), std::string::npos) << what;
+  }
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The local backend (comm.hpp): P ranks as threads of one process, each
 // with a CPU Runtime of its own; collectives as graph tasks, checked against
 // references computed here, in submission order, failing by name and in
-// bounded time when ranks disagree or one does not come.
+// bounded time when ranks disagree or one does not come. And the local
+// backend as world_communicator's choice outside mpirun (LOOM_COMM).
 #include "support/ranks.hpp"
 #include "support/seed.hpp"
 
@@ -16,7 +17,9 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -356,6 +359,76 @@ TEST(LocalCommErrors, RanksThatDisagreeAllFailSayingHow) {
   EXPECT_EQ(failed.load(), 2);
 }
 
+// One way the last rank can disagree with the others on a collective: what
+// each rank calls, and what the error must say (the others' side and its).
+struct Disagreement {
+  std::string on;
+  std::function<loom::CollectivePtr(bool odd, const Communicator&, loom::Runtime&)> call;
+  std::vector<std::string> says;
+};
+
+std::vector<Disagreement> disagreements() {
+  return {
+      {"collective",
+       [](bool odd, const Communicator& c, loom::Runtime& rt) {
+         auto x = rt.tensor<float>({8});
+         return odd ? c.all_gather(x, rt.tensor<float>({8 * c.size()})) : c.all_reduce(x, x);
+       },
+       {"all_reduce of 8 f32", "all_gather of 8 f32"}},
+      {"dtype",
+       [](bool odd, const Communicator& c, loom::Runtime& rt) {
+         auto x = odd ? rt.tensor<std::int32_t>({8}) : rt.tensor<float>({8});
+         return c.all_reduce(x, x);
+       },
+       {"all_reduce of 8 f32", "all_reduce of 8 i32"}},
+      {"root",
+       [](bool odd, const Communicator& c, loom::Runtime& rt) {
+         return c.broadcast(rt.tensor<float>({8}), odd ? 1 : 0);
+       },
+       {"broadcast of 8 f32 from rank 0", "broadcast of 8 f32 from rank 1"}},
+      {"reduction",
+       [](bool odd, const Communicator& c, loom::Runtime& rt) {
+         auto x = rt.tensor<float>({8});
+         return c.all_reduce(x, x, odd ? ReduceOp::max : ReduceOp::sum);
+       },
+       {"all_reduce of 8 f32 (sum)", "all_reduce of 8 f32 (max)"}},
+  };
+}
+
+// Only the last rank differs: the ranks that agree with each other fail too,
+// each under its own task's name, and all stay in step for the next one.
+TEST(LocalCommErrors, RanksThatDisagreeOnTheCollectiveDtypeRootOrReductionAllFailSayingHow) {
+  constexpr int kRanks = 3;
+  const auto cases = disagreements();
+  std::atomic<int> failed{0};
+  on_ranks(loom::local_communicators(kRanks, {.timeout = std::chrono::seconds(20)}),
+           [&](int rank, Communicator& comm, loom::Runtime& rt) {
+             for (const auto& c : cases) {
+               const std::string task = c.on + " on rank " + std::to_string(rank);
+               loom::Graph g;
+               g.collective(c.call(rank == kRanks - 1, comm, rt), {.name = task});
+               try {
+                 rt.submit(g).wait();
+                 ADD_FAILURE() << task << ": ranks that disagree on the " << c.on << " ran";
+               } catch (const loom::CommError& e) {
+                 EXPECT_EQ(e.task(), task) << e.what();
+                 const std::string what = e.what();
+                 EXPECT_NE(what.find("disagree"), std::string::npos) << what;
+                 EXPECT_NE(what.find("rank " + std::to_string(kRanks - 1)), std::string::npos)
+                     << what;
+                 for (const auto& s : c.says) EXPECT_NE(what.find(s), std::string::npos) << what;
+                 ++failed;
+               }
+               auto y = tensor_of(rt, std::vector<std::int32_t>(4, rank + 1));
+               loom::Graph next;
+               next.collective(comm.all_reduce(y, y), {.name = "after the " + c.on});
+               rt.submit(next).wait();
+               for (auto v : values_of<std::int32_t>(y)) ASSERT_EQ(v, 1 + 2 + 3) << c.on;
+             }
+           });
+  EXPECT_EQ(failed.load(), kRanks * static_cast<int>(cases.size()));
+}
+
 // The ranks that came fail naming rank 1 among those missing (a rank that
 // comes after another has already given up waits on its own, and names
 // that one too: on a slow machine ranks 0 and 2 need not overlap).
@@ -444,6 +517,52 @@ TEST(LocalCommErrors, BadCallsAreRefusedWhenBuilt) {
   EXPECT_THROW((void)loom::local_communicators(0), loom::InvalidArgument);
   EXPECT_THROW((void)loom::local_communicators(2, {.timeout = std::chrono::milliseconds(0)}),
                loom::InvalidArgument);
+}
+
+// world_communicator outside mpirun on the CPU backend, as LOOM_COMM (read
+// in any case) picks it: ctest runs this once a setting (tests/CMakeLists.txt),
+// LOOM_EXPECT_WORLD saying what should come of it.
+TEST(WorldCommunicator, ChoosesItsBackendFromTheEnvironment) {
+  const char* expect_env = std::getenv("LOOM_EXPECT_WORLD");
+  if (expect_env == nullptr) GTEST_SKIP() << "run through ctest, which sets LOOM_EXPECT_WORLD";
+  const std::string expect = expect_env;
+  const char* choice = std::getenv("LOOM_COMM");
+  auto rt = cpu_runtime();
+  if (expect == "local") {
+    auto world = loom::world_communicator(rt);
+    ASSERT_EQ(world->backend(), "local");
+    EXPECT_EQ(world->size(), 1);
+    EXPECT_EQ(world->rank(), 0);
+    // A usable communicator, not merely a named one: one rank's sum is its own.
+    auto x = tensor_of(rt, std::vector<std::int32_t>{3, -4, 5});
+    loom::Graph g;
+    g.collective(world->all_reduce(x, x));
+    rt.submit(g).wait();
+    EXPECT_EQ(values_of<std::int32_t>(x), (std::vector<std::int32_t>{3, -4, 5}));
+  } else if (expect == "invalid") {
+    ASSERT_NE(choice, nullptr);
+    try {
+      (void)loom::world_communicator(rt);
+      FAIL() << "LOOM_COMM=" << choice << " was taken";
+    } catch (const loom::InvalidArgument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("LOOM_COMM='" + std::string(choice) + "'"), std::string::npos) << what;
+      for (const char* allowed : {"nccl", "mpi", "local", "automatic"}) {
+        EXPECT_NE(what.find(allowed), std::string::npos) << allowed << " unnamed: " << what;
+      }
+    }
+  } else if (expect == "needs-gpu") {
+    try {
+      (void)loom::world_communicator(rt);
+      FAIL() << "LOOM_COMM=" << (choice != nullptr ? choice : "") << " gave a CPU runtime nccl";
+    } catch (const loom::CommError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("LOOM_COMM=nccl"), std::string::npos) << what;
+      EXPECT_NE(what.find("GPU"), std::string::npos) << what;
+    }
+  } else {
+    FAIL() << "LOOM_EXPECT_WORLD=" << expect << " is none of local, invalid and needs-gpu";
+  }
 }
 
 }  // namespace
