@@ -119,7 +119,7 @@ TEST(AttentionCpu, HalvesOfTheKeysMergeByTheirLogSumExps) {
   auto rng = std::mt19937_64(loom::test::fresh_seed());
   const auto make = [&](std::int64_t s) {
     auto t = rt.tensor(DType::bf16, {kB, kH, s, kD});
-    const auto bits = random_halves(t.numel(), DType::bf16, rng);
+    const auto bits = random_halves(static_cast<std::size_t>(t.numel()), DType::bf16, rng);
     std::memcpy(t.data(), bits.data(), bits.size() * 2);
     return t;
   };
@@ -288,6 +288,68 @@ TEST(AttentionCpu, BackwardMatchesPlainGradients) {
     check_backward(
         {.b = 1, .h = 1, .sq = 12, .sk = 30, .d = 64, .causal = true, .alignment = align},
         DType::bf16);
+  }
+}
+
+// As the README promises for empty tensors: no queries write nothing; no
+// keys give zeros and a log-sum-exp of -inf; the backward's gradients are
+// zeros where no query keeps a key, and for queries that keep none.
+TEST(AttentionCpu, NoQueriesWriteNothingAndNoKeysGiveZerosAndMinusInfinity) {
+  loom::Runtime rt(cpu(2));
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  const auto filled = [&](std::int64_t s) {
+    auto t = rt.tensor(DType::bf16, {1, 2, s, 64});
+    const auto bits = random_halves(static_cast<std::size_t>(t.numel()), DType::bf16, rng);
+    if (!bits.empty()) std::memcpy(t.data(), bits.data(), bits.size() * 2);
+    return t;
+  };
+  const auto poisoned = [&](loom::DType dtype, const loom::Shape& shape) {
+    auto t = rt.tensor(dtype, shape);
+    std::memset(t.data(), 0x7F, t.nbytes());  // a NaN in either width
+    return t;
+  };
+  {  // no keys
+    auto q = filled(5);
+    auto k = filled(0);
+    auto v = filled(0);
+    auto out = poisoned(DType::bf16, {1, 2, 5, 64});
+    auto lse = poisoned(DType::f32, {1, 2, 5});
+    loom::Graph g;
+    g.add(loom::ops::flash_attention(q, k, v, out, lse));
+    rt.submit(g).wait();
+    const auto* o = static_cast<const std::uint16_t*>(out.data());
+    for (std::int64_t i = 0; i < out.numel(); ++i) ASSERT_EQ(o[i], 0U) << "out element " << i;
+    for (std::int64_t i = 0; i < lse.numel(); ++i) {
+      const float x = lse.data_as<float>()[i];
+      ASSERT_TRUE(std::isinf(x) && x < 0) << "lse " << i << " is " << x;
+    }
+    // The backward: no key, so dq is zero (dk and dv have no elements).
+    auto dout = filled(5);
+    auto dq = poisoned(DType::bf16, {1, 2, 5, 64});
+    loom::Graph b;
+    b.add(loom::ops::flash_attention_backward(q, k, v, out, lse, dout,
+                                              {.dq = dq, .dk = filled(0), .dv = filled(0)}));
+    rt.submit(b).wait();
+    const auto* d = static_cast<const std::uint16_t*>(dq.data());
+    for (std::int64_t i = 0; i < dq.numel(); ++i) ASSERT_EQ(d[i], 0U) << "dq element " << i;
+  }
+  {  // no queries: nothing written, and the backward's dk and dv are zero
+    auto q = filled(0);
+    auto k = filled(7);
+    auto v = filled(7);
+    loom::Graph g;
+    g.add(loom::ops::flash_attention(q, k, v, filled(0), rt.tensor<float>({1, 2, 0})));
+    EXPECT_NO_THROW(rt.submit(g).wait());
+    auto dk = poisoned(DType::bf16, {1, 2, 7, 64});
+    auto dv = poisoned(DType::bf16, {1, 2, 7, 64});
+    loom::Graph b;
+    b.add(loom::ops::flash_attention_backward(q, k, v, filled(0), rt.tensor<float>({1, 2, 0}),
+                                              filled(0), {.dq = filled(0), .dk = dk, .dv = dv}));
+    rt.submit(b).wait();
+    for (const auto& t : {dk, dv}) {
+      const auto* x = static_cast<const std::uint16_t*>(t.data());
+      for (std::int64_t i = 0; i < t.numel(); ++i) ASSERT_EQ(x[i], 0U) << "element " << i;
+    }
   }
 }
 

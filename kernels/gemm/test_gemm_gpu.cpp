@@ -15,8 +15,10 @@
 #include "gemm/test_support.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <ostream>
 #include <string>
@@ -397,6 +399,50 @@ TEST(MatmulGpu, ThroughAGraphWithATransposedOperand) {
   const HostMatrix mag = loom::test::gemm::magnitudes(ha, hb, hc, 0.5F, 2.0F);
   std::string first;
   EXPECT_EQ(loom::test::gemm::count_mismatches(got, expected, mag, k, &first), 0) << first;
+}
+
+// The README: split-K slices are summed in a fixed order, the same bits
+// every run. A product with few output tiles and a long K splits (and a
+// skinny one takes the skinny kernel's slices): each run's C is compared
+// bit for bit with the first's.
+TEST(MatmulGpu, SlicesAlongKGiveTheSameBitsEveryRun) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  ASSERT_TRUE(rt.has_gpu());
+  auto rng = loom::test::random_engine();
+  for (const auto& [m, n, k] :
+       {std::array<std::int64_t, 3>{64, 64, 8192}, std::array<std::int64_t, 3>{256, 10, 4096},
+        std::array<std::int64_t, 3>{300, 200, 20000}}) {
+    auto host_a = rt.tensor<float>({m, k}, loom::Memory::pageable);
+    auto host_b = rt.tensor<float>({k, n}, loom::Memory::pageable);
+    for (auto* t : {&host_a, &host_b}) {
+      const auto values = loom::test::random_floats(static_cast<std::size_t>(t->numel()), rng);
+      std::copy(values.begin(), values.end(), t->data_as<float>());
+    }
+    auto a = rt.tensor<float>({m, k});
+    auto b = rt.tensor<float>({k, n});
+    auto c = rt.tensor<float>({m, n});
+    auto out = rt.tensor<float>({m, n}, loom::Memory::pageable);
+    loom::Graph upload;
+    upload.copy(host_a, a);
+    upload.copy(host_b, b);
+    rt.submit(upload).wait();
+    loom::Graph g;
+    g.add(loom::ops::matmul(a, b, c));
+    g.copy(c, out);
+    std::vector<float> first;
+    for (int run = 0; run < 5; ++run) {
+      std::fill_n(out.data_as<float>(), out.numel(), std::nanf(""));
+      rt.submit(g).wait();
+      const std::vector<float> got(out.data_as<float>(), out.data_as<float>() + out.numel());
+      if (run == 0) {
+        first = got;
+        continue;
+      }
+      ASSERT_EQ(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)), 0)
+          << m << "x" << n << "x" << k << ": run " << run << " differs from the first";
+    }
+  }
 }
 
 TEST(MatmulGpu, BetaZeroThroughAGraphIgnoresANaNC) {
