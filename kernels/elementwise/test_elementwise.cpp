@@ -17,6 +17,7 @@
 #include "support/cpu.hpp"
 #include "support/rejection.hpp"
 #include "support/seed.hpp"
+#include "testing/spin_op.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -299,6 +300,67 @@ TEST(ElementwiseOps, BadInputsAreRejectedAtSubmitNamingTheTask) {
   // vector_add keeps its contract: f32, contiguous
   expect_rejected(rt, loom::ops::vector_add(h, h, h), "must be f32");
   expect_rejected(rt, loom::ops::vector_add(matrix.transpose(0, 1), matrix, matrix), "contiguous");
+}
+
+// The README: "vector_add, fill, scale_copy, spin take contiguous tensors
+// only: a view that is itself contiguous (a slice along the first dimension,
+// a reshape) is fine; a strided one (a transpose, a slice along a later
+// dimension, a step) is rejected at submit with a message naming the task
+// and saying "must be contiguous"". Every operand of each, each kind of
+// strided view; then the contiguous views run and write where they point.
+TEST(ElementwiseOps, ContiguousOnlyOpsRefuseStridedViewsAndTakeContiguousOnes) {
+  loom::Runtime rt(cpu(1));
+  auto matrix = rt.tensor<float>({4, 4});
+  auto other = rt.tensor<float>({4, 4});
+  auto row = rt.tensor<float>({8});
+  const std::vector<std::pair<const char*, loom::Tensor>> strided = {
+      {"a transpose", matrix.transpose(0, 1)},
+      {"a slice along a later dimension", matrix.slice(1, 0, 2)},
+      {"a step", row.slice(0, 0, 8, 2)},
+  };
+  const auto twin = [&](const loom::Tensor& view) { return rt.tensor<float>(view.shape()); };
+  for (const auto& [what, view] : strided) {
+    SCOPED_TRACE(what);
+    ASSERT_FALSE(view.is_contiguous());
+    expect_rejected(rt, loom::ops::fill(view, 1.0F), "must be contiguous");
+    expect_rejected(rt, loom::ops::scale_copy(view, twin(view), 2.0F), "must be contiguous");
+    expect_rejected(rt, loom::ops::scale_copy(twin(view), view, 2.0F), "must be contiguous");
+    expect_rejected(rt, loom::ops::vector_add(view, twin(view), twin(view)), "must be contiguous");
+    expect_rejected(rt, loom::ops::vector_add(twin(view), view, twin(view)), "must be contiguous");
+    expect_rejected(rt, loom::ops::vector_add(twin(view), twin(view), view), "must be contiguous");
+    expect_rejected(rt, loom::testing::spin(view, 1), "must be contiguous");
+  }
+
+  // Contiguous views: rows 1..2 of a matrix (a slice along the first
+  // dimension, at an offset) and reshapes. Each is accepted and touches only
+  // its own elements.
+  const auto values = [](const loom::Tensor& t) {
+    const float* p = t.data_as<float>();
+    return std::vector<float>(p, p + t.numel());
+  };
+  std::fill_n(matrix.data_as<float>(), 16, 0.0F);
+  std::fill_n(other.data_as<float>(), 16, 0.0F);
+  const auto middle = matrix.slice(0, 1, 3);  // rows 1 and 2
+  ASSERT_TRUE(middle.is_contiguous());
+  const auto flat = other.reshape({16});
+  const auto flat_middle = middle.reshape({8});
+  loom::Graph g;
+  g.add(loom::ops::fill(middle, 2.0F), {.name = "fill a slice"});
+  g.add(loom::ops::scale_copy(flat_middle, flat.slice(0, 4, 12), 3.0F),
+        {.name = "scale_copy a reshape"});
+  g.add(loom::ops::vector_add(flat.slice(0, 4, 12).reshape({2, 4}), middle, middle),
+        {.name = "vector_add reshapes"});
+  g.add(loom::testing::spin(flat_middle, 1), {.name = "spin a reshape"});
+  ASSERT_NO_THROW(rt.submit(g).wait());
+  std::vector<float> want_matrix(16, 0.0F);
+  std::vector<float> want_other(16, 0.0F);
+  for (int i = 4; i < 12; ++i) {
+    want_other[i] = 6.0F;   // 3 * 2
+    want_matrix[i] = 8.0F;  // 6 + 2
+  }
+  want_matrix[4] += 1.0F;  // spin adds one to its first element
+  EXPECT_EQ(values(matrix), want_matrix);
+  EXPECT_EQ(values(other), want_other);
 }
 
 TEST(ElementwiseOps, AZeroStrideInputIsABroadcast) {

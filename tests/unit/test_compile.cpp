@@ -23,9 +23,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -632,6 +634,69 @@ TEST(Executable, RebindingRunsTheGraphOnOtherTensors) {
   exe.run().wait();
   for (float v : values_of(out)) ASSERT_EQ(v, 2.0F);
   for (float v : values_of(out2)) ASSERT_EQ(v, 10.0F);
+}
+
+// The README: a binding that a host task uses is copied into the placeholder
+// before the run and out of it after, "and runs that bind the same
+// placeholder follow each other". Two such runs issued back to back must not
+// overlap: the second's copy-in would overwrite the placeholder while the
+// first's slow task still reads it, and its task would race the first's.
+TEST(Executable, RunsThatBindTheSamePlaceholderFollowEachOther) {
+  loom::Runtime rt(cpu(4));  // workers enough for the two runs to overlap if allowed
+  constexpr std::int64_t n = 256;
+  auto in = rt.tensor<float>({n});
+  auto out = rt.tensor<float>({n});
+  std::fill_n(in.data_as<float>(), n, 0.0F);
+  std::fill_n(out.data_as<float>(), n, 0.0F);
+  std::mutex mutex;
+  std::vector<std::string> order;  // "start" and "end" of each task, as they happen
+  std::atomic<int> active{0};
+  std::atomic<int> most_active{0};
+  loom::Graph g;
+  g.host("slow double",
+         [&] {
+           {
+             std::lock_guard lock(mutex);
+             order.emplace_back("start");
+           }
+           const int now = ++active;
+           int seen = most_active.load();
+           while (now > seen && !most_active.compare_exchange_weak(seen, now)) {
+           }
+           // Reads in before the sleep and again after: a copy-in of another run
+           // in between shows as a mix of its values and this run's.
+           const float first = in.data_as<float>()[0];
+           std::this_thread::sleep_for(std::chrono::milliseconds(50));
+           for (std::int64_t i = 0; i < n; ++i) {
+             out.data_as<float>()[i] = in.data_as<float>()[i] + first;
+           }
+           --active;
+           std::lock_guard lock(mutex);
+           order.emplace_back("end");
+         },
+         {in}, {out});
+  auto exe = rt.compile(g);
+
+  auto a = rt.tensor<float>({n});
+  auto b = rt.tensor<float>({n});
+  auto oa = rt.tensor<float>({n});
+  auto ob = rt.tensor<float>({n});
+  std::fill_n(a.data_as<float>(), n, 1.0F);
+  std::fill_n(b.data_as<float>(), n, 2.0F);
+  std::fill_n(oa.data_as<float>(), n, -1.0F);
+  std::fill_n(ob.data_as<float>(), n, -1.0F);
+  auto first = exe.run({{in, a}, {out, oa}});
+  auto second = exe.run({{in, b}, {out, ob}});
+  second.wait();
+  first.wait();
+
+  EXPECT_EQ(most_active.load(), 1) << "the two runs' tasks ran at once";
+  EXPECT_EQ(order, (std::vector<std::string>{"start", "end", "start", "end"}));
+  for (float v : values_of(oa)) ASSERT_EQ(v, 2.0F) << "the first run saw the second's input";
+  for (float v : values_of(ob)) ASSERT_EQ(v, 4.0F) << "the second run saw the first's input";
+  // The bound tensors themselves are untouched inputs.
+  for (float v : values_of(a)) ASSERT_EQ(v, 1.0F);
+  for (float v : values_of(b)) ASSERT_EQ(v, 2.0F);
 }
 
 TEST(Executable, RebindingThatWouldChangeTheGraphIsRefused) {

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <future>
 #include <memory>
 #include <stdexcept>
@@ -214,6 +215,198 @@ TEST(RunOrdering, SynchronizeWaitsForRuns) {
   (void)rt.submit(g);
   rt.synchronize();
   EXPECT_TRUE(done.load());
+}
+
+// The README: synchronize() returns at the first moment no run or copy is in
+// flight, "so runs that other threads submit while it waits are waited for
+// too". A gated first run keeps it waiting; another thread submits a slow
+// second run, then opens the gate: runs were in flight all along, so
+// synchronize must return after the second run, not at the first's end.
+TEST(RunOrdering, SynchronizeWaitsForRunsOtherThreadsSubmitWhileItWaits) {
+  ASSERT_TRUE(finishes_within(20s, [] {
+    loom::Runtime rt(cpu(2));
+    std::promise<void> gate;
+    std::shared_future<void> opened = gate.get_future().share();
+    loom::Graph a;
+    a.host("gated", [opened] { opened.wait(); });
+    std::atomic<bool> second_finished{false};
+    loom::Graph b;
+    b.host("slow second", [&] {
+      std::this_thread::sleep_for(100ms);
+      second_finished = true;
+    });
+    const auto first = rt.submit(a);
+    loom::Future second;
+    std::atomic<bool> submitted{false};  // publishes `second` to this thread
+    std::thread other([&] {
+      // Long enough for this thread to be inside synchronize() (were it
+      // not, the checks below would still hold, only prove less).
+      std::this_thread::sleep_for(100ms);
+      second = rt.submit(b);
+      submitted.store(true, std::memory_order_release);
+      gate.set_value();
+    });
+    rt.synchronize();
+    // Read before joining: what synchronize promised must hold at its return.
+    const bool first_ready = first.ready();
+    const bool second_over = second_finished.load();
+    const bool second_ready =
+        submitted.load(std::memory_order_acquire) && second.valid() && second.ready();
+    other.join();
+    EXPECT_TRUE(first_ready) << "synchronize returned with the first run in flight";
+    EXPECT_TRUE(second_over && second_ready)
+        << "synchronize returned before the run another thread submitted while it waited";
+    EXPECT_NO_THROW(first.wait());
+    EXPECT_NO_THROW(second.wait());
+  })) << "synchronize did not return";
+}
+
+// The same for copies: one issued before synchronize() and one another thread
+// issues while it waits, both ordered after a gated run that writes their
+// source, so both are in flight (not started) when synchronize is called.
+TEST(RunOrdering, SynchronizeWaitsForCopiesInFlight) {
+  ASSERT_TRUE(finishes_within(20s, [] {
+    loom::Runtime rt(cpu(2));
+    constexpr std::int64_t n = 1 << 18;
+    auto src = rt.tensor<float>({n});
+    auto dst1 = rt.tensor<float>({n});
+    auto dst2 = rt.tensor<float>({n});
+    std::fill_n(src.data_as<float>(), n, 0.0F);
+    std::fill_n(dst1.data_as<float>(), n, -1.0F);
+    std::fill_n(dst2.data_as<float>(), n, -1.0F);
+    std::promise<void> gate;
+    std::shared_future<void> opened = gate.get_future().share();
+    loom::Graph a;
+    a.host("gated writer",
+           [opened, src] {
+             opened.wait();
+             std::fill_n(src.data_as<float>(), src.numel(), 7.0F);
+           },
+           {}, {src});
+    const auto writer = rt.submit(a);
+    const auto copy1 = rt.copy(src, dst1);  // in flight: it waits for the writer
+    loom::Completion copy2;
+    std::atomic<bool> issued{false};  // publishes `copy2` to this thread
+    std::thread other([&] {
+      std::this_thread::sleep_for(100ms);  // this thread is inside synchronize() by now
+      copy2 = rt.copy(src, dst2);
+      issued.store(true, std::memory_order_release);
+      gate.set_value();
+    });
+    rt.synchronize();
+    const bool writer_ready = writer.ready();
+    const bool copy1_ready = copy1.ready();
+    const bool copy2_ready = issued.load(std::memory_order_acquire) && copy2.ready();
+    other.join();
+    EXPECT_TRUE(writer_ready);
+    EXPECT_TRUE(copy1_ready) << "synchronize returned with a copy in flight";
+    EXPECT_TRUE(copy2_ready)
+        << "synchronize returned before a copy another thread issued while it waited";
+    copy1.wait();
+    copy2.wait();
+    EXPECT_EQ(dst1.data_as<float>()[0], 7.0F);
+    EXPECT_EQ(dst1.data_as<float>()[n - 1], 7.0F);
+    EXPECT_EQ(dst2.data_as<float>()[0], 7.0F);
+    EXPECT_EQ(dst2.data_as<float>()[n - 1], 7.0F);
+  })) << "synchronize did not return";
+}
+
+// The README: a nested wait for a run ordered after the task's own run
+// fails "(Future::wait, directly or through other runs ordered between
+// them) ... instead of waiting forever, within tens of milliseconds". Both
+// shapes, with one worker and with two, each timed: a failure that took a
+// long timeout to come would be a hang in all but name. The bound (2 s) is
+// generous for a noisy machine; the promise is tens of milliseconds.
+constexpr auto kNestedWaitFailsWithin = 2s;
+
+// Runs `task` (which submits nested runs and waits for the last one) as the
+// one task, named `name`, of a run that reads `t`; expects the run to fail
+// with InvalidArgument naming the task, the wait to have taken `took`.
+void expect_nested_wait_refused(loom::Runtime& rt, const loom::Tensor& t, const std::string& name,
+                                const std::function<void()>& task) {
+  loom::Graph g;
+  g.host(name, task, {t}, {});
+  try {
+    rt.submit(g).wait();
+    ADD_FAILURE() << name << ": the wait that could never end did not fail";
+  } catch (const loom::InvalidArgument& e) {
+    EXPECT_EQ(e.task(), name) << e.what();
+    EXPECT_NE(std::string(e.what()).find("never end"), std::string::npos) << e.what();
+  }
+}
+
+// Waits for `f` inside a task, storing in `took` how long the wait took to
+// throw; the exception goes on, to fail the task.
+void wait_timed(const loom::Future& f, std::chrono::steady_clock::duration& took) {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    f.wait();
+  } catch (...) {
+    took = std::chrono::steady_clock::now() - start;
+    throw;
+  }
+}
+
+TEST(NestedWaits, ADirectWaitForARunOrderedAfterTheTasksOwnRunFailsWithinTensOfMilliseconds) {
+  for (const int workers : {1, 2}) {
+    SCOPED_TRACE("workers: " + std::to_string(workers));
+    ASSERT_TRUE(finishes_within(20s, [workers] {
+      loom::Runtime rt(cpu(workers));
+      auto t = rt.tensor<float>({16});
+      std::fill_n(t.data_as<float>(), 16, 1.0F);
+      loom::Future nested;
+      std::chrono::steady_clock::duration took = std::chrono::hours(1);
+      expect_nested_wait_refused(rt, t, "waits directly", [&] {
+        loom::Graph h;
+        h.add(loom::ops::fill(t, 5.0F));  // writes what the task's run reads: ordered after it
+        nested = rt.submit(h);
+        wait_timed(nested, took);
+      });
+      EXPECT_LT(took, kNestedWaitFailsWithin)
+          << "the refusal took " << std::chrono::duration<double>(took).count() << " s";
+      ASSERT_TRUE(nested.valid());
+      EXPECT_NO_THROW(nested.wait()) << "the nested run runs once the task's run is over";
+      EXPECT_EQ(t.data_as<float>()[15], 5.0F);
+    })) << "the nested wait hung";
+  }
+}
+
+// Run B writes what the task's run reads (ordered after it); run C reads only
+// what B writes, so it is ordered after the task's run through B alone. The
+// task waits for C.
+TEST(NestedWaits, AWaitThroughARunOrderedInBetweenFailsNamingTheTaskWithinTensOfMilliseconds) {
+  for (const int workers : {1, 2}) {
+    SCOPED_TRACE("workers: " + std::to_string(workers));
+    ASSERT_TRUE(finishes_within(20s, [workers] {
+      loom::Runtime rt(cpu(workers));
+      auto t = rt.tensor<float>({16});
+      auto u = rt.tensor<float>({16});
+      auto v = rt.tensor<float>({16});
+      std::fill_n(t.data_as<float>(), 16, 1.0F);
+      std::fill_n(u.data_as<float>(), 16, 0.0F);
+      std::fill_n(v.data_as<float>(), 16, 0.0F);
+      loom::Future b_run;
+      loom::Future c_run;
+      std::chrono::steady_clock::duration took = std::chrono::hours(1);
+      expect_nested_wait_refused(rt, t, "waits through another run", [&] {
+        loom::Graph b;
+        b.add(loom::ops::fill(t, 5.0F));  // ordered after the task's run (it reads t)
+        b.add(loom::ops::fill(u, 3.0F));
+        b_run = rt.submit(b);
+        loom::Graph c;
+        c.add(loom::ops::scale_copy(u, v, 2.0F));  // touches nothing of the task's run
+        c_run = rt.submit(c);
+        wait_timed(c_run, took);
+      });
+      EXPECT_LT(took, kNestedWaitFailsWithin)
+          << "the refusal took " << std::chrono::duration<double>(took).count() << " s";
+      ASSERT_TRUE(b_run.valid() && c_run.valid());
+      EXPECT_NO_THROW(b_run.wait());
+      EXPECT_NO_THROW(c_run.wait()) << "the nested runs run once the task's run is over";
+      EXPECT_EQ(t.data_as<float>()[15], 5.0F);
+      EXPECT_EQ(v.data_as<float>()[15], 6.0F) << "C ran before B";
+    })) << "the nested wait hung";
+  }
 }
 
 TEST(WaitingInsideTasks, AHostTaskMayWaitForAnotherRunWithOneWorker) {
