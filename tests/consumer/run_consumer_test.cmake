@@ -74,3 +74,42 @@ if(CUDA_COMPILER)
 endif()
 
 run(${program})
+
+# The README's other package promises, against the build tree (once each):
+if(MODE STREQUAL "build" AND NOT CUDA_COMPILER)
+  # C++20 is the floor whatever standard the project sets.
+  run(${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/build_cxx17 -G ${GENERATOR}
+      -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_CXX_STANDARD=17 ${package_hint})
+  run(${CMAKE_COMMAND} --build ${WORK_DIR}/build_cxx17)
+  # find_package(loom 0.1) takes any 0.1.x and no 0.2: before 1.0 a minor
+  # version may break compatibility.
+  file(WRITE ${WORK_DIR}/probe/CMakeLists.txt
+    "cmake_minimum_required(VERSION 3.25)\nproject(probe LANGUAGES CXX)\n"
+    "find_package(loom 0.2 REQUIRED)\n")
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -S ${WORK_DIR}/probe -B ${WORK_DIR}/probe/build -G ${GENERATOR}
+            -DCMAKE_CXX_COMPILER=${CXX_COMPILER} ${package_hint}
+    RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+  if(rc EQUAL 0)
+    message(FATAL_ERROR "find_package(loom 0.2 REQUIRED) accepted loom 0.1")
+  endif()
+elseif(MODE STREQUAL "build")
+  # A .cu file of a target on the static CUDA runtime stops at compile time,
+  # saying what to set (a process must have the one runtime libloom.so uses).
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/build_static -G ${GENERATOR}
+            -DCMAKE_CXX_COMPILER=${CXX_COMPILER} ${cuda_args} ${package_hint}
+            -DCMAKE_CUDA_RUNTIME_LIBRARY=Static
+    RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "the static-runtime project did not configure:\n${err}")
+  endif()
+  execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build_static
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0)
+    message(FATAL_ERROR "a target on the static CUDA runtime built against loom")
+  endif()
+  if(NOT "${out}${err}" MATCHES "CUDA_RUNTIME_LIBRARY Shared")
+    message(FATAL_ERROR "the static-runtime build failed without saying what to set:\n${out}\n${err}")
+  endif()
+endif()
