@@ -75,10 +75,44 @@ kernels::BatchedMatrix batched(const Tensor& t) {
   return {t.data(), s.row, s.col, s.batch, t.dtype()};
 }
 
+// The public variants each dtype family takes (MatmulVariant's order).
+bool is_f32_variant(MatmulVariant v) {
+  return v >= MatmulVariant::naive && v <= MatmulVariant::skinny;
+}
+bool is_half_variant(MatmulVariant v) {
+  return v >= MatmulVariant::mma_sync && v <= MatmulVariant::wgmma_cluster;
+}
+
+kernels::SgemmVariant sgemm_variant(MatmulVariant v) {
+  switch (v) {
+    case MatmulVariant::naive: return kernels::SgemmVariant::naive;
+    case MatmulVariant::tiled_manual: return kernels::SgemmVariant::tiled_manual;
+    case MatmulVariant::tiled_cute: return kernels::SgemmVariant::tiled_cute;
+    case MatmulVariant::register_tiled: return kernels::SgemmVariant::register_tiled;
+    case MatmulVariant::skinny: return kernels::SgemmVariant::skinny;
+    default: return kernels::SgemmVariant::warp_tiled;
+  }
+}
+
+kernels::HgemmVariant hgemm_variant(MatmulVariant v) {
+  switch (v) {
+    case MatmulVariant::mma_sync: return kernels::HgemmVariant::mma_sync;
+    case MatmulVariant::simple: return kernels::HgemmVariant::simple;
+    case MatmulVariant::wgmma: return kernels::HgemmVariant::wgmma;
+    case MatmulVariant::wgmma_cluster: return kernels::HgemmVariant::wgmma_cluster;
+    default: return kernels::HgemmVariant::automatic;
+  }
+}
+
 class Matmul final : public Op {
  public:
-  Matmul(Tensor a, Tensor b, Tensor c, MatmulEpilogue epilogue)
-      : a_(std::move(a)), b_(std::move(b)), c_(std::move(c)), epilogue_(std::move(epilogue)) {}
+  Matmul(Tensor a, Tensor b, Tensor c, MatmulEpilogue epilogue,
+         MatmulVariant variant = MatmulVariant::automatic)
+      : a_(std::move(a)),
+        b_(std::move(b)),
+        c_(std::move(c)),
+        epilogue_(std::move(epilogue)),
+        variant_(variant) {}
   std::string_view name() const noexcept override { return kName; }
   std::vector<Tensor> reads() const override {
     std::vector<Tensor> r{a_, b_};
@@ -89,6 +123,7 @@ class Matmul final : public Op {
   std::vector<Tensor> writes() const override { return {c_}; }
   void validate() const override {
     validate_dtypes();
+    validate_variant();
     require_matrix(a_, "a");
     require_matrix(b_, "b");
     require_matrix(c_, "c");
@@ -129,13 +164,14 @@ class Matmul final : public Op {
   void run_cuda(const ExecutionContext& ctx) const override {
     const StreamView stream(cuda_stream(ctx));
     if (is_half(a_.dtype())) {
-      kernels::hgemm(half_args(), stream);
+      kernels::hgemm(half_args(), stream, hgemm_variant(variant_));
       return;
     }
     for (std::int64_t b = 0; b < batch_of(c_); ++b) {
       const kernels::SgemmArgs p = sgemm_args(b);
       const auto tile = kernels::default_warp_tile(p.m, p.n, ctx.properties().sm_count);
-      const auto variant = kernels::choose_sgemm_variant(p);
+      const auto variant = variant_ == MatmulVariant::automatic ? kernels::choose_sgemm_variant(p)
+                                                                : sgemm_variant(variant_);
       const std::size_t bytes = kernels::sgemm_workspace_bytes(p, variant, tile);
       // Entries of a batch run in stream order, so they may share the workspace.
       kernels::sgemm(p, stream, variant, tile, bytes > 0 ? ctx.workspace(bytes) : nullptr);
@@ -148,6 +184,19 @@ class Matmul final : public Op {
     std::string shape = "[";
     if (batched_c) shape += std::to_string(std::max(batch_of(a_), batch_of(b_))) + ", ";
     return shape + std::to_string(rows_of(a_)) + ", " + std::to_string(cols_of(b_)) + "]";
+  }
+
+  void validate_variant() const {
+    if (!is_known(variant_)) {
+      reject(kName, "unknown variant " + std::to_string(static_cast<int>(variant_)) + " (" +
+                        variant_list<MatmulVariant>() + ")");
+    }
+    const bool half = is_half(a_.dtype());
+    if ((half && is_f32_variant(variant_)) || (!half && is_half_variant(variant_))) {
+      reject(kName, "the variant " + std::string(to_string(variant_)) + " is for " +
+                        (half ? "f32" : "f16 and bf16") + " operands, and a is " +
+                        std::string(loom::to_string(a_.dtype())));
+    }
   }
 
   void validate_dtypes() const {
@@ -236,6 +285,7 @@ class Matmul final : public Op {
 
   Tensor a_, b_, c_;
   MatmulEpilogue epilogue_;
+  MatmulVariant variant_;
 };
 
 }  // namespace
@@ -246,6 +296,11 @@ OpPtr matmul(const Tensor& a, const Tensor& b, const Tensor& c, float alpha, flo
 
 OpPtr matmul(const Tensor& a, const Tensor& b, const Tensor& c, const MatmulEpilogue& epilogue) {
   return std::make_shared<Matmul>(a, b, c, epilogue);
+}
+
+OpPtr matmul(const Tensor& a, const Tensor& b, const Tensor& c, const MatmulEpilogue& epilogue,
+             MatmulVariant variant) {
+  return std::make_shared<Matmul>(a, b, c, epilogue, variant);
 }
 
 }  // namespace loom::ops

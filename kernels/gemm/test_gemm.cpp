@@ -324,6 +324,42 @@ void expect_rejected(loom::Runtime& rt, const loom::Tensor& a, const loom::Tenso
   }
 }
 
+// The public variant: a kernel of the operands' family is taken (the CPU
+// backend runs its reference whatever it names), one of the other family's,
+// or an unknown value, is rejected at submit naming the task.
+TEST(MatmulCpu, AVariantOfTheOtherDtypeOrUnknownIsRejectedAtSubmitNamingTheTask) {
+  using loom::ops::MatmulVariant;
+  loom::Runtime rt(cpu(2));
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  auto a = operand(rt, 9, 7, Order::row_major, rng);
+  auto b = operand(rt, 7, 5, Order::row_major, rng);
+  const HostMatrix zero(9, 5, Order::row_major);
+  const HostMatrix expected = triple_loop(to_host(a), to_host(b), zero, 1.0F, 0.0F);
+  const HostMatrix mag = loom::test::gemm::magnitudes(to_host(a), to_host(b), zero, 1.0F, 0.0F);
+  for (auto v : {MatmulVariant::automatic, MatmulVariant::naive, MatmulVariant::tiled_cute,
+                 MatmulVariant::warp_tiled, MatmulVariant::skinny}) {
+    auto c = rt.tensor<float>({9, 5});
+    loom::Graph g;
+    g.add(loom::ops::matmul(a, b, c, {}, v));
+    rt.submit(g).wait();
+    std::string first;
+    EXPECT_EQ(loom::test::gemm::count_mismatches(to_host(c), expected, mag, 7, &first), 0)
+        << loom::ops::to_string(v) << ": " << first;
+  }
+  auto c = rt.tensor<float>({9, 5});
+  loom::test::expect_rejected(rt, loom::ops::matmul(a, b, c, {}, MatmulVariant::wgmma),
+                              "the variant wgmma is for f16 and bf16 operands, and a is f32",
+                              "product");
+  auto ha = rt.tensor(loom::DType::bf16, {9, 7});
+  auto hb = rt.tensor(loom::DType::bf16, {7, 5});
+  loom::test::expect_rejected(rt, loom::ops::matmul(ha, hb, c, {}, MatmulVariant::tiled_cute),
+                              "the variant tiled_cute is for f32 operands, and a is bf16",
+                              "product");
+  loom::test::expect_rejected(
+      rt, loom::ops::matmul(a, b, c, {}, static_cast<MatmulVariant>(11)),
+      "unknown variant 11 (automatic, naive, tiled_manual, tiled_cute, register_tiled", "product");
+}
+
 TEST(MatmulCpu, BadInputsAreRejectedAtSubmitNamingTheTask) {
   loom::Runtime rt(cpu(2));
   auto a = rt.tensor<float>({4, 6});

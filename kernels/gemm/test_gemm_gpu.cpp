@@ -7,10 +7,12 @@
 
 #include <loom/error.hpp>
 #include <loom/graph.hpp>
+#include <loom/ops/elementwise.hpp>
 #include <loom/ops/gemm.hpp>
 #include <loom/runtime.hpp>
 
 #include "cuda/stream.hpp"
+#include "gemm/hgemm.hpp"
 #include "gemm/sgemm.hpp"
 #include "gemm/test_support.hpp"
 
@@ -443,6 +445,66 @@ TEST(MatmulGpu, SlicesAlongKGiveTheSameBitsEveryRun) {
           << m << "x" << n << "x" << k << ": run " << run << " differs from the first";
     }
   }
+}
+
+// Every public variant through the op, against the CPU backend's result on
+// the same inputs: f32 at an awkward shape, bf16 (C in f32) at an aligned
+// one; the Hopper kernels where the device has them.
+TEST(MatmulGpu, EveryVariantThroughTheOpMatchesTheCpuBackend) {
+  LOOM_REQUIRE_GPU();
+  using loom::ops::MatmulVariant;
+  loom::Runtime gpu;
+  loom::Runtime cpu_rt(loom::RuntimeOptions{.backend = loom::Backend::cpu});
+  auto rng = loom::test::random_engine();
+  const auto check = [&](loom::DType dtype, std::int64_t m, std::int64_t n, std::int64_t k,
+                         MatmulVariant variant) {
+    const auto values = [&](std::int64_t count) {
+      return loom::test::random_floats(static_cast<std::size_t>(count), rng);
+    };
+    const std::vector<float> av = values(m * k), bv = values(k * n);
+    const auto make = [&](loom::Runtime& rt, const std::vector<float>& v, std::int64_t r,
+                          std::int64_t c) {
+      auto host = rt.tensor<float>({r, c}, loom::Memory::pageable);
+      std::copy(v.begin(), v.end(), host.data_as<float>());
+      auto wide = rt.tensor<float>({r, c});
+      auto t = rt.tensor(dtype, {r, c});
+      loom::Graph g;
+      g.copy(host, wide);
+      g.add(loom::ops::cast(wide, t));  // the same rounding on both backends
+      rt.submit(g).wait();
+      return t;
+    };
+    std::vector<std::vector<float>> results;
+    for (loom::Runtime* rt : {&gpu, &cpu_rt}) {
+      auto a = make(*rt, av, m, k);
+      auto b = make(*rt, bv, k, n);
+      auto c = rt->tensor<float>({m, n});
+      auto out = rt->tensor<float>({m, n}, loom::Memory::pageable);
+      loom::Graph g;
+      g.add(loom::ops::matmul(a, b, c, {}, variant), {.name = "product"});
+      g.copy(c, out);
+      rt->submit(g).wait();
+      results.emplace_back(out.data_as<float>(), out.data_as<float>() + m * n);
+    }
+    for (std::int64_t i = 0; i < m * n; ++i) {
+      const float got = results[0][static_cast<std::size_t>(i)];
+      const float want = results[1][static_cast<std::size_t>(i)];
+      ASSERT_LE(std::fabs(got - want), 1e-4F * static_cast<float>(k))
+          << loom::ops::to_string(variant) << " " << loom::to_string(dtype) << ": element " << i;
+    }
+  };
+  for (auto v : {MatmulVariant::automatic, MatmulVariant::naive, MatmulVariant::tiled_manual,
+                 MatmulVariant::tiled_cute, MatmulVariant::register_tiled,
+                 MatmulVariant::warp_tiled, MatmulVariant::skinny}) {
+    check(loom::DType::f32, 131, 97, 203, v);
+  }
+  std::vector<MatmulVariant> half{MatmulVariant::automatic, MatmulVariant::mma_sync,
+                                  MatmulVariant::simple};
+  if (loom::kernels::hgemm_wgmma_available()) {
+    half.push_back(MatmulVariant::wgmma);
+    half.push_back(MatmulVariant::wgmma_cluster);
+  }
+  for (auto v : half) check(loom::DType::bf16, 136, 264, 72, v);
 }
 
 TEST(MatmulGpu, BetaZeroThroughAGraphIgnoresANaNC) {

@@ -42,6 +42,7 @@ TEST(Variants, EveryFamilyNamesItsKernelsFromOneTable) {
   expect_one_table<loom::ops::HistogramVariant>("histogram");
   expect_one_table<loom::ops::SoftmaxVariant>("softmax");
   expect_one_table<loom::ops::ReductionVariant>("reduction");
+  expect_one_table<loom::ops::MatmulVariant>("matmul");
 }
 
 TEST(Variants, AValueOutsideTheFamilyIsRejectedAtSubmitNamingTheTask) {
