@@ -5,6 +5,7 @@
 // and shuts down cleanly (in a child process); waiting on the scheduling
 // thread is refused; finished copies hold no tensor and their completions
 // outlive the runtime.
+#include "support/empty_tensors.hpp"
 #include "support/gpu.hpp"
 #include "testing/spin_op.hpp"
 
@@ -311,6 +312,16 @@ TEST(TrustGpu, AKernelFaultPoisonsTheRuntimeWhichStillShutsDownCleanly) {
   LOOM_REQUIRE_GPU();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(poisoned_runtime_child(), ::testing::ExitedWithCode(0), "all promises held");
+}
+
+// The README's promise for tensors with no elements holds on the GPU too:
+// the launchers return before a kernel with nothing to do, and each op does
+// what it defines (the same checks as the CPU backend's).
+TEST(EmptyTensorsGpu, EveryOpTakesThemAndDoesWhatItDefines) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  ASSERT_TRUE(rt.has_gpu());
+  loom::test::expect_empty_tensors_work(rt);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "core/completion_state.hpp"
 #include "core/thread_role.hpp"
 #include "support/cpu.hpp"
+#include "support/empty_tensors.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -650,64 +651,7 @@ TEST(CopyTasks, ALayoutNoPathTakesIsRefusedAtSubmitNamingTheTask) {
 // k = 0 is beta C.
 TEST(EmptyTensors, EveryOpTakesThemAndDoesWhatItDefines) {
   loom::Runtime rt(cpu(2));
-  const auto f32 = [&](loom::Shape s) { return rt.tensor<float>(s); };
-  const auto u8 = [&](loom::Shape s) { return rt.tensor<std::uint8_t>(s); };
-  const auto run = [&](const std::string& what, loom::OpPtr op) {
-    loom::Graph g;
-    g.add(std::move(op));
-    EXPECT_NO_THROW(rt.submit(g).wait()) << what;
-  };
-  run("vector_add", loom::ops::vector_add(f32({0}), f32({0}), f32({0})));
-  run("fill", loom::ops::fill(f32({0}), 1.0F));
-  run("scale_copy", loom::ops::scale_copy(f32({0}), f32({0}), 2.0F));
-  run("add", loom::ops::add(f32({0, 4}), f32({0, 4}), f32({0, 4})));
-  run("add, strided", loom::ops::add(f32({4, 0}).transpose(0, 1), f32({0, 4}), f32({0, 4})));
-  run("relu", loom::ops::relu(f32({0}), f32({0})));
-  run("gelu_tanh", loom::ops::gelu_tanh(f32({0}), f32({0})));
-  run("cast", loom::ops::cast(f32({0}), rt.tensor<loom::bfloat16>({0})));
-  run("axpby", loom::ops::axpby(1.0F, f32({0}), 2.0F, f32({0}), f32({0})));
-  run("fused_map",
-      loom::ops::fused_map({f32({0}), f32({0})}, f32({0}),
-                           loom::ops::MapExpr::input(0) + loom::ops::MapExpr::input(1)));
-  run("rgb_to_gray", loom::ops::rgb_to_gray(u8({0, 4, 3}), u8({0, 4})));
-  run("rgb_to_gray, planar", loom::ops::rgb_to_gray(u8({3, 4, 0}), u8({4, 0})));
-  run("box_blur", loom::ops::box_blur(u8({0, 4}), u8({0, 4}), 1));
-  run("box_blur, planes", loom::ops::box_blur(u8({0, 4, 4}), u8({0, 4, 4}), 1));
-  auto counts = rt.tensor<std::int32_t>({256});
-  std::fill_n(counts.data_as<std::int32_t>(), 256, 7);
-  run("histogram", loom::ops::histogram(u8({0}), counts));
-  EXPECT_EQ(counts.data_as<std::int32_t>()[5], 0);
-  auto whole = f32({3});
-  auto along = f32({3, 3});
-  run("sum", loom::ops::sum(f32({0}), whole.slice(0, 0, 1)));
-  run("max", loom::ops::max(f32({0, 3}).transpose(0, 1), whole.slice(0, 1, 2)));
-  run("min", loom::ops::min(f32({0}), whole.slice(0, 2, 3)));
-  EXPECT_EQ(whole.data_as<float>()[0], 0.0F);
-  EXPECT_EQ(whole.data_as<float>()[1], -INFINITY);
-  EXPECT_EQ(whole.data_as<float>()[2], INFINITY);
-  run("sum along an empty dim", loom::ops::sum(f32({3, 0}), 1, along.slice(0, 0, 1).reshape({3})));
-  run("max along an empty dim", loom::ops::max(f32({3, 0}), 1, along.slice(0, 1, 2).reshape({3})));
-  run("min along an empty dim", loom::ops::min(f32({3, 0}), 1, along.slice(0, 2, 3).reshape({3})));
-  EXPECT_EQ(along.data_as<float>()[2], 0.0F);
-  EXPECT_EQ(along.data_as<float>()[5], -INFINITY);
-  EXPECT_EQ(along.data_as<float>()[8], INFINITY);
-  run("sum with no output", loom::ops::sum(f32({0, 3}), 1, f32({0})));
-  run("softmax, no rows", loom::ops::softmax(f32({0, 4}), f32({0, 4})));
-  run("softmax, empty rows", loom::ops::softmax(f32({4, 0}), f32({4, 0})));
-  run("matmul, m = 0", loom::ops::matmul(f32({0, 4}), f32({4, 3}), f32({0, 3})));
-  run("matmul, n = 0", loom::ops::matmul(f32({2, 4}), f32({4, 0}), f32({2, 0})));
-  auto c = f32({2, 3});
-  std::fill_n(c.data_as<float>(), 6, 5.0F);
-  run("matmul, k = 0", loom::ops::matmul(f32({2, 0}), f32({0, 3}), c, 1.0F, 0.5F));
-  EXPECT_EQ(c.data_as<float>()[5], 2.5F);
-  std::fill_n(c.data_as<float>(), 6, std::nanf(""));
-  run("matmul, k = 0, beta = 0", loom::ops::matmul(f32({2, 0}), f32({0, 3}), c));
-  EXPECT_EQ(c.data_as<float>()[5], 0.0F);
-  EXPECT_NO_THROW(rt.copy(f32({0}), f32({0})).wait());
-  loom::Graph copies;
-  copies.copy(f32({0}), f32({0}));
-  copies.copy(f32({0, 4}), f32({0, 4}));
-  EXPECT_NO_THROW(rt.submit(copies).wait());
+  loom::test::expect_empty_tensors_work(rt);
 }
 
 }  // namespace
