@@ -114,8 +114,9 @@ class RunMachine {
   /// On a worker: the run's teardown (recycled into the spare runs), its
   /// trace, then its outcome published. `this` may be gone once it returns.
   void end_on_worker(Run* run);
-  /// A spare run to make a new one from; null when there is none. Any thread.
+  /// A run made fresh, with room reserved for the runs it follows and leads.
   static std::unique_ptr<Run> new_run();
+  /// A spare run to make a new one from; null when there is none. Any thread.
   std::unique_ptr<Run> take_spare_run();
   /// Keeps a recycled run for a later make_run (or deletes it past the bound).
   void give_spare_run(Run* run) noexcept;
