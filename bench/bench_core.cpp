@@ -76,7 +76,7 @@ BENCHMARK(BM_EventPoolAcquireRelease)->Iterations(3);
 // after a warm-up, on buffers (3 x 1 GiB) far larger than the L2.
 void BM_VectorAdd(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
-  const auto variant = static_cast<loom::kernels::VectorAddVariant>(state.range(0));
+  const auto variant = static_cast<loom::kernels::MapVariant>(state.range(0));
   const std::size_t n = std::size_t{1} << 28;
   const std::size_t bytes = n * sizeof(float);
   float* a = nullptr;
@@ -119,9 +119,9 @@ void BM_VectorAdd(benchmark::State& state) {
   LOOM_CUDA_CHECK(cudaFree(c));
 }
 BENCHMARK(BM_VectorAdd)
-    ->Arg(static_cast<int>(loom::kernels::VectorAddVariant::naive))
-    ->Arg(static_cast<int>(loom::kernels::VectorAddVariant::grid_stride))
-    ->Arg(static_cast<int>(loom::kernels::VectorAddVariant::vectorized))
+    ->Arg(static_cast<int>(loom::kernels::MapVariant::naive))
+    ->Arg(static_cast<int>(loom::kernels::MapVariant::grid_stride))
+    ->Arg(static_cast<int>(loom::kernels::MapVariant::vectorized))
     ->UseManualTime()
     ->Iterations(5)
     ->Unit(benchmark::kMillisecond);

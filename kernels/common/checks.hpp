@@ -4,10 +4,12 @@
 // was expected and what was given; the executor adds the task's name.
 
 #include <loom/dtype.hpp>
+#include <loom/ops/variant.hpp>
 #include <loom/tensor.hpp>
 
 #include <cstddef>
 #include <initializer_list>
+#include <string>
 #include <string_view>
 
 namespace loom::ops::detail {
@@ -32,6 +34,15 @@ void require_broadcastable(const Tensor& t, const Shape& to, std::string_view op
 void require_same_memory(const Tensor& a, const Tensor& b, std::string_view op);
 /// Defined, f32 and contiguous: what the simplest kernels take.
 void require_f32_contiguous(const Tensor& t, std::string_view op, std::string_view role);
+
+/// `variant` is one of its family's values, not a cast of another number:
+/// "<op>: unknown variant 9 (automatic, naive, ...)".
+template <class Variant>
+void require_known_variant(Variant variant, std::string_view op) {
+  if (is_known(variant)) return;
+  reject(op, "unknown variant " + std::to_string(static_cast<int>(variant)) + " (" +
+                 variant_list<Variant>() + ")");
+}
 
 inline std::size_t count(const Tensor& t) { return static_cast<std::size_t>(t.numel()); }
 

@@ -40,6 +40,7 @@
 
 #include <loom/cuda_interop.hpp>
 #include <loom/dtype.hpp>
+#include <loom/ops/elementwise.hpp>
 #include <loom/ops/variant.hpp>
 
 #include <array>
@@ -69,23 +70,7 @@ enum class MapKind {
       where
 };
 #undef LOOM_MAP_KIND_ENUMERATOR
-enum class MapVariant { automatic, naive, grid_stride, vectorized };
-
-}  // namespace loom::kernels
-
-// Named by the table every variant family uses (loom/ops/variant.hpp):
-// loom::ops::parse_variant<MapVariant> reads one from a flag.
-namespace loom::ops {
-template <>
-struct VariantNames<kernels::MapVariant> {
-  static constexpr std::array<std::string_view, 4> names = {"automatic", "naive", "grid_stride",
-                                                            "vectorized"};
-};
-// A value added to the enum needs its name in the table: the last one must match.
-static_assert(to_string(kernels::MapVariant::vectorized) == "vectorized");
-}  // namespace loom::ops
-
-namespace loom::kernels {
+using MapVariant = loom::ops::MapVariant;  // named by its table (loom/ops/variant.hpp)
 
 // So that to_string(variant) resolves here and by argument-dependent lookup.
 using loom::ops::to_string;

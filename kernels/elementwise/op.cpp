@@ -47,7 +47,8 @@ using kernels::MapKind;
 
 class VectorAdd final : public Op {
  public:
-  VectorAdd(Tensor a, Tensor b, Tensor c) : a_(std::move(a)), b_(std::move(b)), c_(std::move(c)) {}
+  VectorAdd(Tensor a, Tensor b, Tensor c, MapVariant variant)
+      : a_(std::move(a)), b_(std::move(b)), c_(std::move(c)), variant_(variant) {}
   std::string_view name() const noexcept override { return "vector_add"; }
   std::vector<Tensor> reads() const override { return {a_, b_}; }
   std::vector<Tensor> writes() const override { return {c_}; }
@@ -59,6 +60,7 @@ class VectorAdd final : public Op {
     require_same_shape(a_, c_, "vector_add", "a and c");
     require_same_memory(a_, b_, "vector_add");
     require_same_memory(a_, c_, "vector_add");
+    detail::require_known_variant(variant_, "vector_add");
   }
   void run_cpu() const override {
     kernels::vector_add_reference(a_.data_as<float>(), b_.data_as<float>(), c_.data_as<float>(),
@@ -68,11 +70,12 @@ class VectorAdd final : public Op {
   bool launches_through_loom() const noexcept override { return true; }
   void run_cuda(const ExecutionContext& ctx) const override {
     kernels::vector_add(a_.data_as<float>(), b_.data_as<float>(), c_.data_as<float>(), count(a_),
-                        StreamView(cuda_stream(ctx)));
+                        StreamView(cuda_stream(ctx)), variant_);
   }
 
  private:
   Tensor a_, b_, c_;
+  MapVariant variant_;
 };
 
 class Fill final : public Op {
@@ -183,14 +186,20 @@ std::vector<const char*> input_roles(MapKind kind) {
 
 class MapOp final : public Op {
  public:
-  MapOp(MapKind kind, std::vector<Tensor> inputs, Tensor out, kernels::MapScalars scalars)
-      : kind_(kind), inputs_(std::move(inputs)), out_(std::move(out)), scalars_(scalars) {}
+  MapOp(MapKind kind, std::vector<Tensor> inputs, Tensor out, kernels::MapScalars scalars,
+        MapVariant variant)
+      : kind_(kind),
+        inputs_(std::move(inputs)),
+        out_(std::move(out)),
+        scalars_(scalars),
+        variant_(variant) {}
   std::string_view name() const noexcept override { return kernels::to_string(kind_); }
   std::vector<Tensor> reads() const override { return inputs_; }
   std::vector<Tensor> writes() const override { return {out_}; }
 
   void validate() const override {
     const std::string_view op = name();
+    detail::require_known_variant(variant_, op);
     const std::initializer_list<DType> floats{DType::f32, DType::f16, DType::bf16};
     const auto roles = input_roles(kind_);
     for (std::size_t i = 0; i < inputs_.size(); ++i) {
@@ -239,7 +248,7 @@ class MapOp final : public Op {
     const auto views = input_views();
     if (contiguous(views)) {
       kernels::map(kind_, views[0].dtype(), out_.dtype(), operands(views), count(out_), stream,
-                   scalars_);
+                   scalars_, variant_);
     } else {
       kernels::map_strided(kind_, views[0].dtype(), out_.dtype(), operands(views), geometry(views),
                            stream, scalars_);
@@ -297,6 +306,7 @@ class MapOp final : public Op {
   std::vector<Tensor> inputs_;
   Tensor out_;
   kernels::MapScalars scalars_;
+  MapVariant variant_;
 };
 
 // ---- fusion -------------------------------------------------------------------
@@ -521,8 +531,8 @@ void describe(const loom::detail::MapNode& n, std::ostringstream& s) {
 
 }  // namespace
 
-OpPtr vector_add(const Tensor& a, const Tensor& b, const Tensor& c) {
-  return std::make_shared<VectorAdd>(a, b, c);
+OpPtr vector_add(const Tensor& a, const Tensor& b, const Tensor& c, MapVariant variant) {
+  return std::make_shared<VectorAdd>(a, b, c, variant);
 }
 OpPtr fill(const Tensor& t, float value) { return std::make_shared<Fill>(t, value); }
 OpPtr scale_copy(const Tensor& src, const Tensor& dst, float alpha) {
@@ -530,37 +540,47 @@ OpPtr scale_copy(const Tensor& src, const Tensor& dst, float alpha) {
 }
 
 namespace {
-OpPtr map_op(MapKind kind, std::vector<Tensor> inputs, const Tensor& out,
+OpPtr map_op(MapKind kind, std::vector<Tensor> inputs, const Tensor& out, MapVariant variant,
              kernels::MapScalars scalars = {}) {
-  return std::make_shared<MapOp>(kind, std::move(inputs), out, scalars);
+  return std::make_shared<MapOp>(kind, std::move(inputs), out, scalars, variant);
 }
 }  // namespace
 
-OpPtr add(const Tensor& a, const Tensor& b, const Tensor& out) {
-  return map_op(MapKind::add, {a, b}, out);
+OpPtr add(const Tensor& a, const Tensor& b, const Tensor& out, MapVariant variant) {
+  return map_op(MapKind::add, {a, b}, out, variant);
 }
-OpPtr mul(const Tensor& a, const Tensor& b, const Tensor& out) {
-  return map_op(MapKind::mul, {a, b}, out);
+OpPtr mul(const Tensor& a, const Tensor& b, const Tensor& out, MapVariant variant) {
+  return map_op(MapKind::mul, {a, b}, out, variant);
 }
-OpPtr axpby(float alpha, const Tensor& x, float beta, const Tensor& y, const Tensor& out) {
-  return map_op(MapKind::axpby, {x, y}, out, kernels::MapScalars{alpha, beta});
+OpPtr axpby(float alpha, const Tensor& x, float beta, const Tensor& y, const Tensor& out,
+            MapVariant variant) {
+  return map_op(MapKind::axpby, {x, y}, out, variant, kernels::MapScalars{alpha, beta});
 }
-OpPtr relu(const Tensor& x, const Tensor& out) { return map_op(MapKind::relu, {x}, out); }
-OpPtr gelu_tanh(const Tensor& x, const Tensor& out) { return map_op(MapKind::gelu_tanh, {x}, out); }
-OpPtr cast(const Tensor& x, const Tensor& out) { return map_op(MapKind::cast, {x}, out); }
+OpPtr relu(const Tensor& x, const Tensor& out, MapVariant variant) {
+  return map_op(MapKind::relu, {x}, out, variant);
+}
+OpPtr gelu_tanh(const Tensor& x, const Tensor& out, MapVariant variant) {
+  return map_op(MapKind::gelu_tanh, {x}, out, variant);
+}
+OpPtr cast(const Tensor& x, const Tensor& out, MapVariant variant) {
+  return map_op(MapKind::cast, {x}, out, variant);
+}
 
-#define LOOM_UNARY_MAP_FACTORY(name) \
-  OpPtr name(const Tensor& x, const Tensor& out) { return map_op(MapKind::name, {x}, out); }
+#define LOOM_UNARY_MAP_FACTORY(name)                                   \
+  OpPtr name(const Tensor& x, const Tensor& out, MapVariant variant) { \
+    return map_op(MapKind::name, {x}, out, variant);                   \
+  }
 LOOM_UNARY_MATH_MAPS(LOOM_UNARY_MAP_FACTORY)
 #undef LOOM_UNARY_MAP_FACTORY
-#define LOOM_BINARY_MAP_FACTORY(name)                               \
-  OpPtr name(const Tensor& a, const Tensor& b, const Tensor& out) { \
-    return map_op(MapKind::name, {a, b}, out);                      \
+#define LOOM_BINARY_MAP_FACTORY(name)                                                   \
+  OpPtr name(const Tensor& a, const Tensor& b, const Tensor& out, MapVariant variant) { \
+    return map_op(MapKind::name, {a, b}, out, variant);                                 \
   }
 LOOM_BINARY_MATH_MAPS(LOOM_BINARY_MAP_FACTORY)
 #undef LOOM_BINARY_MAP_FACTORY
-OpPtr where(const Tensor& mask, const Tensor& a, const Tensor& b, const Tensor& out) {
-  return map_op(MapKind::where, {mask, a, b}, out);
+OpPtr where(const Tensor& mask, const Tensor& a, const Tensor& b, const Tensor& out,
+            MapVariant variant) {
+  return map_op(MapKind::where, {mask, a, b}, out, variant);
 }
 
 MapExpr::MapExpr(std::shared_ptr<const loom::detail::MapNode> node) noexcept

@@ -19,6 +19,7 @@
 #include "support/seed.hpp"
 #include "testing/spin_op.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -120,7 +121,7 @@ TEST(ElementwiseReference, SupportedCombinationsAndRejections) {
   float a = 1.0F;
   EXPECT_THROW(loom::kernels::map_reference(MapKind::add, DType::f32, DType::f16, {&a, &a, &a}, 1),
                loom::InvalidArgument);
-  using loom::kernels::MapVariant;
+  using loom::ops::MapVariant;
   EXPECT_EQ(loom::ops::parse_variant<MapVariant>("vectorized"), MapVariant::vectorized);
   EXPECT_EQ(loom::ops::parse_variant<MapVariant>("grid_stride"), MapVariant::grid_stride);
   EXPECT_FALSE(loom::ops::parse_variant<MapVariant>("fast").has_value());
@@ -300,6 +301,32 @@ TEST(ElementwiseOps, BadInputsAreRejectedAtSubmitNamingTheTask) {
   // vector_add keeps its contract: f32, contiguous
   expect_rejected(rt, loom::ops::vector_add(h, h, h), "must be f32");
   expect_rejected(rt, loom::ops::vector_add(matrix.transpose(0, 1), matrix, matrix), "contiguous");
+  // a variant that is not one of the family's (a cast of another number)
+  const auto bogus = static_cast<loom::ops::MapVariant>(9);
+  expect_rejected(rt, loom::ops::add(a, b, b, bogus),
+                  "add: unknown variant 9 (automatic, naive, grid_stride, vectorized)");
+  expect_rejected(rt, loom::ops::relu(a, b, bogus), "relu: unknown variant 9");
+  expect_rejected(rt, loom::ops::vector_add(a, b, b, bogus), "vector_add: unknown variant 9");
+}
+
+// Every map takes the family's variant; the CPU backend runs its reference
+// whichever is named (the GPU test checks each kernel against it).
+TEST(ElementwiseOps, EveryVariantIsAcceptedAndGivesTheReference) {
+  loom::Runtime rt(cpu(1));
+  using loom::ops::MapVariant;
+  auto x = rt.tensor<float>({5});
+  auto y = rt.tensor<float>({5});
+  const float in[5] = {-1.0F, 2.0F, -3.0F, 4.0F, 0.5F};
+  std::memcpy(x.data(), in, sizeof in);
+  for (const auto name : loom::ops::VariantNames<MapVariant>::names) {
+    const MapVariant v = *loom::ops::parse_variant<MapVariant>(name);
+    loom::Graph g;
+    g.add(loom::ops::relu(x, y, v));
+    g.add(loom::ops::vector_add(y, x, y, v));
+    rt.submit(g).wait();
+    const float* got = y.data_as<float>();
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(got[i], std::max(in[i], 0.0F) + in[i]) << name;
+  }
 }
 
 // The README: "vector_add, fill, scale_copy, spin take contiguous tensors

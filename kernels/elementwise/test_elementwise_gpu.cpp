@@ -588,6 +588,70 @@ TEST(ElementwiseGpu, BroadcastAndStridedMapsMatchTheCpuBackend) {
   }
 }
 
+// The README: every map takes a MapVariant. Each variant of each map, through
+// the op, on contiguous tensors aligned and one element off (where the
+// vectorized kernel peels a head, or falls back when the operands cannot be
+// aligned together), against the CPU backend; vector_add's variants too.
+TEST(ElementwiseGpu, EveryVariantThroughTheOpsMatchesTheCpuBackend) {
+  LOOM_REQUIRE_GPU();
+  constexpr std::int64_t kN = 4099;
+  constexpr MapVariant kAll[] = {MapVariant::automatic, MapVariant::naive, MapVariant::grid_stride,
+                                 MapVariant::vectorized};
+  auto rng = loom::test::seeded_engine();
+  loom::Runtime gpu;
+  loom::Runtime cpu({.backend = loom::Backend::cpu, .workers = 2});
+  for (MapKind kind : kKinds) {
+    for (DType d : kFloatTypes) {
+      // A cast's output is f32 for 16-bit inputs and bf16 for f32 ones.
+      const DType out_dtype =
+          kind != MapKind::cast ? d : (d == DType::f32 ? DType::bf16 : DType::f32);
+      auto [x, y, z] = loom::test::map_inputs(kind, d, kN + 1, rng);
+      const auto run = [&](loom::Runtime& rt, MapVariant v) {
+        auto tx = to_device(rt, x, {kN + 1});
+        auto ty = to_device(rt, y, {kN + 1});
+        auto tz = to_device(rt, z, {kN + 1});
+        auto aligned = rt.tensor(out_dtype, {kN});
+        auto shifted = rt.tensor(out_dtype, {kN + 1});
+        loom::Graph g;
+        g.add(loom::test::make_map_op(kind, tx.slice(0, 0, kN), ty.slice(0, 0, kN),
+                                      tz.slice(0, 0, kN), aligned, {1.25F, -0.5F}, v));
+        // x and out one element in (they peel together), y and z aligned.
+        g.add(loom::test::make_map_op(kind, tx.slice(0, 1, kN + 1), ty.slice(0, 0, kN),
+                                      tz.slice(0, 0, kN), shifted.slice(0, 1, kN + 1),
+                                      {1.25F, -0.5F}, v));
+        rt.submit(g).wait();
+        return std::array<HostArray, 2>{to_host(rt, aligned),
+                                        to_host(rt, shifted.slice(0, 1, kN + 1))};
+      };
+      const auto want = run(cpu, MapVariant::automatic);
+      for (MapVariant v : kAll) {
+        const auto got = run(gpu, v);
+        for (std::size_t k = 0; k < got.size(); ++k) {
+          EXPECT_EQ(loom::test::compare(got[k], want[k], loom::test::exact(kind)), "")
+              << to_string(kind) << " " << to_string(d) << " " << to_string(v)
+              << (k == 0 ? " aligned" : " shifted");
+        }
+      }
+    }
+  }
+  HostArray a = loom::test::random_array(DType::f32, kN + 1, rng);
+  HostArray b = loom::test::random_array(DType::f32, kN + 1, rng);
+  HostArray want(DType::f32, kN);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(kN); ++i) {
+    want.set(i, a.get(i + 1) + b.get(i));
+  }
+  for (MapVariant v : kAll) {
+    auto ta = to_device(gpu, a, {kN + 1});
+    auto tb = to_device(gpu, b, {kN + 1});
+    auto c = gpu.tensor(DType::f32, {kN});
+    loom::Graph g;
+    // a one element in, b and c aligned: the vectorized kernel falls back.
+    g.add(loom::ops::vector_add(ta.slice(0, 1, kN + 1), tb.slice(0, 0, kN), c, v));
+    gpu.submit(g).wait();
+    EXPECT_EQ(loom::test::compare(to_host(gpu, c), want, true), "") << to_string(v);
+  }
+}
+
 // A learning rate in a device tensor: a compiled graph replays with the
 // value uploaded before each replay.
 TEST(ElementwiseGpu, AScalarTensorIsReadAtEveryReplayOfACompiledGraph) {

@@ -90,24 +90,25 @@ inline bool exact(kernels::MapKind k) {
 }
 
 /// The op of one map over x (and y, z where it reads them): a test's way to
-/// reach every map by its kind.
+/// reach every map by its kind, in any of its variants.
 inline OpPtr make_map_op(kernels::MapKind kind, const Tensor& x, const Tensor& y, const Tensor& z,
-                         const Tensor& out, kernels::MapScalars s = {1.25F, -0.5F}) {
+                         const Tensor& out, kernels::MapScalars s = {1.25F, -0.5F},
+                         ops::MapVariant v = ops::MapVariant::automatic) {
   using K = kernels::MapKind;
   switch (kind) {
-    case K::add: return ops::add(x, y, out);
-    case K::mul: return ops::mul(x, y, out);
-    case K::axpby: return ops::axpby(s.alpha, x, s.beta, y, out);
-    case K::relu: return ops::relu(x, out);
-    case K::gelu_tanh: return ops::gelu_tanh(x, out);
-    case K::cast: return ops::cast(x, out);
-    case K::where: return ops::where(x, y, z, out);
+    case K::add: return ops::add(x, y, out, v);
+    case K::mul: return ops::mul(x, y, out, v);
+    case K::axpby: return ops::axpby(s.alpha, x, s.beta, y, out, v);
+    case K::relu: return ops::relu(x, out, v);
+    case K::gelu_tanh: return ops::gelu_tanh(x, out, v);
+    case K::cast: return ops::cast(x, out, v);
+    case K::where: return ops::where(x, y, z, out, v);
 #define LOOM_TEST_UNARY(name) \
-  case K::name: return ops::name(x, out);
+  case K::name: return ops::name(x, out, v);
       LOOM_UNARY_MATH_MAPS(LOOM_TEST_UNARY)
 #undef LOOM_TEST_UNARY
 #define LOOM_TEST_BINARY(name) \
-  case K::name: return ops::name(x, y, out);
+  case K::name: return ops::name(x, y, out, v);
       LOOM_BINARY_MATH_MAPS(LOOM_TEST_BINARY)
 #undef LOOM_TEST_BINARY
   }

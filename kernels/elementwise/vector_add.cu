@@ -54,17 +54,18 @@ unsigned blocks_for(std::size_t items) {
 }  // namespace
 
 void vector_add(const float* a, const float* b, float* c, std::size_t n, StreamView stream,
-                VectorAddVariant variant) {
+                MapVariant variant) {
   if (n == 0) return;
-  if (variant == VectorAddVariant::vectorized && !(aligned16(a) && aligned16(b) && aligned16(c))) {
-    variant = VectorAddVariant::grid_stride;
+  if ((variant == MapVariant::automatic || variant == MapVariant::vectorized) &&
+      !(aligned16(a) && aligned16(b) && aligned16(c))) {
+    variant = MapVariant::grid_stride;
   }
   switch (variant) {
-    case VectorAddVariant::naive:
+    case MapVariant::naive:
       loom::detail::launch_on_stream(stream, vector_add_naive, blocks_for(n), kBlock, 0, a, b, c,
                                      n);
       break;
-    case VectorAddVariant::grid_stride: {
+    case MapVariant::grid_stride: {
       int device = 0;
       int sms = 0;
       LOOM_KERNEL_CHECK(cudaGetDevice(&device));
@@ -75,7 +76,8 @@ void vector_add(const float* a, const float* b, float* c, std::size_t n, StreamV
       loom::detail::launch_on_stream(stream, vector_add_grid_stride, blocks, kBlock, 0, a, b, c, n);
       break;
     }
-    case VectorAddVariant::vectorized: {
+    case MapVariant::automatic:
+    case MapVariant::vectorized: {
       // At least one thread per tail element (the tail is < 4 elements).
       const std::size_t threads = n / kVector > n % kVector ? n / kVector : n % kVector;
       loom::detail::launch_on_stream(stream, vector_add_vectorized, blocks_for(threads), kBlock, 0,

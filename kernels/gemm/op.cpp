@@ -187,10 +187,7 @@ class Matmul final : public Op {
   }
 
   void validate_variant() const {
-    if (!is_known(variant_)) {
-      reject(kName, "unknown variant " + std::to_string(static_cast<int>(variant_)) + " (" +
-                        variant_list<MatmulVariant>() + ")");
-    }
+    detail::require_known_variant(variant_, kName);
     const bool half = is_half(a_.dtype());
     if ((half && is_f32_variant(variant_)) || (!half && is_half_variant(variant_))) {
       reject(kName, "the variant " + std::string(to_string(variant_)) + " is for " +

@@ -100,10 +100,7 @@ class RgbToGray final : public Op {
   }
 
   GrayVariant variant() const {
-    if (!is_known(variant_)) {
-      reject("rgb_to_gray", "unknown variant " + std::to_string(static_cast<int>(variant_)) + " (" +
-                                variant_list<GrayVariant>() + ")");
-    }
+    detail::require_known_variant(variant_, "rgb_to_gray");
     return variant_;
   }
 
@@ -161,10 +158,7 @@ class BoxBlur final : public Op {
   std::int64_t width() const { return src_.shape()[src_.rank() - 1]; }
 
   BlurVariant variant() const {
-    if (!is_known(variant_)) {
-      reject("box_blur", "unknown variant " + std::to_string(static_cast<int>(variant_)) + " (" +
-                             variant_list<BlurVariant>() + ")");
-    }
+    detail::require_known_variant(variant_, "box_blur");
     return variant_;
   }
 
@@ -213,10 +207,7 @@ class Histogram final : public Op {
   std::size_t pixels() const { return static_cast<std::size_t>(image_.numel()); }
 
   HistogramVariant variant() const {
-    if (!is_known(variant_)) {
-      reject("histogram", "unknown variant " + std::to_string(static_cast<int>(variant_)) + " (" +
-                              variant_list<HistogramVariant>() + ")");
-    }
+    detail::require_known_variant(variant_, "histogram");
     return variant_;
   }
 

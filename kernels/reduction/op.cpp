@@ -121,10 +121,7 @@ class WholeReduction final : public Op {
       reject(name_, "out must hold one element, got " + out_.describe());
     }
     if (x_.shares_storage_with(out_)) reject(name_, "out must not share storage with x");
-    if (!is_known(options_.variant)) {
-      reject(name_, "unknown variant " + std::to_string(static_cast<int>(options_.variant)) + " (" +
-                        variant_list<ReductionVariant>() + ")");
-    }
+    detail::require_known_variant(options_.variant, name_);
     if (!whole_segments(x_)) {
       reject(name_,
              "x is a strided view whose elements do not form one or two evenly strided "

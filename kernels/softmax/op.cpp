@@ -79,10 +79,7 @@ class Softmax final : public Op {
   }
 
   SoftmaxVariant variant() const {
-    if (!is_known(variant_)) {
-      reject("softmax", "unknown variant " + std::to_string(static_cast<int>(variant_)) + " (" +
-                            variant_list<SoftmaxVariant>() + ")");
-    }
+    detail::require_known_variant(variant_, "softmax");
     return variant_;
   }
 

@@ -13,20 +13,20 @@
 
 namespace {
 
-using loom::kernels::VectorAddVariant;
+using loom::kernels::MapVariant;
 
 }  // namespace
 
-namespace loom::kernels {
+namespace loom::ops {
 // Names the parameter in test names and failure messages.
-void PrintTo(VectorAddVariant variant, std::ostream* os) { *os << to_string(variant); }
-}  // namespace loom::kernels
+void PrintTo(MapVariant variant, std::ostream* os) { *os << to_string(variant); }
+}  // namespace loom::ops
 
 namespace {
 
-class VectorAddGpu : public ::testing::TestWithParam<VectorAddVariant> {};
+class VectorAddGpu : public ::testing::TestWithParam<MapVariant> {};
 
-void check_against_reference(VectorAddVariant variant, std::size_t n, std::size_t offset) {
+void check_against_reference(MapVariant variant, std::size_t n, std::size_t offset) {
   auto rng = loom::test::random_engine();
   const auto a = loom::test::random_floats(n + offset, rng);
   const auto b = loom::test::random_floats(n + offset, rng);
@@ -70,8 +70,8 @@ TEST_P(VectorAddGpu, MisalignedPointersStillCorrect) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, VectorAddGpu,
-                         ::testing::Values(VectorAddVariant::naive, VectorAddVariant::grid_stride,
-                                           VectorAddVariant::vectorized),
+                         ::testing::Values(MapVariant::automatic, MapVariant::naive,
+                                           MapVariant::grid_stride, MapVariant::vectorized),
                          [](const auto& param_info) {
                            return std::string(to_string(param_info.param));
                          });

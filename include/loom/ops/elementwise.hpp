@@ -43,10 +43,14 @@
 #include <loom/dtype.hpp>
 #include <loom/export.hpp>
 #include <loom/op.hpp>
+#include <loom/ops/variant.hpp>
 #include <loom/tensor.hpp>
 
+#include <array>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace loom {
@@ -56,66 +60,104 @@ struct MapNode;  ///< loom's own (kernels/elementwise/op.cpp)
 
 namespace ops {
 
+/// The maps' kernels over contiguous operands (variant.hpp), the steps of
+/// Lecture 2. Strided views take the kernel that walks the shape whichever
+/// is named, and a vectorized map whose pointers cannot be aligned together
+/// runs grid_stride.
+enum class MapVariant : std::uint8_t {
+  automatic,    ///< the fastest for the data: vectorized
+  naive,        ///< an element a thread, a grid covering the tensor
+  grid_stride,  ///< a grid sized to the machine, each thread striding through the tensor
+  vectorized,   ///< 16-byte loads and stores, several vectors a thread
+};
+template <>
+struct VariantNames<MapVariant> {
+  static constexpr std::array<std::string_view, 4> names = {"automatic", "naive", "grid_stride",
+                                                            "vectorized"};
+};
+// A value added to the enum needs its name in the table: the last one must match.
+static_assert(to_string(MapVariant::vectorized) == "vectorized");
+
 /// c = a + b, elementwise over f32 tensors of one shape; c may alias a or b.
-LOOM_API OpPtr vector_add(const Tensor& a, const Tensor& b, const Tensor& c);
+LOOM_API OpPtr vector_add(const Tensor& a, const Tensor& b, const Tensor& c,
+                          MapVariant variant = MapVariant::automatic);
 /// Every element of the f32 tensor t becomes `value`.
 LOOM_API OpPtr fill(const Tensor& t, float value);
 /// dst = alpha * src over f32 tensors of one shape; dst may alias src.
 LOOM_API OpPtr scale_copy(const Tensor& src, const Tensor& dst, float alpha);
 
 /// out = a + b. @throws nothing; inputs are checked at submit.
-LOOM_API OpPtr add(const Tensor& a, const Tensor& b, const Tensor& out);
+LOOM_API OpPtr add(const Tensor& a, const Tensor& b, const Tensor& out,
+                   MapVariant variant = MapVariant::automatic);
 /// out = a * b.
-LOOM_API OpPtr mul(const Tensor& a, const Tensor& b, const Tensor& out);
+LOOM_API OpPtr mul(const Tensor& a, const Tensor& b, const Tensor& out,
+                   MapVariant variant = MapVariant::automatic);
 /// out = alpha * x + beta * y.
-LOOM_API OpPtr axpby(float alpha, const Tensor& x, float beta, const Tensor& y, const Tensor& out);
+LOOM_API OpPtr axpby(float alpha, const Tensor& x, float beta, const Tensor& y, const Tensor& out,
+                     MapVariant variant = MapVariant::automatic);
 /// out = max(x, 0); NaN stays NaN.
-LOOM_API OpPtr relu(const Tensor& x, const Tensor& out);
+LOOM_API OpPtr relu(const Tensor& x, const Tensor& out, MapVariant variant = MapVariant::automatic);
 /// out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GELU's tanh form,
 /// computed as x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))), the same
 /// function (the GPU's result is within a few f32 ulp of the CPU's).
-LOOM_API OpPtr gelu_tanh(const Tensor& x, const Tensor& out);
+LOOM_API OpPtr gelu_tanh(const Tensor& x, const Tensor& out,
+                         MapVariant variant = MapVariant::automatic);
 /// out = x converted to out's dtype (f32, f16, bf16), rounding to nearest even.
-LOOM_API OpPtr cast(const Tensor& x, const Tensor& out);
+LOOM_API OpPtr cast(const Tensor& x, const Tensor& out, MapVariant variant = MapVariant::automatic);
 
 /// out = e^x.
-LOOM_API OpPtr exp(const Tensor& x, const Tensor& out);
+LOOM_API OpPtr exp(const Tensor& x, const Tensor& out, MapVariant variant = MapVariant::automatic);
 /// out = ln x (NaN below 0, -inf at 0).
-LOOM_API OpPtr log(const Tensor& x, const Tensor& out);
-LOOM_API OpPtr sqrt(const Tensor& x, const Tensor& out);
+LOOM_API OpPtr log(const Tensor& x, const Tensor& out, MapVariant variant = MapVariant::automatic);
+LOOM_API OpPtr sqrt(const Tensor& x, const Tensor& out, MapVariant variant = MapVariant::automatic);
 /// out = 1 / sqrt(x).
-LOOM_API OpPtr rsqrt(const Tensor& x, const Tensor& out);
-LOOM_API OpPtr tanh(const Tensor& x, const Tensor& out);
+LOOM_API OpPtr rsqrt(const Tensor& x, const Tensor& out,
+                     MapVariant variant = MapVariant::automatic);
+LOOM_API OpPtr tanh(const Tensor& x, const Tensor& out, MapVariant variant = MapVariant::automatic);
 /// out = 1 / (1 + e^-x).
-LOOM_API OpPtr sigmoid(const Tensor& x, const Tensor& out);
-LOOM_API OpPtr abs(const Tensor& x, const Tensor& out);
+LOOM_API OpPtr sigmoid(const Tensor& x, const Tensor& out,
+                       MapVariant variant = MapVariant::automatic);
+LOOM_API OpPtr abs(const Tensor& x, const Tensor& out, MapVariant variant = MapVariant::automatic);
 /// out = -x.
-LOOM_API OpPtr neg(const Tensor& x, const Tensor& out);
+LOOM_API OpPtr neg(const Tensor& x, const Tensor& out, MapVariant variant = MapVariant::automatic);
 
 /// out = a - b.
-LOOM_API OpPtr sub(const Tensor& a, const Tensor& b, const Tensor& out);
+LOOM_API OpPtr sub(const Tensor& a, const Tensor& b, const Tensor& out,
+                   MapVariant variant = MapVariant::automatic);
 /// out = a / b (IEEE division).
-LOOM_API OpPtr div(const Tensor& a, const Tensor& b, const Tensor& out);
+LOOM_API OpPtr div(const Tensor& a, const Tensor& b, const Tensor& out,
+                   MapVariant variant = MapVariant::automatic);
 /// The smaller of a and b; NaN if either is NaN (as torch.minimum).
-LOOM_API OpPtr minimum(const Tensor& a, const Tensor& b, const Tensor& out);
+LOOM_API OpPtr minimum(const Tensor& a, const Tensor& b, const Tensor& out,
+                       MapVariant variant = MapVariant::automatic);
 /// The larger of a and b; NaN if either is NaN.
-LOOM_API OpPtr maximum(const Tensor& a, const Tensor& b, const Tensor& out);
+LOOM_API OpPtr maximum(const Tensor& a, const Tensor& b, const Tensor& out,
+                       MapVariant variant = MapVariant::automatic);
 /// out = a^b (powf: NaN for a negative a and a non-integer b).
-LOOM_API OpPtr pow(const Tensor& a, const Tensor& b, const Tensor& out);
+LOOM_API OpPtr pow(const Tensor& a, const Tensor& b, const Tensor& out,
+                   MapVariant variant = MapVariant::automatic);
 /// Masks: out = 1 where a > b (>=, <, <=, ==), else 0.
-LOOM_API OpPtr gt(const Tensor& a, const Tensor& b, const Tensor& out);
-LOOM_API OpPtr ge(const Tensor& a, const Tensor& b, const Tensor& out);
-LOOM_API OpPtr lt(const Tensor& a, const Tensor& b, const Tensor& out);
-LOOM_API OpPtr le(const Tensor& a, const Tensor& b, const Tensor& out);
-LOOM_API OpPtr eq(const Tensor& a, const Tensor& b, const Tensor& out);
+LOOM_API OpPtr gt(const Tensor& a, const Tensor& b, const Tensor& out,
+                  MapVariant variant = MapVariant::automatic);
+LOOM_API OpPtr ge(const Tensor& a, const Tensor& b, const Tensor& out,
+                  MapVariant variant = MapVariant::automatic);
+LOOM_API OpPtr lt(const Tensor& a, const Tensor& b, const Tensor& out,
+                  MapVariant variant = MapVariant::automatic);
+LOOM_API OpPtr le(const Tensor& a, const Tensor& b, const Tensor& out,
+                  MapVariant variant = MapVariant::automatic);
+LOOM_API OpPtr eq(const Tensor& a, const Tensor& b, const Tensor& out,
+                  MapVariant variant = MapVariant::automatic);
 /// out = a where mask is not 0, else b (all three broadcast to out's shape;
 /// the mask has the dtype of a and b, as the comparisons make it).
-LOOM_API OpPtr where(const Tensor& mask, const Tensor& a, const Tensor& b, const Tensor& out);
+LOOM_API OpPtr where(const Tensor& mask, const Tensor& a, const Tensor& b, const Tensor& out,
+                     MapVariant variant = MapVariant::automatic);
 
 /// Backwards of the activations: out = grad * relu'(x) (grad where x > 0,
 /// else 0) and grad * gelu_tanh'(x), x being the activation's input.
-LOOM_API OpPtr relu_backward(const Tensor& grad, const Tensor& x, const Tensor& out);
-LOOM_API OpPtr gelu_tanh_backward(const Tensor& grad, const Tensor& x, const Tensor& out);
+LOOM_API OpPtr relu_backward(const Tensor& grad, const Tensor& x, const Tensor& out,
+                             MapVariant variant = MapVariant::automatic);
+LOOM_API OpPtr gelu_tanh_backward(const Tensor& grad, const Tensor& x, const Tensor& out,
+                                  MapVariant variant = MapVariant::automatic);
 
 /// An expression over the inputs of fused_map(): a chain (or any DAG) of
 /// maps. Values are f32 inside; cast() rounds where the chain asks.
