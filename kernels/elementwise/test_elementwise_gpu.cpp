@@ -15,7 +15,9 @@
 #include "elementwise/maps.hpp"
 #include "elementwise/test_support.hpp"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <iterator>
 #include <limits>
@@ -585,6 +587,101 @@ TEST(ElementwiseGpu, BroadcastAndStridedMapsMatchTheCpuBackend) {
             << to_string(kind) << " " << to_string(d) << " case " << k;
       }
     }
+  }
+}
+
+// The fused kernels convert with NVRTC's prelude (fusion.cpp), which cannot
+// include common/convert.hpp: it must give that header's bits. Every f16 and
+// bf16 pattern widened; f32 patterns (every upper half, with low halves at
+// the rounding boundaries and random ones) narrowed, to contiguous outputs
+// (the paired conversions of the vectorized form) and strided ones (the
+// scalar form); and a cast() inside a chain, rounded and widened again.
+TEST(ElementwiseGpu, TheFusedKernelsConversionsGiveConvertHppsBits) {
+  LOOM_REQUIRE_GPU();
+  namespace k = loom::kernels;
+  loom::Runtime rt;
+  const auto bits32 = [](float f) { return std::bit_cast<std::uint32_t>(f); };
+  const auto run = [&](HostArray& in, DType out_dtype, const MapExpr& expr, bool strided) {
+    const auto n = static_cast<std::int64_t>(in.size());
+    auto x = to_device(rt, in, {n});
+    auto out = rt.tensor(out_dtype, {strided ? 2 * n : n});
+    const auto view = strided ? out.slice(0, 0, 2 * n, 2) : out;
+    loom::Graph g;
+    g.add(loom::ops::fused_map({x}, view, expr));
+    rt.submit(g).wait();
+    return to_host(rt, out);
+  };
+  const auto at = [](std::size_t i, bool strided) { return strided ? 2 * i : i; };
+  for (DType narrow : {DType::f16, DType::bf16}) {
+    HostArray every(narrow, 1 << 16);
+    for (std::uint32_t b = 0; b < (1U << 16); ++b) {
+      const auto h = static_cast<std::uint16_t>(b);
+      std::memcpy(static_cast<unsigned char*>(every.data()) + 2 * b, &h, 2);
+    }
+    for (bool strided : {false, true}) {
+      const HostArray got = run(every, DType::f32, MapExpr::input(0), strided);
+      std::size_t bad = 0;
+      for (std::uint32_t b = 0; b < (1U << 16); ++b) {
+        const auto h = static_cast<std::uint16_t>(b);
+        const float want = narrow == DType::f16 ? k::f16_bits_to_f32(h) : k::bf16_bits_to_f32(h);
+        const float g = got.get(at(b, strided));
+        if (bits32(g) != bits32(want) && bad++ < 5) {
+          ADD_FAILURE() << to_string(narrow) << " 0x" << std::hex << b << " widened to 0x"
+                        << bits32(g) << ", convert.hpp gives 0x" << bits32(want)
+                        << (strided ? " (strided)" : "");
+        }
+      }
+      EXPECT_EQ(bad, 0U) << to_string(narrow) << (strided ? " strided" : "");
+    }
+  }
+  // f32 patterns: every upper half with low halves on and around the
+  // rounding boundaries of both formats, and random ones.
+  auto rng = loom::test::seeded_engine();
+  constexpr std::uint32_t kLows[] = {0x0000, 0x0001, 0x0FFF, 0x1000, 0x1001,
+                                     0x7FFF, 0x8000, 0x8001, 0xFFFF};
+  constexpr std::size_t kPerHigh = std::size(kLows) + 2;
+  HostArray patterns(DType::f32, kPerHigh << 16);
+  std::vector<std::uint32_t> words(patterns.size());
+  for (std::uint32_t hi = 0; hi < (1U << 16); ++hi) {
+    for (std::size_t j = 0; j < kPerHigh; ++j) {
+      const std::uint32_t lo = j < std::size(kLows) ? kLows[j] : static_cast<std::uint32_t>(rng());
+      words[hi * kPerHigh + j] = (hi << 16) | (lo & 0xFFFFU);
+    }
+  }
+  std::memcpy(patterns.data(), words.data(), words.size() * 4);
+  for (DType narrow : {DType::f16, DType::bf16}) {
+    const auto round = [&](std::uint32_t w) {
+      const float f = std::bit_cast<float>(w);
+      return narrow == DType::f16 ? k::f32_to_f16_bits(f) : k::f32_to_bf16_bits(f);
+    };
+    for (bool strided : {false, true}) {
+      const HostArray got = run(patterns, narrow, MapExpr::input(0), strided);
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < words.size(); ++i) {
+        std::uint16_t g = 0;
+        std::memcpy(&g, static_cast<const unsigned char*>(got.data()) + 2 * at(i, strided), 2);
+        if (g != round(words[i]) && bad++ < 5) {
+          ADD_FAILURE() << "f32 0x" << std::hex << words[i] << " to " << to_string(narrow)
+                        << " gave 0x" << g << ", convert.hpp gives 0x" << round(words[i])
+                        << (strided ? " (strided)" : "");
+        }
+      }
+      EXPECT_EQ(bad, 0U) << to_string(narrow) << (strided ? " strided" : "");
+    }
+    // Rounded inside the chain and widened again: an f32 output.
+    const HostArray got =
+        run(patterns, DType::f32, loom::ops::cast(MapExpr::input(0), narrow), false);
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < words.size(); ++i) {
+      const std::uint16_t r = round(words[i]);
+      const float want = narrow == DType::f16 ? k::f16_bits_to_f32(r) : k::bf16_bits_to_f32(r);
+      if (bits32(got.get(i)) != bits32(want) && bad++ < 5) {
+        ADD_FAILURE() << "cast(f32 0x" << std::hex << words[i] << ", " << to_string(narrow)
+                      << ") gave 0x" << bits32(got.get(i)) << ", convert.hpp gives 0x"
+                      << bits32(want);
+      }
+    }
+    EXPECT_EQ(bad, 0U) << "cast to " << to_string(narrow) << " inside a chain";
   }
 }
 
