@@ -115,6 +115,8 @@ std::int64_t warp_tiled_split(const SgemmArgs& args, SgemmWarpTile tile) {
 
 std::size_t sgemm_workspace_bytes(const SgemmArgs& args, SgemmVariant variant,
                                   SgemmWarpTile tile) noexcept {
+  // An empty product launches nothing (sgemm returns at once): no slices to plan.
+  if (args.m <= 0 || args.n <= 0 || args.k <= 0) return 0;
   // A skinny request on a wide shape runs the default: size for that.
   if (variant == SgemmVariant::skinny && !skinny_shape(args)) variant = kSgemmDefault;
   if (variant == SgemmVariant::warp_tiled && unit_stride_operands(args) && args.k > 0) {

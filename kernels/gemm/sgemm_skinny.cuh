@@ -84,12 +84,14 @@ inline SkinnyPlan plan_skinny(const SgemmArgs& p, bool have_workspace) {
   const SgemmArgs& q = plan.q;
   std::int64_t slices = 1;
   if (have_workspace) {
-    const std::int64_t row_blocks = (q.m + kSkinnyRows - 1) / kSkinnyRows;
+    // At least one: an empty C plans one slice rather than divide by zero.
+    const std::int64_t row_blocks =
+        std::max<std::int64_t>(1, (q.m + kSkinnyRows - 1) / kSkinnyRows);
     const std::int64_t most = std::max<std::int64_t>(1, q.k / kSkinnyMinSlice);
     slices = std::clamp<std::int64_t>(kSkinnyBlocks / row_blocks, 1, most);
   }
-  plan.k_slice = (q.k + slices - 1) / slices;
-  plan.slices = (q.k + plan.k_slice - 1) / plan.k_slice;
+  plan.k_slice = std::max<std::int64_t>(1, (q.k + slices - 1) / slices);
+  plan.slices = std::max<std::int64_t>(1, (q.k + plan.k_slice - 1) / plan.k_slice);
   return plan;
 }
 

@@ -139,6 +139,36 @@ TEST(SgemmDispatch, TheChooserFollowsTheShape) {
   EXPECT_EQ(pick(4096, 4096, 4096), SgemmVariant::warp_tiled);
 }
 
+// Empty products plan nothing: the workspace query and the chooser take every
+// empty shape in every variant and tile (a zero M once divided a count of
+// row blocks on the GPU path: the EmptyTensorsGpu test died of SIGFPE).
+TEST(SgemmDispatch, EmptyShapesPlanNoWorkspaceInEveryVariant) {
+  using loom::kernels::SgemmVariant;
+  using loom::kernels::SgemmWarpTile;
+  const std::int64_t shapes[][3] = {{0, 3, 4}, {2, 0, 4},  {2, 3, 0},    {0, 0, 0},
+                                    {0, 3, 0}, {0, 40, 4}, {40, 0, 300}, {0, 4096, 4096}};
+  for (const auto& s : shapes) {
+    loom::kernels::SgemmArgs p;
+    p.m = s[0];
+    p.n = s[1];
+    p.k = s[2];
+    p.a = {nullptr, p.k, 1};
+    p.b = {nullptr, p.n, 1};
+    p.c = {nullptr, p.n, 1};
+    (void)loom::kernels::choose_sgemm_variant(p);
+    for (std::size_t v = 0; v < loom::ops::VariantNames<SgemmVariant>::names.size(); ++v) {
+      for (std::size_t t = 0; t < loom::ops::VariantNames<SgemmWarpTile>::names.size(); ++t) {
+        const auto variant = static_cast<SgemmVariant>(v);
+        const auto tile = static_cast<SgemmWarpTile>(t);
+        const std::size_t bytes = loom::kernels::sgemm_workspace_bytes(p, variant, tile);
+        if (p.m == 0 || p.n == 0 || p.k == 0) {
+          EXPECT_EQ(bytes, 0U) << s[0] << "x" << s[1] << "x" << s[2] << " " << to_string(variant);
+        }
+      }
+    }
+  }
+}
+
 // The names bench_gemm prints in its labels (loom/ops/variant.hpp's tables),
 // read back by parse_variant.
 TEST(SgemmDispatch, VariantsAndTilesAreNamedByTheirTables) {

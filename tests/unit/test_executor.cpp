@@ -150,6 +150,72 @@ TEST(ExecutorCpu, CancelStopsWhatHasNotStarted) {
     EXPECT_EQ(report[i].status, loom::TaskStatus::cancelled);
 }
 
+// The README: "a cancel that stopped nothing (every task had already
+// started, or the run was over) leaves the run's result as its tasks made
+// it"; and "wait() then throws loom::Cancelled (or the failure of a task that
+// failed first)".
+TEST(ExecutorCpu, ACancelAfterTheRunIsOverLeavesItsResult) {
+  loom::Runtime rt(cpu(2));
+  auto x = rt.tensor<float>({4});
+  loom::Graph g;
+  g.add(loom::ops::fill(x, 3.0F));
+  auto run = rt.submit(g);
+  run.wait();
+  run.cancel();
+  EXPECT_NO_THROW(run.wait());
+  EXPECT_EQ(run.error(), nullptr);
+  for (const auto& r : run.report()) EXPECT_EQ(r.status, loom::TaskStatus::completed) << r.name;
+  EXPECT_EQ(x.data_as<float>()[3], 3.0F);
+
+  // A run that failed: cancelled afterwards, it still throws its failure.
+  loom::Graph bad;
+  bad.host("boom", [] { throw std::runtime_error("boom went the task"); });
+  auto failed = rt.submit(bad);
+  EXPECT_TRUE(failed.wait_for(5s));
+  failed.cancel();
+  try {
+    failed.wait();
+    FAIL() << "expected the task's failure";
+  } catch (const loom::Cancelled& e) {
+    FAIL() << "a cancel after the run was over replaced its failure: " << e.what();
+  } catch (const loom::Error& e) {
+    EXPECT_EQ(e.task(), "boom");
+  }
+}
+
+// Every task has started when the cancel comes, one of them failing: the
+// cancel stops nothing, so wait() throws the task's failure, not Cancelled.
+TEST(ExecutorCpu, ACancelThatStopsNothingLeavesAFailureAsItIs) {
+  loom::Runtime rt(cpu(2));
+  std::atomic<bool> release{false};
+  std::atomic<int> started{0};
+  loom::Graph g;
+  g.host("boom", [&] {
+    ++started;
+    throw std::runtime_error("the first failure");
+  });
+  g.host("gate", [&] {
+    ++started;
+    while (!release) std::this_thread::sleep_for(1ms);
+  });
+  auto run = rt.submit(g);
+  while (started.load() < 2) std::this_thread::sleep_for(1ms);
+  run.cancel();
+  release = true;
+  try {
+    run.wait();
+    FAIL() << "expected the failure";
+  } catch (const loom::Cancelled& e) {
+    FAIL() << "a cancel that stopped nothing replaced the failure: " << e.what();
+  } catch (const loom::Error& e) {
+    EXPECT_EQ(e.task(), "boom");
+    EXPECT_NE(std::string(e.what()).find("the first failure"), std::string::npos) << e.what();
+  }
+  const auto report = run.report();
+  EXPECT_EQ(report[0].status, loom::TaskStatus::failed);
+  EXPECT_EQ(report[1].status, loom::TaskStatus::completed);
+}
+
 TEST(ExecutorCpu, HighPriorityHostTasksGoFirst) {
   loom::Runtime rt(cpu(1));
   std::mutex m;

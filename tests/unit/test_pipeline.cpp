@@ -233,9 +233,68 @@ TEST(Pipeline, AFailingStageStopsThePipelineNamingItAndNoFrameIsHalfDelivered) {
   EXPECT_NE(consumer_error.find("stage 'check'"), std::string::npos) << consumer_error;
   EXPECT_NE(consumer_error.find("frame 7"), std::string::npos) << consumer_error;
   EXPECT_NE(consumer_error.find("frame seven is cursed"), std::string::npos) << consumer_error;
-  // It stays stopped.
+  // It stays stopped, and push throws as pop and acquire do.
   EXPECT_THROW(p.pop(), loom::PipelineError);
   EXPECT_THROW(p.acquire(), loom::PipelineError);
+  std::vector<float> mine(kN, 1.0f);
+  EXPECT_THROW(p.push({rt.provide(mine.data(), DType::f32, {kN}, loom::Memory::pageable)}),
+               loom::PipelineError);
+}
+
+// The README: after a stage fails, "pop, acquire and push throw a
+// PipelineError naming the pipeline, the stage and the frame, with the
+// original error as its cause": a frame acquired before the failure and
+// pushed after it is refused too, and the cause is the task's own error.
+TEST(Pipeline, AfterAFailurePushThrowsAndTheCauseIsTheTasksError) {
+  loom::Runtime rt(cpu(4));
+  Faulty faulty(rt, 10);  // frames 0..8 each have a slot: nobody needs to pop
+  Pipeline& p = faulty.pipeline;
+  std::optional<InputFrame> late;
+  try {
+    for (;;) {
+      InputFrame f = p.acquire();
+      fill_input(f.input(faulty.in), f.number());
+      if (f.number() == 8) {
+        late.emplace(std::move(f));  // acquired; pushed once frame 7 has failed
+        break;
+      }
+      p.push(std::move(f));
+    }
+  } catch (const loom::PipelineError&) {
+    // the failure came before frame 8 was acquired: nothing to push late
+  }
+  // Wait for frame 7's failure to stop the pipeline.
+  std::exception_ptr failure;
+  try {
+    while (std::optional<Frame> f = p.pop()) f.reset();
+  } catch (const loom::PipelineError&) {
+    failure = std::current_exception();
+  }
+  ASSERT_TRUE(failure) << "frame 7 did not stop the pipeline";
+  if (late) {
+    try {
+      p.push(std::move(*late));
+      ADD_FAILURE() << "a frame acquired before the failure was pushed after it";
+    } catch (const loom::PipelineError& e) {
+      EXPECT_EQ(e.frame(), 7u);
+    }
+  }
+  try {
+    std::rethrow_exception(failure);
+  } catch (const loom::PipelineError& e) {
+    EXPECT_EQ(e.stage(), "check");
+    EXPECT_EQ(e.frame(), 7u);
+    ASSERT_TRUE(e.cause() != nullptr);
+    try {
+      std::rethrow_exception(e.cause());
+    } catch (const loom::Error& cause) {
+      EXPECT_EQ(cause.task(), "reject frame 7");
+      EXPECT_NE(std::string(cause.what()).find("frame seven is cursed"), std::string::npos)
+          << cause.what();
+    } catch (...) {
+      ADD_FAILURE() << "the cause is not a loom::Error naming its task";
+    }
+  }
 }
 
 // The frames before the failing one are complete but not yet taken when it
@@ -305,6 +364,73 @@ TEST(Pipeline, DropOldestNeverDropsTheFrameTheConsumerWaitsFor) {
   producer.join();
   EXPECT_EQ(p.stats().dropped, 0u);
   p.close();
+}
+
+// The README: "A frame holds its slot until the consumer drops its Frame":
+// under drop_oldest too, a frame the consumer has popped and still holds is
+// neither dropped nor overwritten; the producer that needs its slot waits.
+TEST(Pipeline, AHeldFrameKeepsItsSlotUnderDropOldest) {
+  loom::Runtime rt(cpu(2));
+  ThreeX p(rt, {.name = "held", .slots = 2, .overflow = loom::Overflow::drop_oldest});
+  p.push(0);
+  std::optional<Frame> held = p.pipeline.pop();
+  ASSERT_TRUE(held);
+  ASSERT_EQ(held->number(), 0u);
+  std::atomic<int> pushed{0};
+  std::thread producer([&] {
+    p.push(1);  // slot 1
+    ++pushed;
+    p.push(2);  // slot 0: the consumer holds frame 0 there
+    ++pushed;
+  });
+  // A generous pause: the assertions hold however long it is.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(pushed.load(), 1) << "frame 2 took the held frame's slot";
+  EXPECT_EQ(p.pipeline.stats().dropped, 0u);
+  EXPECT_TRUE(holds_three_x(held->output(p.out), 0)) << "the held frame's output was overwritten";
+  held.reset();  // the slot goes back: frame 2 proceeds
+  producer.join();
+  EXPECT_EQ(pushed.load(), 2);
+  p.pipeline.close();
+  std::vector<std::uint64_t> seen;
+  while (std::optional<Frame> f = p.pipeline.pop()) {
+    EXPECT_TRUE(holds_three_x(f->output(p.out), f->number())) << "frame " << f->number();
+    seen.push_back(f->number());
+  }
+  // Frame 1 was never taken, so frame 2 may have dropped it; none is lost uncounted.
+  const loom::PipelineStats s = p.pipeline.stats();
+  EXPECT_EQ(s.delivered + s.dropped, s.pushed);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back(), 2u);
+}
+
+// The README: "a frame ... allocates nothing": once the pools have grown to
+// what a burst needs, more frames take no new memory.
+TEST(Pipeline, SteadyStateFramesAllocateNothing) {
+  loom::Runtime rt(cpu(2));
+  ThreeX p(rt, {.name = "steady", .slots = 3});
+  std::uint64_t next = 0;
+  const auto burst = [&] {
+    std::thread consumer([&] {
+      for (int i = 0; i < 30; ++i) {
+        std::optional<Frame> f = p.pipeline.pop();
+        EXPECT_TRUE(f);  // no ASSERT: returning early would leave the producer waiting
+        if (f) {
+          EXPECT_TRUE(holds_three_x(f->output(p.out), f->number()));
+        }
+      }
+    });
+    for (int i = 0; i < 30; ++i) p.push(next++);
+    consumer.join();
+  };
+  burst();
+  burst();
+  const auto before = rt.statistics(loom::Memory::pageable);
+  burst();
+  burst();
+  const auto after = rt.statistics(loom::Memory::pageable);
+  EXPECT_EQ(after.allocations, before.allocations);
+  EXPECT_EQ(after.upstream_allocations, before.upstream_allocations);
 }
 
 TEST(Pipeline, PushOfTheCallersBuffersAndTakeOfAnOutput) {
