@@ -320,6 +320,10 @@ void hgemm_arguments(benchmark::internal::Benchmark* b) {
   }
   for (int layout = 1; layout < 4; ++layout) b->Args({0, 8192, 8192, 8192, layout, kWgmma});
   b->Args({0, 4000, 4000, 4000, 0, kWgmma});
+  // Where a tile's time goes: M = N = 4096 (512 tiles, about four waves)
+  // over K, so that a fit of time against K separates what a tile costs
+  // once (its epilogue, its pipeline's fill) from what each k step costs.
+  for (std::int64_t k : {512, 1024, 2048, 8192}) b->Args({0, 4096, 4096, k, 0, kWgmma});
   // wgmma in clusters of two sharing B's tiles: both operands row-major, or
   // both column-major (layout 3, the transposed problem); the tails.
   constexpr auto kCluster = static_cast<std::int64_t>(loom::kernels::HgemmVariant::wgmma_cluster);
