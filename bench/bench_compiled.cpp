@@ -201,6 +201,27 @@ void BM_CompiledGraphContent(benchmark::State& state) {
     state.SetIterationTime(exec_us * per * 1e-6);
   }
   state.counters["loom_exec_us_per_node"] = exec_us;
+  // How long cudaGraphLaunch itself holds the calling thread (a graph whose
+  // nodes outrun the device's queue returns only once much of it has run),
+  // on one stream and alternating between two (a launch on a stream other
+  // than the last one's may cost the driver more).
+  state.counters["exec_launch_call_us_per_node"] = loop([&] {
+    const auto t0 = Clock::now();
+    LOOM_CUDA_CHECK(cudaGraphLaunch(segment.exec, s));
+    const double us = us_since(t0);
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
+    return us;
+  });
+  loom::detail::Stream other(0, 0);
+  bool flip = false;
+  state.counters["exec_two_streams_us_per_node"] = loop([&] {
+    flip = !flip;
+    const cudaStream_t on = flip ? other.view().native() : s;
+    const auto t0 = Clock::now();
+    LOOM_CUDA_CHECK(cudaGraphLaunch(segment.exec, on));
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(on));
+    return us_since(t0);
+  });
   state.counters["loom_us_per_node"] = loop([&] { return time_us([&] { exe.run().wait(); }); });
   state.counters["anchor_us_per_node"] = loop([&] { return by_nodes.replay_us(s); });
   loom::bench::profile_run_path(state, 15, [&] { exe.run().wait(); });
