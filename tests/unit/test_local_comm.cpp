@@ -255,7 +255,90 @@ TEST_P(LocalComm, SendsMeetTheirRecvsInOrder) {
   });
 }
 
+// The README: all_reduce's "sum, max, min over f32, i32, i64, i8, u8" (the
+// test above covers i32 and the f32 sum): the other dtypes, exact, and the
+// f32 max and min, exact too.
+TEST_P(LocalComm, AllReduceOfEveryDtypeAndReduction) {
+  const int p = GetParam();
+  const std::uint64_t seed = loom::test::fresh_seed();
+  constexpr std::int64_t n = 131;
+  // Small values, so that no sum of four ranks overflows an i8 or a u8.
+  const auto value = [&](int rank, std::int64_t i) {
+    std::mt19937_64 rng(seed + static_cast<std::uint64_t>(rank * 1000003 + i));
+    return static_cast<int>(rng() % 61) - 30;
+  };
+  const auto check = [&]<class T>(loom::Runtime& rt, Communicator& comm, int rank, int offset) {
+    std::vector<T> mine(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) {
+      mine[static_cast<std::size_t>(i)] = static_cast<T>(value(rank, i) + offset);
+    }
+    auto in = tensor_of(rt, mine);
+    std::vector<loom::Tensor> outs;
+    loom::Graph g;
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min}) {
+      outs.push_back(rt.tensor<T>({n}));
+      poison<T>(outs.back());
+      g.collective(comm.all_reduce(in, outs.back(), op));
+    }
+    rt.submit(g).wait();
+    for (std::int64_t i = 0; i < n; ++i) {
+      T sum = 0;
+      T hi = static_cast<T>(value(0, i) + offset);
+      T lo = hi;
+      for (int q = 0; q < p; ++q) {
+        const auto v = static_cast<T>(value(q, i) + offset);
+        sum = static_cast<T>(sum + v);
+        hi = std::max(hi, v);
+        lo = std::min(lo, v);
+      }
+      ASSERT_EQ(outs[0].data_as<T>()[i], sum) << i;
+      ASSERT_EQ(outs[1].data_as<T>()[i], hi) << i;
+      ASSERT_EQ(outs[2].data_as<T>()[i], lo) << i;
+    }
+  };
+  on_ranks(loom::local_communicators(p), [&](int rank, Communicator& comm, loom::Runtime& rt) {
+    check.template operator()<std::int64_t>(rt, comm, rank, 1 << 20);
+    check.template operator()<std::int8_t>(rt, comm, rank, 0);
+    check.template operator()<std::uint8_t>(rt, comm, rank, 30);
+    check.template operator()<float>(rt, comm, rank, 0);  // integers: every sum exact
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, LocalComm, ::testing::Values(1, 2, 3, 4));
+
+// The README: "The local backend adds a float sum's ranks in rank order":
+// 1e8 + 1 rounds back to 1e8 in f32, so ranks holding 1e8, 1, -1e8, 1 sum
+// to exactly 1 in rank order, and to 0 or 2 in most others.
+TEST(LocalCommOrder, AFloatSumAddsTheRanksInRankOrder) {
+  const float values[] = {1e8F, 1.0F, -1e8F, 1.0F};
+  const float in_rank_order = ((values[0] + values[1]) + values[2]) + values[3];
+  ASSERT_EQ(in_rank_order, 1.0F);
+  on_ranks(loom::local_communicators(4), [&](int rank, Communicator& comm, loom::Runtime& rt) {
+    auto x = tensor_of(rt, std::vector<float>(3, values[rank]));
+    loom::Graph g;
+    g.collective(comm.all_reduce(x, x));
+    rt.submit(g).wait();
+    for (float v : values_of<float>(x)) EXPECT_EQ(v, in_rank_order) << "rank " << rank;
+  });
+}
+
+// The README: compile "refuses the other backends' collectives, naming the
+// task"; the same graph still runs eagerly.
+TEST(LocalCommCompile, CompileRefusesALocalCollectiveNamingTheTask) {
+  on_ranks(loom::local_communicators(1), [&](int, Communicator& comm, loom::Runtime& rt) {
+    auto x = tensor_of(rt, std::vector<float>(8, 2.0F));
+    loom::Graph g;
+    g.collective(comm.all_reduce(x, x), {.name = "grads"});
+    try {
+      (void)rt.compile(g);
+      ADD_FAILURE() << "a local collective was compiled";
+    } catch (const loom::InvalidArgument& e) {
+      EXPECT_EQ(e.task(), "grads") << e.what();
+    }
+    rt.submit(g).wait();
+    for (float v : values_of<float>(x)) EXPECT_EQ(v, 2.0F);
+  });
+}
 
 TEST(LocalCommErrors, ASendAndARecvThatDisagreeBothFail) {
   on_ranks(loom::local_communicators(2, {.timeout = std::chrono::seconds(20)}),

@@ -141,6 +141,31 @@ TEST(RunOrdering, RunsOverDisjointDataStillOverlap) {
   }
 }
 
+// The README: "Runs that only read the same data are not ordered": two runs
+// whose tasks read one tensor (a whole one, and overlapping views) meet.
+TEST(RunOrdering, RunsThatOnlyReadTheSameDataOverlap) {
+  loom::Runtime rt(cpu(4));
+  auto x = rt.tensor<float>({16});
+  const auto rendezvous = [](std::atomic<bool>& mine, std::atomic<bool>& other,
+                             std::atomic<bool>& met) {
+    mine = true;
+    const auto until = std::chrono::steady_clock::now() + 2s;
+    while (!other && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+    met = other.load();
+  };
+  for (auto [p, q] : {std::pair{x, x}, std::pair{x.slice(0, 0, 12), x.slice(0, 4, 16)}}) {
+    std::atomic<bool> first{false}, second{false}, met1{false}, met2{false};
+    loom::Graph g1, g2;
+    g1.host("one", [&] { rendezvous(first, second, met1); }, {p}, {});
+    g2.host("two", [&] { rendezvous(second, first, met2); }, {q}, {});
+    auto r1 = rt.submit(g1);
+    auto r2 = rt.submit(g2);
+    r1.wait();
+    r2.wait();
+    EXPECT_TRUE(met1 && met2) << "runs that only read the same data were serialized";
+  }
+}
+
 TEST(RunOrdering, CopiesFollowRunsAndRunsFollowCopies) {
   loom::Runtime rt(cpu(4));
   auto x = rt.tensor<float>({64});
