@@ -4,6 +4,7 @@
 #include <loom/device.hpp>
 #include <loom/error.hpp>
 #include <loom/graph.hpp>
+#include <loom/log.hpp>
 #include <loom/ops.hpp>
 #include <loom/runtime.hpp>
 
@@ -24,6 +25,7 @@
 #include <mutex>
 #include <random>
 #include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -621,6 +623,11 @@ TEST(Continuations, ThenOnAFinishedRunOfADestroyedRuntimeLogsWhatItThrows) {
     run.wait();
   }
   int ran = 0;
+  // The README: "Logging uses one spdlog logger named loom on standard
+  // error", and what such a continuation throws "is logged".
+  const auto before = loom::log_level();
+  loom::set_log_level(loom::LogLevel::warn);
+  testing::internal::CaptureStderr();
   EXPECT_NO_THROW(run.then([&](const loom::Future&) {
     ++ran;
     throw std::runtime_error("a continuation's bug");
@@ -629,7 +636,16 @@ TEST(Continuations, ThenOnAFinishedRunOfADestroyedRuntimeLogsWhatItThrows) {
     ++ran;
     throw 42;  // not even a std::exception
   }));
+  const std::string logged = testing::internal::GetCapturedStderr();
   EXPECT_EQ(ran, 2) << "the continuations ran on the caller's thread";
+  EXPECT_NE(logged.find("[loom]"), std::string::npos) << logged;
+  EXPECT_NE(logged.find("a continuation's bug"), std::string::npos) << logged;
+  // Off: the same goes unsaid.
+  loom::set_log_level(loom::LogLevel::off);
+  testing::internal::CaptureStderr();
+  EXPECT_NO_THROW(run.then([&](const loom::Future&) { throw std::runtime_error("unsaid"); }));
+  EXPECT_EQ(testing::internal::GetCapturedStderr().find("unsaid"), std::string::npos);
+  loom::set_log_level(before);
 }
 
 }  // namespace

@@ -340,6 +340,39 @@ TEST(ShutdownProtocol, WorkInFlightFinishesWithEverythingAlive) {
   }
 }
 
+// The README: "tensors that outlive it stay valid and are freed safely
+// later". A pooled tensor, a view of it, and a graph's intermediate (its
+// arena) keep their values past the runtime and take new ones; the
+// sanitizer builds check that freeing them later is clean.
+TEST(ShutdownProtocol, TensorsThatOutliveTheRuntimeStayValid) {
+  loom::Tensor pooled;
+  loom::Tensor view;
+  loom::Tensor middle;
+  loom::Graph g;
+  {
+    loom::Runtime rt(cpu(2));
+    pooled = rt.tensor<float>({64});
+    view = pooled.slice(0, 8, 24);
+    middle = g.intermediate(loom::DType::f32, {32});
+    g.add(loom::ops::fill(pooled, 1.5F));
+    g.add(loom::ops::fill(middle, 2.5F));
+    rt.submit(g).wait();
+  }
+  for (std::int64_t i = 0; i < 64; ++i) ASSERT_EQ(pooled.data_as<float>()[i], 1.5F) << i;
+  for (std::int64_t i = 0; i < 32; ++i) ASSERT_EQ(middle.data_as<float>()[i], 2.5F) << i;
+  std::fill_n(view.data_as<float>(), view.numel(), -3.0F);
+  std::fill_n(middle.data_as<float>(), middle.numel(), 4.0F);
+  EXPECT_EQ(pooled.data_as<float>()[8], -3.0F);
+  EXPECT_EQ(pooled.data_as<float>()[7], 1.5F);
+  EXPECT_EQ(middle.data_as<float>()[31], 4.0F);
+  g = loom::Graph();  // the graph goes first, its intermediate stays
+  EXPECT_EQ(middle.data_as<float>()[0], 4.0F);
+  pooled = loom::Tensor();
+  EXPECT_EQ(view.data_as<float>()[0], -3.0F);  // the view keeps the storage
+  view = loom::Tensor();
+  middle = loom::Tensor();
+}
+
 TEST(ShutdownProtocol, TasksAndContinuationsMaySubmitWhileTheRuntimeIsDestroyed) {
   std::atomic<int> nested{0};
   loom::Future outer;
