@@ -383,7 +383,12 @@ TEST(Pipeline, AHeldFrameKeepsItsSlotUnderDropOldest) {
     p.push(2);  // slot 0: the consumer holds frame 0 there
     ++pushed;
   });
-  // A generous pause: the assertions hold however long it is.
+  // Frame 1 goes in; then a generous pause (the assertions hold however
+  // long it is) in which frame 2 must not.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (pushed.load() < 1 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(pushed.load(), 1) << "frame 2 took the held frame's slot";
   EXPECT_EQ(p.pipeline.stats().dropped, 0u);
