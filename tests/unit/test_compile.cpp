@@ -380,6 +380,48 @@ TEST(Executable, ReplaysOfOneExecutableAreOrdered) {
   EXPECT_EQ(x.data_as<float>()[0], 20.0F) << "replays over the same memory overlapped";
 }
 
+// The README: "replays are ordered like eager runs, by the data": replays
+// of two executables over x, eager runs of their graphs and rt.copy from x,
+// all issued without waiting, each see everything issued before them.
+TEST(Executable, ReplaysEagerRunsAndCopiesOverOneTensorFollowTheirOrder) {
+  loom::Runtime rt(cpu(4));
+  auto x = rt.tensor<float>({64});
+  std::fill_n(x.data_as<float>(), 64, 0.0F);
+  loom::Graph one;
+  one.add(loom::testing::spin(x, 200));  // x[0] += 1, slowly
+  loom::Graph two;
+  auto tmp = two.intermediate(loom::DType::f32, {64});
+  two.add(loom::ops::scale_copy(x, tmp, 1.0F));
+  two.add(loom::testing::spin(tmp, 100));        // tmp[0] += 1
+  two.add(loom::ops::scale_copy(tmp, x, 1.0F));  // x[0] += 1 through tmp
+  auto exe_one = rt.compile(one);
+  auto exe_two = rt.compile(two);
+  std::vector<loom::Future> runs;
+  std::vector<loom::Completion> copies;
+  std::vector<loom::Tensor> snapshots;
+  std::vector<float> expected;
+  float count = 0;
+  for (int round = 0; round < 6; ++round) {
+    runs.push_back(exe_one.run());
+    runs.push_back(exe_two.run());
+    runs.push_back(rt.submit(one));
+    count += 3;
+    auto copy = rt.tensor<float>({64});
+    copies.push_back(rt.copy(x, copy));
+    snapshots.push_back(copy);
+    expected.push_back(count);
+    runs.push_back(rt.submit(two));
+    runs.push_back(exe_one.run());
+    count += 2;
+  }
+  for (auto& r : runs) r.wait();
+  for (auto& c : copies) c.wait();
+  EXPECT_EQ(x.data_as<float>()[0], count) << "replays and runs over x overlapped";
+  for (std::size_t i = 0; i < snapshots.size(); ++i) {
+    EXPECT_EQ(snapshots[i].data_as<float>()[0], expected[i]) << "copy " << i;
+  }
+}
+
 // A compile with no device segment replays the graph itself (a copy that
 // shares its tasks): the caller's later changes and submits of the graph,
 // here and on another runtime, leave the executable as it was compiled.
