@@ -390,10 +390,23 @@ TEST(ExecutorCpu, EmptyGraphIsReadyAtOnce) {
 }
 
 TEST(ExecutorCpu, BackendFromTheEnvironment) {
-  const char* device = std::getenv("LOOM_DEVICE");
-  if (device == nullptr) GTEST_SKIP() << "run through ctest, which sets LOOM_DEVICE";
-  const std::string expect = std::getenv("LOOM_EXPECT") ? std::getenv("LOOM_EXPECT") : "";
-  if (expect == "cpu") {
+  const char* expected = std::getenv("LOOM_EXPECT");
+  if (expected == nullptr) GTEST_SKIP() << "run through ctest, which sets LOOM_EXPECT";
+  const std::string expect = expected;
+  {
+    // An explicit backend wins over LOOM_DEVICE, whatever it holds.
+    loom::RuntimeOptions options;
+    options.backend = loom::Backend::cpu;
+    options.workers = 1;
+    loom::Runtime rt(options);
+    EXPECT_EQ(rt.backend(), loom::Backend::cpu);
+  }
+  if (expect == "automatic") {  // LOOM_DEVICE unset: CUDA where a GPU is visible, else the CPU
+    ASSERT_EQ(std::getenv("LOOM_DEVICE"), nullptr);
+    loom::Runtime rt;
+    EXPECT_EQ(rt.backend(),
+              loom::cuda_availability().available ? loom::Backend::cuda : loom::Backend::cpu);
+  } else if (expect == "cpu") {
     loom::Runtime rt;
     EXPECT_EQ(rt.backend(), loom::Backend::cpu);
   } else if (expect == "cuda") {  // the CUDA backend, or NoDevice without a GPU
