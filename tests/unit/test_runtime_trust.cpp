@@ -26,6 +26,8 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -114,13 +116,12 @@ TEST(RunOrdering, AWriterWaitsForTheReadersOfEarlierRuns) {
   EXPECT_EQ(seen.load(), 1.0F) << "the later write overtook an earlier read";
 }
 
-TEST(RunOrdering, RunsOverDisjointDataStillOverlap) {
-  loom::Runtime rt(cpu(4));
-  auto a = rt.tensor<float>({8});
-  auto b = rt.tensor<float>({8});
-  auto whole = rt.tensor<float>({16});
-  // Each waits (up to 2 s) for the other to have started: only concurrent
-  // runs both see the other.
+// Whether two runs, each one host task over its own reads and writes, run
+// at once: each task waits (up to 2 s) for the other to have started, so
+// only concurrent runs both see the other.
+bool runs_meet(loom::Runtime& rt, std::vector<loom::Tensor> reads1,
+               std::vector<loom::Tensor> writes1, std::vector<loom::Tensor> reads2,
+               std::vector<loom::Tensor> writes2) {
   const auto rendezvous = [](std::atomic<bool>& mine, std::atomic<bool>& other,
                              std::atomic<bool>& met) {
     mine = true;
@@ -128,16 +129,26 @@ TEST(RunOrdering, RunsOverDisjointDataStillOverlap) {
     while (!other && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
     met = other.load();
   };
+  std::atomic<bool> first{false}, second{false}, met1{false}, met2{false};
+  loom::Graph g1, g2;
+  g1.host(
+      "one", [&] { rendezvous(first, second, met1); }, std::move(reads1), std::move(writes1));
+  g2.host(
+      "two", [&] { rendezvous(second, first, met2); }, std::move(reads2), std::move(writes2));
+  auto r1 = rt.submit(g1);
+  auto r2 = rt.submit(g2);
+  r1.wait();
+  r2.wait();
+  return met1 && met2;
+}
+
+TEST(RunOrdering, RunsOverDisjointDataStillOverlap) {
+  loom::Runtime rt(cpu(4));
+  auto a = rt.tensor<float>({8});
+  auto b = rt.tensor<float>({8});
+  auto whole = rt.tensor<float>({16});
   for (auto [x, y] : {std::pair{a, b}, std::pair{whole.slice(0, 0, 8), whole.slice(0, 8, 16)}}) {
-    std::atomic<bool> first{false}, second{false}, met1{false}, met2{false};
-    loom::Graph g1, g2;
-    g1.host("one", [&] { rendezvous(first, second, met1); }, {}, {x});
-    g2.host("two", [&] { rendezvous(second, first, met2); }, {}, {y});
-    auto r1 = rt.submit(g1);
-    auto r2 = rt.submit(g2);
-    r1.wait();
-    r2.wait();
-    EXPECT_TRUE(met1 && met2) << "runs over disjoint data were serialized";
+    EXPECT_TRUE(runs_meet(rt, {}, {x}, {}, {y})) << "runs over disjoint data were serialized";
   }
 }
 
@@ -146,23 +157,9 @@ TEST(RunOrdering, RunsOverDisjointDataStillOverlap) {
 TEST(RunOrdering, RunsThatOnlyReadTheSameDataOverlap) {
   loom::Runtime rt(cpu(4));
   auto x = rt.tensor<float>({16});
-  const auto rendezvous = [](std::atomic<bool>& mine, std::atomic<bool>& other,
-                             std::atomic<bool>& met) {
-    mine = true;
-    const auto until = std::chrono::steady_clock::now() + 2s;
-    while (!other && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
-    met = other.load();
-  };
   for (auto [p, q] : {std::pair{x, x}, std::pair{x.slice(0, 0, 12), x.slice(0, 4, 16)}}) {
-    std::atomic<bool> first{false}, second{false}, met1{false}, met2{false};
-    loom::Graph g1, g2;
-    g1.host("one", [&] { rendezvous(first, second, met1); }, {p}, {});
-    g2.host("two", [&] { rendezvous(second, first, met2); }, {q}, {});
-    auto r1 = rt.submit(g1);
-    auto r2 = rt.submit(g2);
-    r1.wait();
-    r2.wait();
-    EXPECT_TRUE(met1 && met2) << "runs that only read the same data were serialized";
+    EXPECT_TRUE(runs_meet(rt, {p}, {}, {q}, {}))
+        << "runs that only read the same data were serialized";
   }
 }
 
