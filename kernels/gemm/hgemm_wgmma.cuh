@@ -115,8 +115,11 @@ constexpr int kWgStages = 4;
 constexpr int kWgThreads = 384;          // a producer warpgroup and two consumers
 constexpr int kWgConsumerThreads = 256;  // the empty barriers' arrival count
 constexpr int kWgProducerRegisters = 40;
-constexpr int kWgConsumerRegisters = 232;  // 128 x 40 + 256 x 232 <= 64 Ki registers
-constexpr int kWgGroupRows = 8;            // tile rows a group walks before moving along N
+constexpr int kWgConsumerRegisters = 232;        // 128 x 40 + 256 x 232 <= 64 Ki registers
+constexpr int kWgGroupRows = 8;                  // tile rows a group walks before moving along N
+constexpr int kWgStageRows = 64;                 // the epilogue's staged block: a warpgroup's rows
+constexpr int kWgStageCols = 64;                 //   by 64 columns of C at a time
+constexpr int kWgStagePitch = kWgStageCols + 8;  // elements a staged row (144 bytes)
 
 /// The kernel's parameters: both TMA descriptors and the problem.
 template <class TmaA, class TmaB>
@@ -129,6 +132,9 @@ struct WgmmaParams {
   int batches_a = 1;     ///< 1 where A is shared by the batch
   int batches_b = 1;     ///< 1 where B is shared by the batch
   bool c_pairs = false;  ///< C row-major, pairs of columns aligned: stored two at once
+  /// C bf16 or f16, row-major, rows and batches on 16 bytes: whole tiles of
+  /// the plain epilogue go out through shared memory in 16-byte stores.
+  bool c_vectors = false;
 };
 
 /// Tiles, shared-memory layouts, the tiled MMA and the TMA types for
@@ -202,6 +208,9 @@ struct WgmmaConfig {
     alignas(1024) cute::array<T, cute::cosize_v<SmemLayoutB>> b;
     alignas(8) std::uint64_t full[kWgStages];
     alignas(8) std::uint64_t empty[kWgStages];
+    /// The epilogue's staging: a 64 x 64 block of C (16-bit) a consumer
+    /// warpgroup, rows padded to 144 bytes (no bank conflicts either way).
+    alignas(16) std::uint16_t staged[2][kWgStageRows * kWgStagePitch];
   };
   /// Arrivals that free a stage. Without a cluster, every consumer thread's
   /// (as the kernel was first measured). In a cluster a stage is written by
@@ -338,6 +347,65 @@ __device__ __forceinline__ void wgmma_epilogue(const HgemmArgs& p, bool c_pairs,
       const std::int64_t at = base + dr * rs + dc * cs;
       store_from_f32(c, p.c.dtype, at,
                      wgmma_epilogue_value(p, staged[i], m_base + dr, n_base + dc, at, batch));
+    }
+  }
+}
+
+/// A consumer warpgroup's bar.sync (ids 1 and 2; 0 is __syncthreads).
+__device__ __forceinline__ void wgmma_group_sync(int group) {
+  asm volatile("bar.sync %0, 128;" ::"r"(1 + group) : "memory");
+}
+
+/// The plain epilogue (alpha alone) of a whole tile with C 16-bit, row-major
+/// and on 16 bytes (c_vectors): each consumer warpgroup passes its 64 rows
+/// through shared memory 64 columns at a time, its accumulators converted
+/// into a padded block (4-byte stores, no bank conflicts), then out in
+/// 16-byte stores, a row's 128 bytes by 8 threads. Why: stored straight from
+/// registers, a tile's 128 predicated, dtype-switched stores a thread made
+/// the epilogue a long run of code executed once a tile, whose instruction
+/// fetches (Nsight Compute: "no instruction" the first stall) cost as much
+/// as the tile's main loop at 4096^3; this one is a short loop.
+template <class Out, class Accumulators, class Coordinates>
+__device__ __forceinline__ void wgmma_epilogue_staged(const HgemmArgs& p, const Accumulators& acc,
+                                                      const Coordinates& coords,
+                                                      std::uint16_t* staged, int group,
+                                                      int group_thread, std::int64_t m0,
+                                                      std::int64_t n0, int batch) {
+  using cute::get;
+  constexpr int kValues = decltype(cute::size(acc))::value;
+  const int row0 = get<0>(coords(0));  // the thread's first row in the tile
+  const int col0 = get<1>(coords(0));
+  const int group_row0 = row0 - kWgStageRows * group;  // in the warpgroup's 64 rows
+  auto* c = static_cast<Out*>(const_cast<void*>(p.c.data)) + batch * p.c.batch_stride +
+            (m0 + kWgStageRows * group) * p.c.row_stride + n0;
+  CUTE_UNROLL
+  for (int block = 0; block < kWgBN / kWgStageCols; ++block) {
+    wgmma_group_sync(group);  // the block before has been read out
+    CUTE_UNROLL
+    for (int i = 0; i < kValues; i += 2) {
+      const int dr = get<0>(coords(i)) - row0;  // compile-time once unrolled
+      const int dc = get<1>(coords(i)) - col0;
+      if (dc / kWgStageCols != block) continue;
+      const int at = (group_row0 + dr) * kWgStagePitch + col0 + dc - kWgStageCols * block;
+      // The conversions wgmma_store_pair makes (common/convert.hpp's bits).
+      if constexpr (std::is_same_v<Out, __nv_bfloat16>) {
+        *reinterpret_cast<__nv_bfloat162*>(staged + at) =
+            __floats2bfloat162_rn(p.alpha * acc(i), p.alpha * acc(i + 1));
+      } else {
+        *reinterpret_cast<__half2*>(staged + at) =
+            __floats2half2_rn(p.alpha * acc(i), p.alpha * acc(i + 1));
+      }
+    }
+    wgmma_group_sync(group);                              // the block is whole
+    constexpr int kChunksPerRow = kWgStageCols * 2 / 16;  // 16-byte chunks: 8
+    constexpr int kPasses = kWgStageRows * kChunksPerRow / 128;
+#pragma unroll 1
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int chunk = pass * 128 + group_thread;
+      const int row = chunk / kChunksPerRow;
+      const int col = (chunk % kChunksPerRow) * 8;
+      const uint4 v = *reinterpret_cast<const uint4*>(staged + row * kWgStagePitch + col);
+      *reinterpret_cast<uint4*>(c + row * p.c.row_stride + kWgStageCols * block + col) = v;
     }
   }
 }
@@ -534,8 +602,18 @@ __global__ void __launch_bounds__(kWgThreads, 1)
 
     const std::int64_t m0 = static_cast<std::int64_t>(tm) * kWgBM;
     const std::int64_t n0 = static_cast<std::int64_t>(tn) * kWgBN;
-    if (args.beta == 0.0F && args.bias.data == nullptr &&
-        args.activation == SgemmActivation::none) {
+    const bool plain =
+        args.beta == 0.0F && args.bias.data == nullptr && args.activation == SgemmActivation::none;
+    if (plain && p.c_vectors && m0 + kWgBM <= args.m && n0 + kWgBN <= args.n) {
+      const int group = mma_thread / 128;
+      if (args.c.dtype == DType::bf16) {
+        wgmma_epilogue_staged<__nv_bfloat16>(args, acc, tCcC, smem.staged[group], group,
+                                             mma_thread % 128, m0, n0, batch);
+      } else {
+        wgmma_epilogue_staged<__half>(args, acc, tCcC, smem.staged[group], group, mma_thread % 128,
+                                      m0, n0, batch);
+      }
+    } else if (plain) {
       wgmma_epilogue<true>(args, p.c_pairs, acc, tCcC, m0, n0, batch);
     } else {
       wgmma_epilogue<false>(args, p.c_pairs, acc, tCcC, m0, n0, batch);
@@ -628,6 +706,9 @@ void launch_wgmma_layout(const HgemmArgs& p, StreamView stream, int sm_count) {
   const std::size_t element = p.c.dtype == DType::f32 ? 4U : 2U;
   params.c_pairs = p.c.col_stride == 1 && p.c.row_stride % 2 == 0 && p.c.batch_stride % 2 == 0 &&
                    reinterpret_cast<std::uintptr_t>(p.c.data) % (2 * element) == 0;
+  params.c_vectors = (p.c.dtype == DType::bf16 || p.c.dtype == DType::f16) && p.c.col_stride == 1 &&
+                     p.c.row_stride % 8 == 0 && p.c.batch_stride % 8 == 0 &&
+                     reinterpret_cast<std::uintptr_t>(p.c.data) % 16 == 0;
 
   constexpr auto kernel = hgemm_wgmma_kernel<Cfg>;
   static std::atomic<std::uint64_t> opted_in{0};

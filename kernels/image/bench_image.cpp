@@ -150,27 +150,35 @@ BENCHMARK(BM_BoxBlur)
     // should hardly move with r (targets: ratio >= 0.7 at r = 3, >= 0.6 for
     // every r <= 64; the naive kernel's grows as r squared: 963 us at r = 8).
     ->ArgsProduct({{static_cast<int>(loom::kernels::BlurVariant::automatic),
-                    static_cast<int>(loom::kernels::BlurVariant::sliding)},
+                    static_cast<int>(loom::kernels::BlurVariant::sliding),
+                    static_cast<int>(loom::kernels::BlurVariant::banded)},
                    {0, 1, 3, 7, 8, 16, 32, 64, 127}})
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMicrosecond);
 
-// The sliding kernel with segments of `segment_rows` rows (0: the kernel's own
-// choice, named in the label): a segment first reads 2r rows to fill its
-// window, so long segments read less, but leave fewer warps to cover DRAM's
-// latency. For choosing box_blur_sliding_segment_rows()'s rule.
-void BM_BoxBlurSlidingSegments(benchmark::State& state) {
+// The sliding (kernel 0) or banded (kernel 1) kernel with segments of
+// `segment_rows` rows (0: the kernel's own choice, named in the label): a
+// segment first reads 2r rows to fill its window, so long segments read
+// less, but leave fewer warps to cover DRAM's latency. For choosing
+// box_blur_sliding_segment_rows()'s and box_blur_banded_segment_rows()'s rules.
+void BM_BoxBlurSegments(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
-  const int radius = static_cast<int>(state.range(0));
-  const int segment_rows = static_cast<int>(state.range(1));
+  const bool banded = state.range(0) == 1;
+  const int radius = static_cast<int>(state.range(1));
+  const int segment_rows = static_cast<int>(state.range(2));
   loom::detail::Stream stream(0, 0);
   Rotation r(kPixels, kPixels);
   double ms = 0;
   for (auto _ : state) {
     ms = time_ms(stream, [&](int i) {
-      loom::kernels::box_blur_sliding(r.input(i), r.output(i), 1, kSide, kSide, radius,
-                                      stream.view(), segment_rows);
+      if (banded) {
+        loom::kernels::box_blur_banded(r.input(i), r.output(i), 1, kSide, kSide, radius,
+                                       stream.view(), segment_rows);
+      } else {
+        loom::kernels::box_blur_sliding(r.input(i), r.output(i), 1, kSide, kSide, radius,
+                                        stream.view(), segment_rows);
+      }
     });
     state.SetIterationTime(ms * 1e-3);
   }
@@ -178,15 +186,18 @@ void BM_BoxBlurSlidingSegments(benchmark::State& state) {
   report(state, ms, copy_ms(stream, moved), moved);
   int sms = 0;
   LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const int rows = segment_rows > 0
-                       ? segment_rows
-                       : loom::kernels::box_blur_sliding_segment_rows(1, kSide, kSide, radius, sms);
-  state.SetLabel("sliding r=" + std::to_string(radius) + " segment_rows=" + std::to_string(rows) +
-                 (segment_rows > 0 ? "" : " (chosen)") + " 4096x4096");
+  const int chosen =
+      banded ? loom::kernels::box_blur_banded_segment_rows(1, kSide, kSide, radius, sms)
+             : loom::kernels::box_blur_sliding_segment_rows(1, kSide, kSide, radius, sms);
+  const int rows = segment_rows > 0 ? segment_rows : chosen;
+  state.SetLabel(std::string(banded ? "banded" : "sliding") + " r=" + std::to_string(radius) +
+                 " segment_rows=" + std::to_string(rows) + (segment_rows > 0 ? "" : " (chosen)") +
+                 " 4096x4096");
 }
-BENCHMARK(BM_BoxBlurSlidingSegments)
-    ->ArgNames({"radius", "segment_rows"})
-    ->ArgsProduct({{3, 8, 32, 64, 127}, {0, 16, 32, 64, 128, 256}})
+BENCHMARK(BM_BoxBlurSegments)
+    ->ArgNames({"kernel", "radius", "segment_rows"})
+    ->ArgsProduct({{0}, {3, 8, 32, 64, 127}, {0, 16, 32, 64, 128, 256}})
+    ->ArgsProduct({{1}, {3, 8, 32, 64, 127}, {0, 16, 32, 64, 128, 256}})
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMicrosecond);

@@ -346,6 +346,13 @@ void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, s
               void* workspace) {
   if (planes == 0 || height == 0 || width == 0) return;
   variant = resolved(variant, radius);
+  if (variant == BlurVariant::banded) {
+    if (box_blur_banded_takes(width, radius, src, dst)) {
+      box_blur_banded(src, dst, planes, height, width, radius, stream);
+      return;
+    }
+    variant = BlurVariant::sliding;  // other widths and alignments
+  }
   if (variant == BlurVariant::sliding && box_blur_sliding_takes(height, width, radius)) {
     box_blur_sliding(src, dst, planes, height, width, radius, stream);
     return;

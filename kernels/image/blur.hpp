@@ -51,6 +51,15 @@
 //          of 16 and the pointers aligned, bytes otherwise; images one pixel
 //          wide past radius 0 run naive. What automatic
 //          runs outside the tiled radii (and at radius 0).
+//   banded  one pass at any radius 0..127 (blur_banded.cuh): a block of 256
+//          threads walks a band of 1024 columns down a segment of rows; each
+//          thread slides the column sums of 4 columns (4-byte loads) into a
+//          batch of 8 rows in shared memory, and each warp turns one row of
+//          the batch into prefix sums (a lane 32 columns, a shuffle scan)
+//          and reads its windows as differences of two of them (16-byte
+//          shared-memory reads, no bank conflicts). Bands overlap by r
+//          rounded up to 32 columns on each side. Widths a multiple of 16
+//          and 16-byte aligned pointers; other images run sliding.
 
 #include <loom/cuda_interop.hpp>
 #include <loom/ops/image.hpp>
@@ -110,6 +119,25 @@ int box_blur_sliding_segment_rows(std::int64_t planes, std::int64_t height, std:
 void box_blur_sliding(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes,
                       std::int64_t height, std::int64_t width, int radius, StreamView stream,
                       int segment_rows = 0);
+
+/// Whether the banded kernel takes the image: radius 0..127, a width that is
+/// a multiple of 16 (at least 2 past radius 0), 16-byte aligned pointers.
+bool box_blur_banded_takes(std::int64_t width, int radius, const void* src,
+                           const void* dst) noexcept;
+
+/// The rows a block of the banded kernel walks, as box_blur() chooses them
+/// for a device of `sm_count` multiprocessors; 0 for a radius outside
+/// 0..127 or an empty image.
+int box_blur_banded_segment_rows(std::int64_t planes, std::int64_t height, std::int64_t width,
+                                 int radius, int sm_count) noexcept;
+
+/// The banded kernel with segments of `segment_rows` rows (0: as box_blur()
+/// chooses them), for benchmarks that sweep it; box_blur() with
+/// BlurVariant::banded is the usual way in. @throws InvalidArgument where
+/// box_blur_banded_takes() is false; CudaError if the launch fails.
+void box_blur_banded(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes,
+                     std::int64_t height, std::int64_t width, int radius, StreamView stream,
+                     int segment_rows = 0);
 
 /// A window's average, rounded half up: what every variant and the reference store.
 LOOM_IMAGE_HD inline unsigned rounded_average(unsigned sum, unsigned count) {

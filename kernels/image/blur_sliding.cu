@@ -3,6 +3,7 @@
 // radius with byte accesses, in a translation unit of its own so that a
 // build compiles it beside blur.cu.
 #include "common/check.hpp"
+#include "common/device_limits.hpp"
 #include "common/launch.hpp"
 #include "image/blur.hpp"
 #include "image/blur_sliding.cuh"
@@ -11,7 +12,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -29,22 +29,6 @@ constexpr std::array<Kernel, sizeof...(S)> kernels_for(std::integer_sequence<int
 // blur_sliding<r % 16>, then blur_sliding<kSlideGeneric>.
 constexpr auto kKernels =
     kernels_for(std::make_integer_sequence<int, blur_detail::kSlideGeneric + 1>{});
-
-// The current device's multiprocessors, read once a device (the first 64).
-int multiprocessors() {
-  static std::array<std::atomic<int>, 64> cache{};
-  int device = 0;
-  LOOM_KERNEL_CHECK(cudaGetDevice(&device));
-  const bool cached = device >= 0 && device < static_cast<int>(cache.size());
-  if (cached) {
-    const int known = cache[static_cast<std::size_t>(device)].load(std::memory_order_relaxed);
-    if (known > 0) return known;
-  }
-  int sms = 0;
-  LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  if (cached) cache[static_cast<std::size_t>(device)].store(sms, std::memory_order_relaxed);
-  return sms;
-}
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
@@ -77,13 +61,13 @@ void box_blur_sliding(const std::uint8_t* src, std::uint8_t* dst, std::int64_t p
   const auto h = static_cast<int>(height);
   const auto w = static_cast<int>(width);
   if (segment_rows <= 0) {
-    segment_rows = blur_detail::slide_segment_rows(p, h, w, radius, multiprocessors());
+    segment_rows = blur_detail::slide_segment_rows(p, h, w, radius, device_multiprocessors());
   }
   const bool vectorized = w % 16 == 0 && aligned16(src) && aligned16(dst);
   const long long tasks = blur_detail::slide_tasks(p, h, w, radius, segment_rows);
   // Few tasks: a warp a block, so that the block scheduler spreads them
   // evenly over the SMs; many: four, fewer blocks to schedule.
-  const int warps = tasks >= 64LL * multiprocessors() ? blur_detail::kSlideWarps : 1;
+  const int warps = tasks >= 64LL * device_multiprocessors() ? blur_detail::kSlideWarps : 1;
   const long long blocks = std::min<long long>((tasks + warps - 1) / warps, 0x7FFFFFFF);
   const int kernel = vectorized ? radius % blur_detail::kSlideStrip : blur_detail::kSlideGeneric;
   loom::detail::launch_on_stream(stream, kKernels[static_cast<std::size_t>(kernel)],

@@ -1,14 +1,12 @@
 // The streaming blur kernel's own code (blur_stream.cuh), the separable
-// running sums' (blur_separable.cuh) and the sliding kernel's
-// (blur_sliding.cuh), run on the CPU under the emulation of
-// CUDA threads (support/emulated_cuda.hpp): every thread of a block is a
-// std::thread, blocks run one after another, and a shuffle is a write to a
-// double-buffered exchange slot and a barrier. It checks what a GPU run would
-// (the strip and segment arithmetic, the ring of rows, the shuffles, the
-// running windows, the border counts, the divisions) against the CPU
-// reference at small shapes; timing and memory-model effects are not
-// emulated (the GPU tests cover those). The divisions are also checked for
-// every sum they can meet.
+// running sums' (blur_separable.cuh), the sliding kernel's
+// (blur_sliding.cuh) and the banded kernel's (blur_banded.cuh), run on the CPU under the emulation
+// of CUDA threads (support/emulated_cuda.hpp): every thread of a block is a std::thread, blocks run
+// one after another, and a shuffle is a write to a double-buffered exchange slot and a barrier. It
+// checks what a GPU run would (the strip and segment arithmetic, the ring of rows, the shuffles,
+// the running windows, the border counts, the divisions) against the CPU reference at small shapes;
+// timing and memory-model effects are not emulated (the GPU tests cover those). The divisions are
+// also checked for every sum they can meet.
 #include "image/blur.hpp"  // first: CUDA's headers define the qualifiers redefined below
 
 #include <cuda_runtime.h>
@@ -22,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -31,6 +30,7 @@ namespace loom::kernels::blur_detail {
 using namespace loom::emulated;  // NOLINT: the kernel's code reads CUDA's names unqualified
 }  // namespace loom::kernels::blur_detail
 
+#include "image/blur_banded.cuh"
 #include "image/blur_separable.cuh"
 #include "image/blur_sliding.cuh"
 #include "image/blur_stream.cuh"
@@ -290,10 +290,12 @@ void run_sliding(const std::uint8_t* src, std::uint8_t* dst, int planes, int h, 
 
 enum class Fill { random, saturated, quarter_saturated };
 
-// The sliding kernel against the reference, bit for bit; `offset` shifts
+using Runner = std::function<void(const std::uint8_t* src, std::uint8_t* dst)>;
+
+// A kernel (`run`) against the reference, bit for bit; `offset` shifts
 // both images off 16-byte alignment; 16 poisoned bytes either side.
-void check_sliding(int planes, int h, int w, int r, Fill fill, std::mt19937_64& rng,
-                   const SlideLaunch& how = {}, std::size_t offset = 0) {
+void check_kernel(const Runner& run, int planes, int h, int w, int r, Fill fill,
+                  std::mt19937_64& rng, std::size_t offset, const std::string& how) {
   const auto n =
       static_cast<std::size_t>(planes) * static_cast<std::size_t>(h) * static_cast<std::size_t>(w);
   std::uniform_int_distribution<int> dist(0, 255);
@@ -303,7 +305,7 @@ void check_sliding(int planes, int h, int w, int r, Fill fill, std::mt19937_64& 
   Bytes want(n);
   loom::kernels::box_blur_reference(src.data() + offset, want.data(), planes, h, w, r);
   Bytes got(n + offset + 32, 0xA5);
-  run_sliding(src.data() + offset, got.data() + offset + 16, planes, h, w, r, how);
+  run(src.data() + offset, got.data() + offset + 16);
   std::size_t bad = 0;
   std::size_t first = n;
   for (std::size_t i = 0; i < n; ++i) {
@@ -316,11 +318,18 @@ void check_sliding(int planes, int h, int w, int r, Fill fill, std::mt19937_64& 
   for (std::size_t i = 0; i < offset + 16; ++i) outside += got[i] != 0xA5 ? 1 : 0;
   for (std::size_t i = offset + 16 + n; i < got.size(); ++i) outside += got[i] != 0xA5 ? 1 : 0;
   EXPECT_EQ(bad, 0U) << "r=" << r << " planes=" << planes << " " << h << "x" << w
-                     << " offset=" << offset << " segment_rows=" << how.segment_rows
-                     << " warps=" << how.warps << (how.generic ? " generic" : "")
-                     << " first mismatch at " << first << " (row " << first / w % h << ", column "
-                     << first % w << ")";
+                     << " offset=" << offset << " " << how << " first mismatch at " << first
+                     << " (row " << first / w % h << ", column " << first % w << ")";
   EXPECT_EQ(outside, 0U) << "r=" << r << ": bytes written outside the image";
+}
+
+void check_sliding(int planes, int h, int w, int r, Fill fill, std::mt19937_64& rng,
+                   const SlideLaunch& how = {}, std::size_t offset = 0) {
+  check_kernel([&](const std::uint8_t* src,
+                   std::uint8_t* dst) { run_sliding(src, dst, planes, h, w, r, how); },
+               planes, h, w, r, fill, rng, offset,
+               "sliding segment_rows=" + std::to_string(how.segment_rows) +
+                   " warps=" + std::to_string(how.warps) + (how.generic ? " generic" : ""));
 }
 
 TEST(BlurSlidingEmulated, EveryRadiusOnASmallImage) {
@@ -395,6 +404,76 @@ TEST(BlurSlidingEmulated, ByteAccessesForOddWidthsAndUnalignedPointers) {
     check_sliding(1, 17, 48, r, Fill::quarter_saturated, rng, {.generic = true});
   }
   check_sliding(1, 40, 16 * (emu::slide_outputs(33) + 2) + 7, 33, Fill::random, rng);
+}
+
+// --- banded --------------------------------------------------------------------
+
+// The banded kernel as blur_banded.cu launches it (segments of `segment_rows`
+// rows, 0: its own choice for 132 SMs), on at most `max_blocks` blocks
+// (0: a block a task; else blocks stride over tasks), shared memory a static
+// buffer that each block in turn uses.
+void run_banded(const std::uint8_t* src, std::uint8_t* dst, int planes, int h, int w, int r,
+                int segment_rows, unsigned max_blocks) {
+  static std::vector<std::uint32_t> shared(emu::kBandSharedBytes / sizeof(std::uint32_t));
+  std::fill(shared.begin(), shared.end(), 0xDEADBEEFU);  // poisoned: every read must be written
+  const int rows = segment_rows > 0 ? segment_rows : emu::band_segment_rows(planes, h, w, r, 132);
+  long long blocks = emu::band_tasks(planes, h, w, r, rows);
+  if (max_blocks > 0) blocks = std::min<long long>(blocks, max_blocks);
+  const auto body = [&] {
+    switch (r % 4) {
+      case 0: emu::blur_banded_body<0>(src, dst, planes, h, w, r, rows, shared.data()); break;
+      case 1: emu::blur_banded_body<1>(src, dst, planes, h, w, r, rows, shared.data()); break;
+      case 2: emu::blur_banded_body<2>(src, dst, planes, h, w, r, rows, shared.data()); break;
+      default: emu::blur_banded_body<3>(src, dst, planes, h, w, r, rows, shared.data()); break;
+    }
+  };
+  loom::emulated::run_grid(dim3(static_cast<unsigned>(blocks)), dim3(emu::kBandThreads), body);
+}
+
+void check_banded(int planes, int h, int w, int r, Fill fill, std::mt19937_64& rng,
+                  int segment_rows = 0, unsigned max_blocks = 0) {
+  check_kernel(
+      [&](const std::uint8_t* src, std::uint8_t* dst) {
+        run_banded(src, dst, planes, h, w, r, segment_rows, max_blocks);
+      },
+      planes, h, w, r, fill, rng, 0,
+      "banded segment_rows=" + std::to_string(segment_rows) +
+          " max_blocks=" + std::to_string(max_blocks));
+}
+
+TEST(BlurBandedEmulated, RadiiOfEveryAlignmentAndHaloOnANarrowImage) {
+  // Every r % 4 (the 16-byte reads' alignment), radii at and past each
+  // multiple of 32 (the halo's lanes), r = 0 and the largest; windows wider
+  // than the image, so that most pixels are border pixels.
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  for (int r : {0, 1, 2, 3, 4, 5, 31, 32, 33, 63, 64, 66, 95, 96, 127}) {
+    check_banded(1, 23, 80, r, Fill::random, rng);
+  }
+}
+
+TEST(BlurBandedEmulated, BandsAcrossAWideImageMeetAtTheirHalos) {
+  // Widths of several bands (1024 - 64 ceil(r / 32) columns each), the last
+  // cut short at a multiple of 16 but not of 32; interior pixels in bulk.
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  check_banded(1, 40, 2000, 7, Fill::random, rng);
+  check_banded(1, 70, 1040, 33, Fill::quarter_saturated, rng, 32);
+  check_banded(1, 300, 2576, 127, Fill::random, rng, 64);
+}
+
+TEST(BlurBandedEmulated, SaturatedWindowsReachTheLargestSums) {
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  for (int r : {8, 64, 127}) check_banded(1, 2 * r + 5, 1024, r, Fill::saturated, rng);
+}
+
+TEST(BlurBandedEmulated, PlanesSegmentsAndBlocksThatStrideOverTasks) {
+  // Segments cut mid-batch (rows not a multiple of 8), planes, and fewer
+  // blocks than tasks (the buffers passed from one task to the next).
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  check_banded(3, 37, 96, 5, Fill::random, rng, 12);
+  check_banded(2, 45, 512, 20, Fill::random, rng, 16, 3);
+  check_banded(2, 100, 64, 1, Fill::random, rng, 64, 1);
+  check_banded(1, 1, 32, 3, Fill::random, rng);
+  check_banded(2, 2, 16, 64, Fill::random, rng);
 }
 
 }  // namespace

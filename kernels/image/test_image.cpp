@@ -130,8 +130,9 @@ TEST(ImageOpsCpu, BlurTakesPlanesAndEveryNamedVariant) {
   Bytes want(pixels.size());
   loom::kernels::box_blur_reference(pixels.data(), want.data(), 3, 17, 29, 2);
   using loom::ops::BlurVariant;
-  for (auto variant : {BlurVariant::automatic, BlurVariant::naive, BlurVariant::tiled,
-                       BlurVariant::tiled_v1, BlurVariant::separable, BlurVariant::sliding}) {
+  for (auto variant :
+       {BlurVariant::automatic, BlurVariant::naive, BlurVariant::tiled, BlurVariant::tiled_v1,
+        BlurVariant::separable, BlurVariant::sliding, BlurVariant::banded}) {
     auto dst = rt.tensor<std::uint8_t>({3, 17, 29});
     loom::Graph g;
     g.add(loom::ops::box_blur(src, dst, 2, variant));
@@ -184,7 +185,7 @@ TEST(ImageOpsCpu, BadBlurInputsAreRejectedAtSubmitNamingTheTask) {
   expect_rejected(rt, box_blur(src, dst, -1), "radius must be in [0, 127]");
   expect_rejected(rt, box_blur(src, dst, 128), "radius must be in [0, 127]");
   expect_rejected(rt, box_blur(src, src, 1), "must not share storage");
-  expect_rejected(rt, box_blur(src, dst, 1, static_cast<loom::ops::BlurVariant>(6)),
+  expect_rejected(rt, box_blur(src, dst, 1, static_cast<loom::ops::BlurVariant>(7)),
                   "unknown variant 6 (automatic, naive, tiled, tiled_v1, separable, sliding)");
   auto big = rt.tensor<std::uint8_t>({8, 18});
   expect_rejected(rt, box_blur(big.slice(1, 0, 9), dst, 1), "must be contiguous");

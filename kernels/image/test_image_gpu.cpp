@@ -251,10 +251,53 @@ TEST(BlurSlidingGpu, EverySegmentLengthGivesTheSameImage) {
   }
 }
 
+// The banded kernel (a block a band of 1024 columns): every radius on an
+// image of several bands, saturated windows, frame sizes, and shapes it
+// hands to the sliding kernel (an odd width, an unaligned offset).
+TEST(BlurBandedGpu, MatchesTheReferenceAtEveryRadius) {
+  LOOM_REQUIRE_GPU();
+  for (int r = 0; r <= loom::kernels::kBlurMaxRadius; ++r) {
+    check_blur(BlurVariant::banded, 1, 70, 2048, r, 0);
+    check_blur(BlurVariant::banded, 2, 37, 304, r, 0);
+    check_blur(BlurVariant::banded, 1, 64, 1024, r, 16, true);
+    if (r % 16 == 1) check_blur(BlurVariant::banded, 2, 37, 300, r, 3);  // runs sliding
+  }
+  for (int r : {1, 7, 8, 33, 64, 127}) {
+    check_blur(BlurVariant::banded, 1, 300, 4096, r, 0);
+    check_blur(BlurVariant::banded, 1, 1080, 1920, r, 0);
+    check_blur(BlurVariant::banded, 3, 131, 1008, r, 0);
+  }
+}
+
+// The segment length changes which rows a block walks, never the result.
+TEST(BlurBandedGpu, EverySegmentLengthGivesTheSameImage) {
+  LOOM_REQUIRE_GPU();
+  auto rng = loom::test::random_engine();
+  const std::int64_t h = 517;
+  const std::int64_t w = 2048;
+  for (int r : {3, 16, 64, 127}) {
+    const Bytes src = random_bytes(static_cast<std::size_t>(h * w), rng);
+    Bytes want(src.size());
+    loom::kernels::box_blur_reference(src.data(), want.data(), 1, h, w, r);
+    loom::test::DeviceBuffer<std::uint8_t> d_src(src.size());
+    loom::test::DeviceBuffer<std::uint8_t> d_dst(src.size() + 16);
+    d_src.upload(src);
+    loom::detail::Stream stream(0, 0);
+    for (int rows : {1, 7, 32, 100, 256, 4096}) {
+      LOOM_CUDA_CHECK(cudaMemset(d_dst.data(), 0x5A, d_dst.size()));
+      LOOM_CUDA_CHECK(cudaDeviceSynchronize());  // before the kernel on a loom stream
+      loom::kernels::box_blur_banded(d_src.data(), d_dst.data(), 1, h, w, r, stream.view(), rows);
+      stream.synchronize();
+      EXPECT_EQ(mismatches(d_dst.download(), want, 0, 0x5A), 0U)
+          << "r=" << r << " segment_rows=" << rows;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, BlurGpu,
                          ::testing::Values(BlurVariant::naive, BlurVariant::tiled,
                                            BlurVariant::tiled_v1, BlurVariant::separable,
-                                           BlurVariant::sliding),
+                                           BlurVariant::sliding, BlurVariant::banded),
                          [](const auto& param_info) {
                            return std::string(to_string(param_info.param));
                          });

@@ -6,7 +6,7 @@
 //
 //  - Every thread of a block is a std::thread; blocks run one after another
 //    (so a kernel's __shared__ arrays, made static, are its block's).
-//  - __syncthreads is a barrier of the block.
+//  - __syncthreads is a barrier of the block; __syncwarp, of the warp.
 //  - Warp shuffles exchange through double-buffered slots of their warp and
 //    a barrier of the warp's threads (threads 32 w .. 32 w + 31 of a block):
 //    every lane of a warp must reach every shuffle, as __shfl_sync with a
@@ -157,6 +157,12 @@ inline unsigned shuffle_from(unsigned value, int source) {
   slots[static_cast<std::size_t>(lane)] = value;
   warp.barrier.arrive_and_wait();
   return source >= 0 && source < 32 ? slots[static_cast<std::size_t>(source)] : value;
+}
+
+// A barrier of the caller's warp (every lane must reach it, as with a full
+// mask on a GPU), which orders the warp's shared-memory accesses.
+inline void __syncwarp(unsigned /*mask*/ = 0xFFFFFFFFU) {
+  (*state::warps)[static_cast<std::size_t>(state::thread_rank / 32)]->barrier.arrive_and_wait();
 }
 
 inline unsigned __shfl_up_sync(unsigned /*mask*/, unsigned value, int delta) {

@@ -35,11 +35,14 @@ enum class BlurVariant : std::uint8_t {
   separable,  ///< row sums into a workspace, then running sums down columns: two passes
   sliding,    ///< one pass at any radius: running column sums down the image, the row's
               ///< window from prefix sums across a warp
+  banded,     ///< one pass at any radius, a block a band of 1024 columns: column sums by
+              ///< threads, the row's prefix sums by warps through shared memory (widths a
+              ///< multiple of 16, 16-byte aligned data; others run sliding)
 };
 template <>
 struct VariantNames<BlurVariant> {
-  static constexpr std::array<std::string_view, 6> names = {"automatic", "naive",     "tiled",
-                                                            "tiled_v1",  "separable", "sliding"};
+  static constexpr std::array<std::string_view, 7> names = {
+      "automatic", "naive", "tiled", "tiled_v1", "separable", "sliding", "banded"};
 };
 
 /// histogram's kernels (variant.hpp).
