@@ -185,8 +185,9 @@ TEST(ImageOpsCpu, BadBlurInputsAreRejectedAtSubmitNamingTheTask) {
   expect_rejected(rt, box_blur(src, dst, -1), "radius must be in [0, 127]");
   expect_rejected(rt, box_blur(src, dst, 128), "radius must be in [0, 127]");
   expect_rejected(rt, box_blur(src, src, 1), "must not share storage");
-  expect_rejected(rt, box_blur(src, dst, 1, static_cast<loom::ops::BlurVariant>(7)),
-                  "unknown variant 6 (automatic, naive, tiled, tiled_v1, separable, sliding)");
+  expect_rejected(
+      rt, box_blur(src, dst, 1, static_cast<loom::ops::BlurVariant>(7)),
+      "unknown variant 7 (automatic, naive, tiled, tiled_v1, separable, sliding, banded)");
   auto big = rt.tensor<std::uint8_t>({8, 18});
   expect_rejected(rt, box_blur(big.slice(1, 0, 9), dst, 1), "must be contiguous");
   expect_rejected(rt, box_blur(src, big.slice(1, 9, 18), 1), "must be contiguous");
