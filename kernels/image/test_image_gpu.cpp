@@ -226,12 +226,12 @@ TEST(BlurSlidingGpu, ThinAndTinyImages) {
   }
 }
 
-// The segment length changes which rows a warp walks, never the result.
-TEST(BlurSlidingGpu, EverySegmentLengthGivesTheSameImage) {
-  LOOM_REQUIRE_GPU();
+// A kernel with segments of `rows` rows (launch(src, dst, h, w, r, rows,
+// stream)): the segment length changes which rows a warp or block walks,
+// never the result.
+template <class Launch>
+void expect_every_segment_length_same(std::int64_t h, std::int64_t w, Launch launch) {
   auto rng = loom::test::random_engine();
-  const std::int64_t h = 517;
-  const std::int64_t w = 1024;
   for (int r : {3, 16, 64, 127}) {
     const Bytes src = random_bytes(static_cast<std::size_t>(h * w), rng);
     Bytes want(src.size());
@@ -243,12 +243,22 @@ TEST(BlurSlidingGpu, EverySegmentLengthGivesTheSameImage) {
     for (int rows : {1, 7, 32, 100, 256, 4096}) {
       LOOM_CUDA_CHECK(cudaMemset(d_dst.data(), 0x5A, d_dst.size()));
       LOOM_CUDA_CHECK(cudaDeviceSynchronize());  // before the kernel on a loom stream
-      loom::kernels::box_blur_sliding(d_src.data(), d_dst.data(), 1, h, w, r, stream.view(), rows);
+      launch(d_src.data(), d_dst.data(), h, w, r, rows, stream.view());
       stream.synchronize();
       EXPECT_EQ(mismatches(d_dst.download(), want, 0, 0x5A), 0U)
           << "r=" << r << " segment_rows=" << rows;
     }
   }
+}
+
+TEST(BlurSlidingGpu, EverySegmentLengthGivesTheSameImage) {
+  LOOM_REQUIRE_GPU();
+  expect_every_segment_length_same(517, 1024,
+                                   [](const std::uint8_t* src, std::uint8_t* dst, std::int64_t h,
+                                      std::int64_t w, int r, int rows, loom::StreamView stream) {
+                                     loom::kernels::box_blur_sliding(src, dst, 1, h, w, r, stream,
+                                                                     rows);
+                                   });
 }
 
 // The banded kernel (a block a band of 1024 columns): every radius on an
@@ -269,29 +279,14 @@ TEST(BlurBandedGpu, MatchesTheReferenceAtEveryRadius) {
   }
 }
 
-// The segment length changes which rows a block walks, never the result.
 TEST(BlurBandedGpu, EverySegmentLengthGivesTheSameImage) {
   LOOM_REQUIRE_GPU();
-  auto rng = loom::test::random_engine();
-  const std::int64_t h = 517;
-  const std::int64_t w = 2048;
-  for (int r : {3, 16, 64, 127}) {
-    const Bytes src = random_bytes(static_cast<std::size_t>(h * w), rng);
-    Bytes want(src.size());
-    loom::kernels::box_blur_reference(src.data(), want.data(), 1, h, w, r);
-    loom::test::DeviceBuffer<std::uint8_t> d_src(src.size());
-    loom::test::DeviceBuffer<std::uint8_t> d_dst(src.size() + 16);
-    d_src.upload(src);
-    loom::detail::Stream stream(0, 0);
-    for (int rows : {1, 7, 32, 100, 256, 4096}) {
-      LOOM_CUDA_CHECK(cudaMemset(d_dst.data(), 0x5A, d_dst.size()));
-      LOOM_CUDA_CHECK(cudaDeviceSynchronize());  // before the kernel on a loom stream
-      loom::kernels::box_blur_banded(d_src.data(), d_dst.data(), 1, h, w, r, stream.view(), rows);
-      stream.synchronize();
-      EXPECT_EQ(mismatches(d_dst.download(), want, 0, 0x5A), 0U)
-          << "r=" << r << " segment_rows=" << rows;
-    }
-  }
+  expect_every_segment_length_same(517, 2048,
+                                   [](const std::uint8_t* src, std::uint8_t* dst, std::int64_t h,
+                                      std::int64_t w, int r, int rows, loom::StreamView stream) {
+                                     loom::kernels::box_blur_banded(src, dst, 1, h, w, r, stream,
+                                                                    rows);
+                                   });
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, BlurGpu,
