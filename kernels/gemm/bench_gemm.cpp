@@ -341,6 +341,80 @@ BENCHMARK(BM_Hgemm)
     ->Iterations(3)
     ->Unit(benchmark::kMillisecond);
 
+// wgmma's epilogue paths, bf16 operands (A and B row-major) at M = N = K:
+// case 0 C bf16 (alpha alone: the 16-bit staged path), 1 C f32 (the general
+// staged path), 2 C bf16 with an f32 bias [N] and gelu_tanh (the general
+// path's whole epilogue). The anchor is cublasGemmEx without an epilogue,
+// C bf16: the ratio says what the epilogue costs beyond a plain product.
+void BM_HgemmEpilogue(benchmark::State& state) {
+  if (loom::bench::skip_without_gpu(state)) return;
+  const int kind = static_cast<int>(state.range(0));
+  const std::int64_t m = state.range(1), n = m, k = m;
+  if (!loom::kernels::hgemm_wgmma_available()) {
+    state.SkipWithError("wgmma needs a device of compute capability 9.0 and an sm_90a build");
+    return;
+  }
+  const auto halves = [](std::int64_t count) { return static_cast<std::size_t>(count / 2 + 1); };
+  DeviceMatrix a(halves(m * k)), b(halves(k * n)), c(static_cast<std::size_t>(m * n)),
+      c_ref(halves(m * n)), bias(static_cast<std::size_t>(n));
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> dist(-1.0F, 1.0F);
+  for (DeviceMatrix* x : {&a, &b}) {
+    std::vector<std::uint16_t> host(static_cast<std::size_t>(x == &a ? m * k : k * n));
+    for (auto& v : host) v = loom::kernels::f32_to_bf16_bits(dist(rng));
+    LOOM_CUDA_CHECK(cudaMemcpy(x->data(), host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+  }
+  std::vector<float> host_bias(static_cast<std::size_t>(n));
+  for (auto& v : host_bias) v = dist(rng);
+  LOOM_CUDA_CHECK(cudaMemcpy(bias.data(), host_bias.data(), host_bias.size() * sizeof(float),
+                             cudaMemcpyHostToDevice));
+  loom::kernels::HgemmArgs p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = {a.data(), k, 1, 0, loom::DType::bf16};
+  p.b = {b.data(), n, 1, 0, loom::DType::bf16};
+  p.c = {c.data(), n, 1, 0, kind == 1 ? loom::DType::f32 : loom::DType::bf16};
+  loom::kernels::HgemmArgs ref = p;
+  ref.c = {c_ref.data(), n, 1, 0, loom::DType::bf16};
+  if (kind == 2) {
+    p.bias = {bias.data(), 0, 1, 0, loom::DType::f32};
+    p.activation = loom::kernels::SgemmActivation::gelu_tanh;
+  }
+  loom::detail::Stream stream(0, 0);
+  loom::detail::Event start(0, loom::detail::EventTiming::enabled);
+  loom::detail::Event stop(0, loom::detail::EventTiming::enabled);
+  Cublas cublas(stream.view());
+  const auto time_ms = [&](auto&& launch) {
+    launch();
+    start.record(stream.view());
+    for (int i = 0; i < 10; ++i) launch();
+    stop.record(stream.view());
+    stop.synchronize();
+    return stop.elapsed_ms_since(start) / 10;
+  };
+  double loom_ms = 0;
+  for (auto _ : state) {
+    loom_ms = time_ms(
+        [&] { loom::kernels::hgemm(p, stream.view(), loom::kernels::HgemmVariant::wgmma); });
+    state.SetIterationTime(loom_ms * 1e-3);
+  }
+  const double cublas_ms = time_ms([&] { cublas.gemm_ex(ref); });
+  const double flops =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  state.counters["loom_TFLOPs"] = flops / (loom_ms * 1e-3) / 1e12;
+  state.counters["cublas_TFLOPs"] = flops / (cublas_ms * 1e-3) / 1e12;
+  state.counters["ratio"] = cublas_ms / loom_ms;
+  static constexpr const char* kKinds[] = {"C bf16", "C f32", "C bf16 + f32 bias, gelu_tanh"};
+  state.SetLabel(std::string("wgmma bf16, ") + kKinds[kind] + " (anchor: cublasGemmEx, C bf16)");
+}
+BENCHMARK(BM_HgemmEpilogue)
+    ->ArgNames({"kind", "mnk"})
+    ->ArgsProduct({{0, 1, 2}, {4096, 8192}})
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+
 constexpr int kVariantCount = 5;
 constexpr int kTileCount = 4;
 

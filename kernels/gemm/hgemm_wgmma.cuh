@@ -410,6 +410,72 @@ __device__ __forceinline__ void wgmma_epilogue_staged(const HgemmArgs& p, const 
   }
 }
 
+constexpr int kWgStageColsF32 = 32;                    // the general path's block: 64 x 32 f32
+constexpr int kWgStagePitchF32 = kWgStageColsF32 + 4;  // floats a staged row (144 bytes)
+static_assert(kWgStageRows * kWgStagePitchF32 * 4 == kWgStageRows * kWgStagePitch * 2,
+              "the general path's f32 block takes the 16-bit block's bytes");
+
+/// One staged 64 x 32 block of f32 accumulators out to C, each element
+/// through the whole epilogue (alpha, beta C, bias, the activation) and
+/// stored in C's dtype: four consecutive elements a thread and pass, a row
+/// by 8 threads. Not inlined: the 8 blocks of a tile share its code.
+__device__ __noinline__ void wgmma_write_block(const HgemmArgs& p, const float* staged,
+                                               int group_thread, std::int64_t m_first,
+                                               std::int64_t n_first, int batch) {
+  constexpr int kQuadsPerRow = kWgStageColsF32 / 4;
+  constexpr int kPasses = kWgStageRows * kQuadsPerRow / 128;
+  void* c = const_cast<void*>(p.c.data);
+#pragma unroll 1
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int quad = pass * 128 + group_thread;
+    const int row = quad / kQuadsPerRow;
+    const int col = (quad % kQuadsPerRow) * 4;
+    const float4 v = *reinterpret_cast<const float4*>(staged + row * kWgStagePitchF32 + col);
+    const float values[4] = {v.x, v.y, v.z, v.w};
+    const std::int64_t m = m_first + row;
+    const std::int64_t n = n_first + col;
+    const std::int64_t at = batch * p.c.batch_stride + m * p.c.row_stride + n;  // col_stride 1
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      store_from_f32(c, p.c.dtype, at + e,
+                     wgmma_epilogue_value(p, values[e], m, n + e, at + e, batch));
+    }
+  }
+}
+
+/// Whole tiles of a row-major C that the 16-bit path does not take (f32 C,
+/// or beta, a bias or an activation): the accumulators through shared
+/// memory 32 columns at a time (8-byte stores; rows padded to 144 bytes),
+/// then the epilogue a row at a time by wgmma_write_block. Why: as the
+/// 16-bit path's comment says, a tile's 128 accumulators walked in one long
+/// run of code cost instruction fetches a tile; here the code executed a
+/// tile is short and reused.
+template <class Accumulators, class Coordinates>
+__device__ __forceinline__ void wgmma_epilogue_staged_general(
+    const HgemmArgs& p, const Accumulators& acc, const Coordinates& coords, float* staged,
+    int group, int group_thread, std::int64_t m0, std::int64_t n0, int batch) {
+  using cute::get;
+  constexpr int kValues = decltype(cute::size(acc))::value;
+  const int row0 = get<0>(coords(0));
+  const int col0 = get<1>(coords(0));
+  const int group_row0 = row0 - kWgStageRows * group;
+  CUTE_UNROLL
+  for (int block = 0; block < kWgBN / kWgStageColsF32; ++block) {
+    wgmma_group_sync(group);  // the block before has been read out
+    CUTE_UNROLL
+    for (int i = 0; i < kValues; i += 2) {
+      const int dr = get<0>(coords(i)) - row0;  // compile-time once unrolled
+      const int dc = get<1>(coords(i)) - col0;
+      if (dc / kWgStageColsF32 != block) continue;
+      *reinterpret_cast<float2*>(staged + (group_row0 + dr) * kWgStagePitchF32 + col0 + dc -
+                                 kWgStageColsF32 * block) = make_float2(acc(i), acc(i + 1));
+    }
+    wgmma_group_sync(group);  // the block is whole
+    wgmma_write_block(p, staged, group_thread, m0 + kWgStageRows * group,
+                      n0 + kWgStageColsF32 * block, batch);
+  }
+}
+
 template <class Cfg>
 __global__ void __launch_bounds__(kWgThreads, 1)
     hgemm_wgmma_kernel(const __grid_constant__ typename Cfg::Params p) {
@@ -613,6 +679,10 @@ __global__ void __launch_bounds__(kWgThreads, 1)
         wgmma_epilogue_staged<__half>(args, acc, tCcC, smem.staged[group], group, mma_thread % 128,
                                       m0, n0, batch);
       }
+    } else if (args.c.col_stride == 1 && m0 + kWgBM <= args.m && n0 + kWgBN <= args.n) {
+      const int group = mma_thread / 128;
+      wgmma_epilogue_staged_general(args, acc, tCcC, reinterpret_cast<float*>(smem.staged[group]),
+                                    group, mma_thread % 128, m0, n0, batch);
     } else if (plain) {
       wgmma_epilogue<true>(args, p.c_pairs, acc, tCcC, m0, n0, batch);
     } else {
