@@ -28,13 +28,20 @@
 //  - Consumers keep one k tile of wgmma in flight: they issue tile t, wait
 //    until at most that batch is pending (warpgroup_wait<1>), then release
 //    tile t - 1's stage.
-//  - The epilogue works from registers, each store predicated on lying
-//    inside C (tails). With alpha alone (beta 0, no bias, no activation) it
-//    is unrolled, and stores a pair of neighbouring columns at once where C
-//    is row-major and the pairs aligned; otherwise the accumulators go to a
+//  - The epilogue of a whole tile of a row-major C goes through shared
+//    memory (a 144-byte-pitch block a consumer warpgroup, synced by its own
+//    named barrier): with alpha alone and a 16-bit, 16-byte aligned C, 64
+//    columns at a time out in 16-byte stores (wgmma_epilogue_staged);
+//    otherwise 32 columns of f32 at a time through the whole epilogue in one
+//    shared, short loop (wgmma_epilogue_staged_general). Code run once a
+//    tile must stay short: the unrolled epilogue it replaced missed the
+//    instruction cache for as long as the tile's main loop took. Edge tiles
+//    and other C layouts work from registers, each store predicated on lying
+//    inside C: unrolled with alpha alone (pairs of neighbouring columns at
+//    once where C is row-major and the pairs aligned), else through a
 //    thread-local array walked by a rolled loop (alpha, beta C, bias, the
-//    activation, in f32), which keeps the compile time down. The producer is
-//    already loading the block's next tile meanwhile.
+//    activation, in f32). The producer is already loading the block's next
+//    tile meanwhile.
 //
 // Tails: the TMA descriptors carry the true extents, and TMA fills whatever
 // lies outside them with zeros (and still counts the box's full bytes on
@@ -202,7 +209,7 @@ struct WgmmaConfig {
   using Params = WgmmaParams<TmaA, TmaB>;
 
   /// Shared memory: the stages (each operand's on 1024 bytes, as 128-byte
-  /// swizzles need) and the barriers.
+  /// swizzles need), the barriers and the epilogue's staging.
   struct Storage {
     alignas(1024) cute::array<T, cute::cosize_v<SmemLayoutA>> a;
     alignas(1024) cute::array<T, cute::cosize_v<SmemLayoutB>> b;

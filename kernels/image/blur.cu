@@ -347,7 +347,7 @@ void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, s
   if (planes == 0 || height == 0 || width == 0) return;
   variant = resolved(variant, radius);
   if (variant == BlurVariant::banded) {
-    if (box_blur_banded_takes(width, radius, src, dst)) {
+    if (box_blur_banded_takes(height, width, radius, src, dst)) {
       box_blur_banded(src, dst, planes, height, width, radius, stream);
       return;
     }

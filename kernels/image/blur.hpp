@@ -121,8 +121,8 @@ void box_blur_sliding(const std::uint8_t* src, std::uint8_t* dst, std::int64_t p
                       int segment_rows = 0);
 
 /// Whether the banded kernel takes the image: radius 0..127, a width that is
-/// a multiple of 16 (at least 2 past radius 0), 16-byte aligned pointers.
-bool box_blur_banded_takes(std::int64_t width, int radius, const void* src,
+/// a multiple of 16, extents up to 2^30, 16-byte aligned pointers.
+bool box_blur_banded_takes(std::int64_t height, std::int64_t width, int radius, const void* src,
                            const void* dst) noexcept;
 
 /// The rows a block of the banded kernel walks, as box_blur() chooses them

@@ -13,6 +13,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 namespace loom::kernels {
@@ -31,10 +32,13 @@ bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 
 
 }  // namespace
 
-bool box_blur_banded_takes(std::int64_t width, int radius, const void* src,
+bool box_blur_banded_takes(std::int64_t height, std::int64_t width, int radius, const void* src,
                            const void* dst) noexcept {
-  return radius >= 0 && radius <= blur_detail::kBandMaxRadius && width % 16 == 0 &&
-         (radius == 0 || width >= 2) && aligned16(src) && aligned16(dst);
+  // The band and segment arithmetic runs in int: room for a band's and a
+  // segment's rounding past the extents (segments are clamped to the height).
+  constexpr std::int64_t kMost = std::numeric_limits<int>::max() / 2;
+  return radius >= 0 && radius <= blur_detail::kBandMaxRadius && width > 0 && width % 16 == 0 &&
+         width <= kMost && height <= kMost && aligned16(src) && aligned16(dst);
 }
 
 int box_blur_banded_segment_rows(std::int64_t planes, std::int64_t height, std::int64_t width,
@@ -51,10 +55,10 @@ void box_blur_banded(const std::uint8_t* src, std::uint8_t* dst, std::int64_t pl
                      std::int64_t height, std::int64_t width, int radius, StreamView stream,
                      int segment_rows) {
   if (planes == 0 || height == 0 || width == 0) return;
-  if (!box_blur_banded_takes(width, radius, src, dst)) {
+  if (!box_blur_banded_takes(height, width, radius, src, dst)) {
     throw InvalidArgument(
-        "box_blur: the banded kernel takes radius 0..127, widths that are a multiple of 16 and "
-        "16-byte aligned images; got radius " +
+        "box_blur: the banded kernel takes radius 0..127, widths that are a multiple of 16, "
+        "extents up to 2^30 and 16-byte aligned images; got radius " +
         std::to_string(radius) + " over " + std::to_string(height) + " x " + std::to_string(width));
   }
   const auto p = static_cast<int>(planes);
@@ -63,6 +67,7 @@ void box_blur_banded(const std::uint8_t* src, std::uint8_t* dst, std::int64_t pl
   if (segment_rows <= 0) {
     segment_rows = blur_detail::band_segment_rows(p, h, w, radius, device_multiprocessors());
   }
+  segment_rows = std::min(segment_rows, h);  // a longer segment is the whole image
   const long long tasks = blur_detail::band_tasks(p, h, w, radius, segment_rows);
   const auto blocks = static_cast<unsigned>(std::min<long long>(tasks, 0x7FFFFFFF));
   const auto which = static_cast<std::size_t>(radius % 4);

@@ -28,7 +28,8 @@
 //    1024 sums with 4 words of padding after every 32, so that a warp's
 //    16-byte accesses (vertical: 4 columns a thread; horizontal: 32 columns a
 //    lane, at any offset) meet no bank conflicts, plus E's last entry, the
-//    band's total. 74 KiB: three blocks a multiprocessor.
+//    band's total. 72 KiB: two blocks a multiprocessor (128 registers a
+//    thread; at three blocks' 80, ptxas spills).
 //  - the next batch's loads are issued before the horizontal step of this
 //    one, so a batch's memory latency hides behind the other's arithmetic.
 //  - division as the sliding kernel's: interior pixels by one multiply-high,

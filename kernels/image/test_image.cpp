@@ -93,6 +93,33 @@ TEST(BlurSliding, SegmentRowsAreZeroWhereTheKernelDoesNotTakeTheRadius) {
   EXPECT_EQ(loom::kernels::box_blur_sliding_segment_rows(0, 64, 64, 3, 132), 0) << "no planes";
 }
 
+// What the banded kernel takes (anything else runs sliding): widths a
+// multiple of 16, extents up to 2^30 (its band and segment arithmetic is
+// int), radius 0..127, 16-byte aligned images; and the segment rule.
+TEST(BlurBanded, TakesAlignedWidthsOfSixteenAndExtentsUpToTwoToThe30) {
+  using loom::kernels::box_blur_banded_takes;
+  const auto* aligned = reinterpret_cast<const void*>(std::uintptr_t{1} << 12);
+  const auto* off = reinterpret_cast<const void*>((std::uintptr_t{1} << 12) + 4);
+  EXPECT_TRUE(box_blur_banded_takes(4096, 4096, 64, aligned, aligned));
+  EXPECT_TRUE(box_blur_banded_takes(1, 16, 0, aligned, aligned));
+  EXPECT_TRUE(box_blur_banded_takes(std::int64_t{1} << 29, 16, 127, aligned, aligned));
+  EXPECT_FALSE(box_blur_banded_takes(64, 4104, 3, aligned, aligned)) << "width % 16";
+  EXPECT_FALSE(box_blur_banded_takes(64, 0, 3, aligned, aligned)) << "no width";
+  EXPECT_FALSE(box_blur_banded_takes(64, 64, 128, aligned, aligned)) << "radius";
+  EXPECT_FALSE(box_blur_banded_takes(64, 64, -1, aligned, aligned)) << "radius";
+  EXPECT_FALSE(box_blur_banded_takes(64, 64, 3, off, aligned)) << "source alignment";
+  EXPECT_FALSE(box_blur_banded_takes(64, 64, 3, aligned, off)) << "destination alignment";
+  EXPECT_FALSE(box_blur_banded_takes(std::int64_t{1} << 31, 16, 3, aligned, aligned)) << "height";
+  EXPECT_FALSE(box_blur_banded_takes(16, std::int64_t{1} << 31, 3, aligned, aligned)) << "width";
+  for (int r : {0, 1, 8, 64, 127}) {
+    const int rows = loom::kernels::box_blur_banded_segment_rows(1, 4096, 4096, r, 132);
+    EXPECT_GE(rows, 32) << "radius " << r;
+    EXPECT_LE(rows, 256) << "radius " << r;
+  }
+  EXPECT_EQ(loom::kernels::box_blur_banded_segment_rows(1, 4096, 4096, 128, 132), 0);
+  EXPECT_EQ(loom::kernels::box_blur_banded_segment_rows(0, 64, 64, 3, 132), 0) << "no planes";
+}
+
 TEST(ImageOpsCpu, GrayThenBlurThroughAGraphMatchTheReferences) {
   auto rng = std::mt19937_64(loom::test::fresh_seed());
   loom::Runtime rt(cpu(2));
