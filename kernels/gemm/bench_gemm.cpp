@@ -213,6 +213,16 @@ void BM_Sgemm(benchmark::State& state) {
   state.SetLabel(label.str());
 }
 
+// loom's and cuBLAS's TFLOP/s for an m x n x k product, and their ratio.
+void report_tensor_core_tflops(benchmark::State& state, std::int64_t m, std::int64_t n,
+                               std::int64_t k, double loom_ms, double cublas_ms) {
+  const double flops =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  state.counters["loom_TFLOPs"] = flops / (loom_ms * 1e-3) / 1e12;
+  state.counters["cublas_TFLOPs"] = flops / (cublas_ms * 1e-3) / 1e12;
+  state.counters["ratio"] = cublas_ms / loom_ms;
+}
+
 // bf16/f16 products on tensor cores against cublasGemmEx (f32 accumulation,
 // C in the operands' type), TFLOP/s.
 void BM_Hgemm(benchmark::State& state) {
@@ -275,11 +285,7 @@ void BM_Hgemm(benchmark::State& state) {
     state.SetIterationTime(loom_ms * 1e-3);
   }
   const double cublas_ms = time_ms([&] { cublas.gemm_ex(ref); });
-  const double flops =
-      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  state.counters["loom_TFLOPs"] = flops / (loom_ms * 1e-3) / 1e12;
-  state.counters["cublas_TFLOPs"] = flops / (cublas_ms * 1e-3) / 1e12;
-  state.counters["ratio"] = cublas_ms / loom_ms;
+  report_tensor_core_tflops(state, m, n, k, loom_ms, cublas_ms);
   // Both results widened: their largest difference against the largest value.
   const auto widened = [&](const DeviceMatrix& x) {
     std::vector<std::uint16_t> bits(static_cast<std::size_t>(m * n));
@@ -400,11 +406,7 @@ void BM_HgemmEpilogue(benchmark::State& state) {
     state.SetIterationTime(loom_ms * 1e-3);
   }
   const double cublas_ms = time_ms([&] { cublas.gemm_ex(ref); });
-  const double flops =
-      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  state.counters["loom_TFLOPs"] = flops / (loom_ms * 1e-3) / 1e12;
-  state.counters["cublas_TFLOPs"] = flops / (cublas_ms * 1e-3) / 1e12;
-  state.counters["ratio"] = cublas_ms / loom_ms;
+  report_tensor_core_tflops(state, m, n, k, loom_ms, cublas_ms);
   static constexpr const char* kKinds[] = {"C bf16", "C f32", "C bf16 + f32 bias, gelu_tanh"};
   state.SetLabel(std::string("wgmma bf16, ") + kKinds[kind] + " (anchor: cublasGemmEx, C bf16)");
 }
