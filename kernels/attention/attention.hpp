@@ -13,14 +13,18 @@
 //               registers only. While S is computed, V's tile is loading;
 //               while P V is computed, the next K tile is. Head dims 64 and
 //               128, bf16 or f16, f32 accumulation.
-//   flash_bwd   FA2's backward: a block owns 64 keys (eight warps) and
-//               walks the query blocks that see them, recomputing
-//               P = exp(scale Q K^T - lse) from the forward's log-sum-exp;
-//               dV += P^T dO and dK += dS^T Q stay in registers, with
-//               dS = P (dO V^T - delta) and delta = rowsum(dO * O) from a
-//               first launch; dQ += dS K is added into an f32 scratch copy
-//               with atomics and rounded by a last launch. P and dS pass
-//               through shared memory to be read transposed.
+//   flash_bwd   FA2's backward: a block owns 128 keys at head dim 128 (64
+//               at 64; eight warps) and walks the query blocks of 64 rows
+//               that see them, recomputing P = exp(scale Q K^T - lse) from
+//               the forward's log-sum-exp; dV += P^T dO and dK += dS^T Q
+//               stay in registers, with dS = P (dO V^T - delta) and
+//               delta = rowsum(dO * O) from a first launch; dQ += dS K is
+//               added into an f32 scratch copy with atomics and rounded by
+//               a last launch. P and dS pass through shared memory to be
+//               read transposed. The next query block's Q and dO load
+//               while this one's products run (two buffers), and each key
+//               block starts its walk at its own query block, so that the
+//               blocks running side by side add into different dq rows.
 //
 // Tails: query rows past Sq load as zeros and are not stored; keys past Sk
 // load as zeros and are masked out of the softmax. Causal masking keeps key

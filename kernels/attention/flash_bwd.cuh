@@ -22,28 +22,46 @@ using cute::Stride;
 using cute::Tensor;
 
 constexpr int kBlockM = 64;  // query rows a step
-constexpr int kBlockN = 64;  // keys a block
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kRowThreads = 256;  // the delta and dq launches: a warp a row
+// Keys a block of the main launch: 128 at head dim 128 (1.04x 64 keys on
+// an H100, with the rest of this design), 64 at head dim 64 (128 keys took
+// 236 registers there, one block a multiprocessor, and ran 0.92x).
+template <int HeadDim>
+constexpr int kBwdBlockN = HeadDim == 128 ? 128 : 64;
 
-template <class T, int HeadDim>
+/// The key-block kernel's tiles and products for BlockN keys a block.
+template <class T, int HeadDim, int BlockN>
 struct FlashBwdConfig {
-  static_assert(HeadDim % 64 == 0, "rows of 64-element swizzle atoms");
-  static_assert(kBlockM == kBlockN, "Q, dO, K and V tiles share one layout");
-  using SmemRows = flash::SmemTile<kBlockM, HeadDim>;               // Q, dO, K, V
-  using SmemRowsT = flash::SmemTileTransposed<kBlockM, HeadDim>;    // their transposes
-  using SmemSquare = flash::SmemTile<kBlockM, kBlockN>;             // P, dS (query, key)
-  using SmemSquareT = flash::SmemTileTransposed<kBlockM, kBlockN>;  // (key, query)
-  // Eight warps, four along M and two along N; each warp's two n8 atoms
-  // side by side (Tile N = 32), so one ldmatrix.x4 feeds both. Every product
-  // here has M = 64: S and dP (queries x keys), dV and dK (keys x HeadDim),
-  // dQ (queries x HeadDim).
-  using TiledMma = TiledMMA<MMA_Atom<typename tensor_core::MmaAtomFor<T>::type>,
-                            Layout<Shape<_4, _2, _1>>, Tile<_64, _32, _16>>;
+  static_assert(HeadDim % 64 == 0 && BlockN % 64 == 0, "rows of 64-element swizzle atoms");
+  static constexpr int kBlockN = BlockN;
+  using SmemQ = flash::SmemTile<kBlockM, HeadDim>;             // Q, dO
+  using SmemQt = flash::SmemTileTransposed<kBlockM, HeadDim>;  // (HeadDim, query)
+  using SmemK = flash::SmemTile<BlockN, HeadDim>;              // K, V
+  using SmemKt = flash::SmemTileTransposed<BlockN, HeadDim>;   // (HeadDim, key)
+  using SmemS = flash::SmemTile<kBlockM, BlockN>;              // P, dS (query, key)
+  using SmemSt = flash::SmemTileTransposed<kBlockM, BlockN>;   // (key, query)
+  using Atom = MMA_Atom<typename tensor_core::MmaAtomFor<T>::type>;
+  // Eight warps. With 64 keys a block every product is 64 rows by 64 or
+  // HeadDim columns: four warps along M, two along N. With 128 keys, S and
+  // dP (64 x 128) and dQ (64 x HeadDim) take two warps along M and four
+  // along N, and dK and dV (128 x HeadDim) four by two: each warp's tile
+  // is then 32 rows deep, so an operand read from shared memory feeds
+  // twice the products.
+  using MmaFourByTwo = TiledMMA<Atom, Layout<Shape<_4, _2, _1>>, Tile<_64, _32, _16>>;
+  using MmaTwoByFour = TiledMMA<Atom, Layout<Shape<_2, _4, _1>>, Tile<_32, _64, _16>>;
+  using MmaSdP = std::conditional_t<BlockN == 64, MmaFourByTwo, MmaTwoByFour>;
+  using MmadKV = MmaFourByTwo;
+  using MmadQ = std::conditional_t<BlockN == 64, MmaFourByTwo, MmaTwoByFour>;
   using GmemCopy = flash::GmemRowsCopy<T, HeadDim, kThreads>;
+  // K and V; Q and dO twice (the next query block's load overlaps this
+  // one's products); P and dS; lse and delta.
   static constexpr std::size_t kSharedBytes =
-      (4 * cosize(SmemRows{}) + 2 * cosize(SmemSquare{})) * sizeof(T) + 2 * kBlockM * sizeof(float);
+      (2 * cosize(SmemK{}) + 4 * cosize(SmemQ{}) + 2 * cosize(SmemS{})) * sizeof(T) +
+      2 * kBlockM * sizeof(float);
+  // Two blocks a multiprocessor where registers and shared memory allow.
+  static constexpr int kMinBlocks = BlockN == 64 ? 2 : 1;
 };
 
 /// acc += A B^T over shared tiles A (M, K) and B (N, K), each k-slice loaded
@@ -140,9 +158,11 @@ __global__ void __launch_bounds__(kRowThreads) flash_bwd_dq_kernel(AttentionBack
   for (int e = lane; e < HeadDim; e += 32) dq[e] = static_cast<T>(accum[e] * p.scale);
 }
 
-template <class T, int HeadDim>
-__global__ void __launch_bounds__(kThreads) flash_bwd_kernel(AttentionBackwardArgs p) {
-  using Cfg = FlashBwdConfig<T, HeadDim>;
+template <class T, int HeadDim, int BlockN>
+__global__ void __launch_bounds__(kThreads, (FlashBwdConfig<T, HeadDim, BlockN>::kMinBlocks))
+    flash_bwd_kernel(AttentionBackwardArgs p) {
+  using Cfg = FlashBwdConfig<T, HeadDim, BlockN>;
+  constexpr int kBlockN = BlockN;
   const int n_block = static_cast<int>(blockIdx.x);
   const auto head = static_cast<std::int64_t>(blockIdx.y);
   const auto batch = static_cast<std::int64_t>(blockIdx.z);
@@ -165,69 +185,97 @@ __global__ void __launch_bounds__(kThreads) flash_bwd_kernel(AttentionBackwardAr
     return make_tensor(make_gmem_ptr(at(t)), make_shape(len, Int<HeadDim>{}),
                        make_stride(t.row_stride, _1{}));
   };
-  const auto tile = Shape<Int<kBlockM>, Int<HeadDim>>{};
-  const Tensor gK = local_tile(rows_of(p.k, k_len), tile, make_coord(n_block, 0));
-  const Tensor gV = local_tile(rows_of(p.v, k_len), tile, make_coord(n_block, 0));
-  const Tensor gQ = local_tile(rows_of(p.q, q_len), tile, make_coord(_, 0));  // (M, D, m)
-  const Tensor gdO = local_tile(rows_of(p.dout, q_len), tile, make_coord(_, 0));
+  const auto q_tile = Shape<Int<kBlockM>, Int<HeadDim>>{};
+  const auto k_tile = Shape<Int<kBlockN>, Int<HeadDim>>{};
+  const Tensor gK = local_tile(rows_of(p.k, k_len), k_tile, make_coord(n_block, 0));
+  const Tensor gV = local_tile(rows_of(p.v, k_len), k_tile, make_coord(n_block, 0));
+  const Tensor gQ = local_tile(rows_of(p.q, q_len), q_tile, make_coord(_, 0));  // (M, D, m)
+  const Tensor gdO = local_tile(rows_of(p.dout, q_len), q_tile, make_coord(_, 0));
 
   extern __shared__ __align__(128) unsigned char shared[];
-  constexpr int kRowsSize = cosize(typename Cfg::SmemRows{});
-  constexpr int kSquareSize = cosize(typename Cfg::SmemSquare{});
+  constexpr int kKSize = cosize(typename Cfg::SmemK{});
+  constexpr int kQSize = cosize(typename Cfg::SmemQ{});
+  constexpr int kSSize = cosize(typename Cfg::SmemS{});
+  // [K][V][Q, dO of even steps][Q, dO of odd steps][P][dS][lse][delta]
   T* base = reinterpret_cast<T*>(shared);
-  Tensor sQ = make_tensor(make_smem_ptr(base), typename Cfg::SmemRows{});
-  Tensor sdO = make_tensor(make_smem_ptr(base + kRowsSize), typename Cfg::SmemRows{});
-  Tensor sK = make_tensor(make_smem_ptr(base + 2 * kRowsSize), typename Cfg::SmemRows{});
-  Tensor sV = make_tensor(make_smem_ptr(base + 3 * kRowsSize), typename Cfg::SmemRows{});
-  Tensor sP = make_tensor(make_smem_ptr(base + 4 * kRowsSize), typename Cfg::SmemSquare{});
-  Tensor sdS =
-      make_tensor(make_smem_ptr(base + 4 * kRowsSize + kSquareSize), typename Cfg::SmemSquare{});
-  const Tensor sQt = make_tensor(sQ.data(), typename Cfg::SmemRowsT{});
-  const Tensor sdOt = make_tensor(sdO.data(), typename Cfg::SmemRowsT{});
-  const Tensor sKt = make_tensor(sK.data(), typename Cfg::SmemRowsT{});
-  const Tensor sPt = make_tensor(sP.data(), typename Cfg::SmemSquareT{});
-  const Tensor sdSt = make_tensor(sdS.data(), typename Cfg::SmemSquareT{});
-  auto* s_lse = reinterpret_cast<float*>(base + 4 * kRowsSize + 2 * kSquareSize);
+  Tensor sK = make_tensor(make_smem_ptr(base), typename Cfg::SmemK{});
+  Tensor sV = make_tensor(make_smem_ptr(base + kKSize), typename Cfg::SmemK{});
+  T* const q_base = base + 2 * kKSize;
+  const auto q_buffer = [&](int buffer) { return q_base + 2 * buffer * kQSize; };
+  const auto do_buffer = [&](int buffer) { return q_base + (2 * buffer + 1) * kQSize; };
+  T* const s_base = q_base + 4 * kQSize;
+  Tensor sP = make_tensor(make_smem_ptr(s_base), typename Cfg::SmemS{});
+  Tensor sdS = make_tensor(make_smem_ptr(s_base + kSSize), typename Cfg::SmemS{});
+  const Tensor sKt = make_tensor(sK.data(), typename Cfg::SmemKt{});
+  const Tensor sPt = make_tensor(sP.data(), typename Cfg::SmemSt{});
+  const Tensor sdSt = make_tensor(sdS.data(), typename Cfg::SmemSt{});
+  auto* s_lse = reinterpret_cast<float*>(s_base + 2 * kSSize);
   float* s_delta = s_lse + kBlockM;
 
   typename Cfg::GmemCopy gmem_copy;
   auto thr_copy = gmem_copy.get_slice(threadIdx.x);
-  const Tensor tRc = thr_copy.partition_S(make_identity_tensor(tile));
+  const Tensor tQc = thr_copy.partition_S(make_identity_tensor(q_tile));
+  const Tensor tKc = thr_copy.partition_S(make_identity_tensor(k_tile));
   const Tensor tQgQ = thr_copy.partition_S(gQ);
   const Tensor tdOgdO = thr_copy.partition_S(gdO);
-  Tensor tQsQ = thr_copy.partition_D(sQ);
-  Tensor tdOsdO = thr_copy.partition_D(sdO);
-  flash::copy_rows(gmem_copy, thr_copy.partition_S(gK), thr_copy.partition_D(sK), tRc,
+  // Query block m's Q and dO into a buffer, as one cp.async group.
+  const auto load_query_block = [&](int m, int buffer) {
+    const int rows_left = q_len - m * kBlockM;
+    flash::copy_rows(
+        gmem_copy, tQgQ(_, _, _, m),
+        thr_copy.partition_D(make_tensor(make_smem_ptr(q_buffer(buffer)), typename Cfg::SmemQ{})),
+        tQc, rows_left);
+    flash::copy_rows(
+        gmem_copy, tdOgdO(_, _, _, m),
+        thr_copy.partition_D(make_tensor(make_smem_ptr(do_buffer(buffer)), typename Cfg::SmemQ{})),
+        tQc, rows_left);
+    cp_async_fence();
+  };
+  flash::copy_rows(gmem_copy, thr_copy.partition_S(gK), thr_copy.partition_D(sK), tKc,
                    k_len - key0);
-  flash::copy_rows(gmem_copy, thr_copy.partition_S(gV), thr_copy.partition_D(sV), tRc,
+  flash::copy_rows(gmem_copy, thr_copy.partition_S(gV), thr_copy.partition_D(sV), tKc,
                    k_len - key0);
   cp_async_fence();
+  // The key blocks of a head run side by side and would all add into the
+  // same query block's dq rows at once (atomics to one address serialize):
+  // each walks its query blocks from its own starting point instead.
+  const int steps = m_blocks - m_begin;
+  const int first_step = steps > 0 ? n_block % steps : 0;
+  const auto query_block = [&](int step) {
+    const int s = step + first_step;
+    return m_begin + (s < steps ? s : s - steps);
+  };
+  if (steps > 0) load_query_block(query_block(0), 0);
 
-  typename Cfg::TiledMma mma;
-  auto thr_mma = mma.get_slice(threadIdx.x);
-  Tensor acc_dk = partition_fragment_C(mma, Shape<Int<kBlockN>, Int<HeadDim>>{});
-  Tensor acc_dv = partition_fragment_C(mma, Shape<Int<kBlockN>, Int<HeadDim>>{});
+  typename Cfg::MmaSdP mma_sdp;
+  typename Cfg::MmadKV mma_dkv;
+  typename Cfg::MmadQ mma_dq;
+  auto thr_sdp = mma_sdp.get_slice(threadIdx.x);
+  auto thr_dkv = mma_dkv.get_slice(threadIdx.x);
+  auto thr_dq = mma_dq.get_slice(threadIdx.x);
+  Tensor acc_dk = partition_fragment_C(mma_dkv, k_tile);
+  Tensor acc_dv = partition_fragment_C(mma_dkv, k_tile);
   clear(acc_dk);
   clear(acc_dv);
   const Copy_Atom<SM75_U32x4_LDSM_N, T> ldsm;
   const Copy_Atom<SM75_U16x8_LDSM_T, T> ldsm_t;
-  // Where each accumulator element sits: (query, key) in S and dP, (row, col)
-  // in the (64, HeadDim) products.
+  // Where each accumulator element sits: (query, key) in S and dP, (key,
+  // col) in dK and dV, (query, col) in dQ.
   const Tensor tScS =
-      thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
-  const Tensor tRcR = thr_mma.partition_C(make_identity_tensor(tile));
-  const Tensor tSsP = thr_mma.partition_C(sP);
-  const Tensor tSsdS = thr_mma.partition_C(sdS);
+      thr_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
+  const Tensor tKVc = thr_dkv.partition_C(make_identity_tensor(k_tile));
+  const Tensor tQc_dq = thr_dq.partition_C(make_identity_tensor(q_tile));
+  const Tensor tSsP = thr_sdp.partition_C(sP);
+  const Tensor tSsdS = thr_sdp.partition_C(sdS);
   const float scale_log2 = p.scale * flash::kLog2e;
   const float* lse =
       static_cast<const float*>(p.lse.data) + batch * p.lse.batch_stride + head * p.lse.head_stride;
   const std::int64_t bh_row0 = (batch * p.heads + head) * p.q_len;
 
-  for (int m = m_begin; m < m_blocks; ++m) {
+  for (int step = 0; step < steps; ++step) {
+    const int m = query_block(step);
     const int q0 = m * kBlockM;
-    flash::copy_rows(gmem_copy, tQgQ(_, _, _, m), tQsQ, tRc, q_len - q0);
-    flash::copy_rows(gmem_copy, tdOgdO(_, _, _, m), tdOsdO, tRc, q_len - q0);
-    cp_async_fence();
+    const int buffer = step & 1;
     if (threadIdx.x < kBlockM) {
       // Rows past the end, and rows that keep no key (lse -inf), get
       // P = 2^(s - inf) = 0 and so no gradient.
@@ -236,15 +284,26 @@ __global__ void __launch_bounds__(kThreads) flash_bwd_kernel(AttentionBackwardAr
       s_lse[threadIdx.x] = l == -INFINITY ? INFINITY : l * flash::kLog2e;
       s_delta[threadIdx.x] = row < q_len ? p.delta[bh_row0 + row] : 0.0F;
     }
-    cp_async_wait<0>();
+    // The next block's loads run under this block's products; the other
+    // buffer was last read before the barrier that ended the step before.
+    if (step + 1 < steps) {
+      load_query_block(query_block(step + 1), buffer ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
     __syncthreads();
+    const Tensor sQ = make_tensor(make_smem_ptr(q_buffer(buffer)), typename Cfg::SmemQ{});
+    const Tensor sdO = make_tensor(make_smem_ptr(do_buffer(buffer)), typename Cfg::SmemQ{});
+    const Tensor sQt = make_tensor(sQ.data(), typename Cfg::SmemQt{});
+    const Tensor sdOt = make_tensor(sdO.data(), typename Cfg::SmemQt{});
 
-    Tensor acc_s = partition_fragment_C(mma, Shape<Int<kBlockM>, Int<kBlockN>>{});
-    Tensor acc_dp = partition_fragment_C(mma, Shape<Int<kBlockM>, Int<kBlockN>>{});
+    Tensor acc_s = partition_fragment_C(mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});
+    Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});
     clear(acc_s);
     clear(acc_dp);
-    mma_from_shared(mma, ldsm, ldsm, sQ, sK, acc_s);
-    mma_from_shared(mma, ldsm, ldsm, sdO, sV, acc_dp);
+    mma_from_shared(mma_sdp, ldsm, ldsm, sQ, sK, acc_s);
+    mma_from_shared(mma_sdp, ldsm, ldsm, sdO, sV, acc_dp);
 
     // P = exp(scale s - lse) with masked keys 0; dS = P (dP - delta).
     const bool tail = key0 + kBlockN > k_len;
@@ -261,16 +320,16 @@ __global__ void __launch_bounds__(kThreads) flash_bwd_kernel(AttentionBackwardAr
     }
     __syncthreads();
 
-    mma_from_shared(mma, ldsm_t, ldsm_t, sPt, sdOt, acc_dv);
-    mma_from_shared(mma, ldsm_t, ldsm_t, sdSt, sQt, acc_dk);
-    Tensor acc_dq = partition_fragment_C(mma, Shape<Int<kBlockM>, Int<HeadDim>>{});
+    mma_from_shared(mma_dkv, ldsm_t, ldsm_t, sPt, sdOt, acc_dv);
+    mma_from_shared(mma_dkv, ldsm_t, ldsm_t, sdSt, sQt, acc_dk);
+    Tensor acc_dq = partition_fragment_C(mma_dq, q_tile);
     clear(acc_dq);
-    mma_from_shared(mma, ldsm, ldsm_t, sdS, sKt, acc_dq);
+    mma_from_shared(mma_dq, ldsm, ldsm_t, sdS, sKt, acc_dq);
     CUTE_UNROLL
     for (int i = 0; i < size(acc_dq); i += 2) {
-      const int row = q0 + get<0>(tRcR(i));
+      const int row = q0 + get<0>(tQc_dq(i));
       if (row < q_len) {
-        float* to = p.dq_accum + (bh_row0 + row) * HeadDim + get<1>(tRcR(i));
+        float* to = p.dq_accum + (bh_row0 + row) * HeadDim + get<1>(tQc_dq(i));
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         atomicAdd(reinterpret_cast<float2*>(to), make_float2(acc_dq(i), acc_dq(i + 1)));
 #else
@@ -279,15 +338,15 @@ __global__ void __launch_bounds__(kThreads) flash_bwd_kernel(AttentionBackwardAr
 #endif
       }
     }
-    __syncthreads();  // every warp is done with sQ, sdO, sP, sdS before the next step's loads
+    __syncthreads();  // every warp is done with this buffer, sP, sdS and s_lse
   }
   // A block that no query sees never waited for its K and V.
   cp_async_wait<0>();
 
   T* dk = const_cast<T*>(at(p.dk)) + static_cast<std::int64_t>(key0) * p.dk.row_stride;
   T* dv = const_cast<T*>(at(p.dv)) + static_cast<std::int64_t>(key0) * p.dv.row_stride;
-  store_rows(acc_dk, tRcR, dk, p.dk.row_stride, k_len - key0, p.scale);
-  store_rows(acc_dv, tRcR, dv, p.dv.row_stride, k_len - key0, 1.0F);
+  store_rows(acc_dk, tKVc, dk, p.dk.row_stride, k_len - key0, p.scale);
+  store_rows(acc_dv, tKVc, dv, p.dv.row_stride, k_len - key0, 1.0F);
 }
 
 unsigned row_blocks(const AttentionBackwardArgs& p) {
@@ -295,13 +354,13 @@ unsigned row_blocks(const AttentionBackwardArgs& p) {
   return static_cast<unsigned>((rows + kRowThreads / 32 - 1) / (kRowThreads / 32));
 }
 
-template <class T, int HeadDim>
+template <class T, int HeadDim, int BlockN>
 void launch_key_blocks(const AttentionBackwardArgs& p, StreamView stream) {
-  constexpr auto kernel = flash_bwd_kernel<T, HeadDim>;
-  constexpr std::size_t bytes = FlashBwdConfig<T, HeadDim>::kSharedBytes;
+  constexpr auto kernel = flash_bwd_kernel<T, HeadDim, BlockN>;
+  constexpr std::size_t bytes = FlashBwdConfig<T, HeadDim, BlockN>::kSharedBytes;
   static std::atomic<std::uint64_t> opted_in{0};
   tensor_core::opt_in_shared_memory(kernel, bytes, opted_in);
-  const dim3 grid(static_cast<unsigned>((p.k_len + kBlockN - 1) / kBlockN),
+  const dim3 grid(static_cast<unsigned>((p.k_len + BlockN - 1) / BlockN),
                   static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
   loom::detail::launch_on_stream(stream, kernel, grid, kThreads, bytes, p);
   LOOM_KERNEL_CHECK_LAUNCH("flash attention backward launch");
@@ -317,7 +376,7 @@ void launch_bwd_head_dim(const AttentionBackwardArgs& p, StreamView stream) {
                                    kRowThreads, 0, p);
     LOOM_KERNEL_CHECK_LAUNCH("flash attention backward: delta launch");
   }
-  if (p.k_len > 0) launch_key_blocks<T, HeadDim>(p, stream);
+  if (p.k_len > 0) launch_key_blocks<T, HeadDim, kBwdBlockN<HeadDim>>(p, stream);
   if (rows) {
     loom::detail::launch_on_stream(stream, flash_bwd_dq_kernel<T, HeadDim>, row_blocks(p),
                                    kRowThreads, 0, p);

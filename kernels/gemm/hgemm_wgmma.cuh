@@ -127,6 +127,14 @@ constexpr int kWgGroupRows = 8;                  // tile rows a group walks befo
 constexpr int kWgStageRows = 64;                 // the epilogue's staged block: a warpgroup's rows
 constexpr int kWgStageCols = 64;                 //   by 64 columns of C at a time
 constexpr int kWgStagePitch = kWgStageCols + 8;  // elements a staged row (144 bytes)
+constexpr int kWgStageColsF32 = 32;              // the general path's block: 64 x 32 f32
+// Floats a staged f32 row (160 bytes): a half-warp's 8-byte stores (four
+// rows, 8 columns each) then start 8 banks apart and never share a bank.
+constexpr int kWgStagePitchF32 = kWgStageColsF32 + 8;
+/// 16-bit elements a consumer warpgroup's staging takes: the larger block.
+constexpr int kWgStageElements = kWgStageRows * kWgStagePitch > kWgStageRows* kWgStagePitchF32 * 2
+                                     ? kWgStageRows* kWgStagePitch
+                                     : kWgStageRows* kWgStagePitchF32 * 2;
 
 /// The kernel's parameters: both TMA descriptors and the problem.
 template <class TmaA, class TmaB>
@@ -215,9 +223,10 @@ struct WgmmaConfig {
     alignas(1024) cute::array<T, cute::cosize_v<SmemLayoutB>> b;
     alignas(8) std::uint64_t full[kWgStages];
     alignas(8) std::uint64_t empty[kWgStages];
-    /// The epilogue's staging: a 64 x 64 block of C (16-bit) a consumer
-    /// warpgroup, rows padded to 144 bytes (no bank conflicts either way).
-    alignas(16) std::uint16_t staged[2][kWgStageRows * kWgStagePitch];
+    /// The epilogue's staging a consumer warpgroup: a 64 x 64 block of C
+    /// (16-bit, rows padded to 144 bytes) or a 64 x 32 block of f32
+    /// accumulators (rows padded to 160 bytes); no bank conflicts either way.
+    alignas(16) std::uint16_t staged[2][kWgStageElements];
   };
   /// Arrivals that free a stage. Without a cluster, every consumer thread's
   /// (as the kernel was first measured). In a cluster a stage is written by
@@ -417,11 +426,6 @@ __device__ __forceinline__ void wgmma_epilogue_staged(const HgemmArgs& p, const 
   }
 }
 
-constexpr int kWgStageColsF32 = 32;                    // the general path's block: 64 x 32 f32
-constexpr int kWgStagePitchF32 = kWgStageColsF32 + 4;  // floats a staged row (144 bytes)
-static_assert(kWgStageRows * kWgStagePitchF32 * 4 == kWgStageRows * kWgStagePitch * 2,
-              "the general path's f32 block takes the 16-bit block's bytes");
-
 /// One staged 64 x 32 block of f32 accumulators out to C, each element
 /// through the whole epilogue (alpha, beta C, bias, the activation) and
 /// stored in C's dtype: four consecutive elements a thread and pass, a row
@@ -474,7 +478,7 @@ __device__ __noinline__ void wgmma_write_block(const HgemmArgs& p, const float* 
 
 /// Whole tiles of a row-major C that the 16-bit path does not take (f32 C,
 /// or beta, a bias or an activation): the accumulators through shared
-/// memory 32 columns at a time (8-byte stores; rows padded to 144 bytes),
+/// memory 32 columns at a time (8-byte stores; rows padded to 160 bytes),
 /// then the epilogue a row at a time by wgmma_write_block. Why: as the
 /// 16-bit path's comment says, a tile's 128 accumulators walked in one long
 /// run of code cost instruction fetches a tile; here the code executed a
