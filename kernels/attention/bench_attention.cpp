@@ -38,7 +38,9 @@ void BM_FlashAttention(benchmark::State& state) {
   const std::size_t bytes = static_cast<std::size_t>(batch * heads * seq * d) * 2;
   DeviceBytes q(bytes), k(bytes), v(bytes), out(bytes);
   DeviceBytes lse(static_cast<std::size_t>(batch * heads * seq) * sizeof(float));
-  for (DeviceBytes* x : {&q, &k, &v}) LOOM_CUDA_CHECK(cudaMemset(x->get(), 0x3C, bytes));
+  std::uint32_t seed = 1;
+  for (DeviceBytes* x : {&q, &k, &v})
+    loom::bench::fill_normal_16bit(x->get(), bytes / 2, true, seed++);
   loom::kernels::AttentionArgs p;
   p.batch = batch;
   p.heads = heads;
@@ -136,7 +138,10 @@ void BM_FlashAttentionBackward(benchmark::State& state) {
   DeviceBytes q(bytes), k(bytes), v(bytes), out(bytes), dout(bytes), dq(bytes), dk(bytes),
       dv(bytes);
   DeviceBytes lse(static_cast<std::size_t>(batch * heads * seq) * sizeof(float));
-  for (DeviceBytes* x : {&q, &k, &v, &dout}) LOOM_CUDA_CHECK(cudaMemset(x->get(), 0x3C, bytes));
+  std::uint32_t seed = 1;
+  for (DeviceBytes* x : {&q, &k, &v, &dout}) {
+    loom::bench::fill_normal_16bit(x->get(), bytes / 2, true, seed++);
+  }
   const auto bhsd = [&](const DeviceBytes& t) {
     return loom::kernels::AttentionTensor{t.get(), heads * seq * d, seq * d, d};
   };

@@ -185,7 +185,10 @@ void BM_RingDeviceWork(benchmark::State& state) {
   DeviceBytes lse(static_cast<std::size_t>(kHeads * kSeq) * sizeof(float));
   DeviceBytes part(bytes(block, 2)), part_lse(static_cast<std::size_t>(kHeads * block) * 4);
   DeviceBytes acc(bytes(kSeq, 4)), acc_lse(static_cast<std::size_t>(kHeads * kSeq) * 4);
-  for (DeviceBytes* x : {&q, &k, &v}) LOOM_CUDA_CHECK(cudaMemset(x->get(), 0x3C, bytes(kSeq, 2)));
+  std::uint32_t seed = 1;
+  for (DeviceBytes* x : {&q, &k, &v}) {
+    loom::bench::fill_normal_16bit(x->get(), bytes(kSeq, 2) / 2, true, seed++);
+  }
   // Rows [first, first + rows) of a [1, H, S, D] tensor of `element` bytes.
   const auto rows_of = [](const DeviceBytes& t, std::int64_t first, std::int64_t length,
                           std::size_t element, std::int64_t width) {
