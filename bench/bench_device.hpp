@@ -30,20 +30,17 @@ struct DeviceBytes {
   void* p = nullptr;
 };
 
-/// Fills `elements` 16-bit floats (bf16, else f16) at `dst` with standard
-/// normal values, as torch.randn fills a Python anchor's inputs: 2^20 values
-/// drawn once from `seed`, repeated. Constant inputs (a memset) would let the
-/// tensor cores draw less power, and the clocks run higher, than they do on
-/// real data or on the anchor's.
-inline void fill_normal_16bit(void* dst, std::size_t elements, bool bf16, std::uint32_t seed) {
+/// Fills `elements` bf16 values at `dst` with standard normal values, as
+/// torch.randn fills a Python anchor's inputs: 2^20 values drawn once from
+/// `seed`, repeated. Constant inputs (a memset) would let the tensor cores
+/// draw less power, and the clocks run higher, than they do on real data or
+/// on the anchor's.
+inline void fill_normal_bf16(void* dst, std::size_t elements, std::uint32_t seed) {
   constexpr std::size_t kTile = std::size_t{1} << 20;
   std::vector<std::uint16_t> tile(std::min(elements, kTile));
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0F, 1.0F);
-  for (auto& v : tile) {
-    v = bf16 ? loom::kernels::f32_to_bf16_bits(normal(rng))
-             : loom::kernels::f32_to_f16_bits(normal(rng));
-  }
+  for (auto& v : tile) v = loom::kernels::f32_to_bf16_bits(normal(rng));
   auto* out = static_cast<std::uint16_t*>(dst);
   for (std::size_t at = 0; at < elements; at += tile.size()) {
     const std::size_t n = std::min(tile.size(), elements - at);

@@ -39,8 +39,7 @@ void BM_FlashAttention(benchmark::State& state) {
   DeviceBytes q(bytes), k(bytes), v(bytes), out(bytes);
   DeviceBytes lse(static_cast<std::size_t>(batch * heads * seq) * sizeof(float));
   std::uint32_t seed = 1;
-  for (DeviceBytes* x : {&q, &k, &v})
-    loom::bench::fill_normal_16bit(x->get(), bytes / 2, true, seed++);
+  for (DeviceBytes* x : {&q, &k, &v}) loom::bench::fill_normal_bf16(x->get(), bytes / 2, seed++);
   loom::kernels::AttentionArgs p;
   p.batch = batch;
   p.heads = heads;
@@ -140,7 +139,7 @@ void BM_FlashAttentionBackward(benchmark::State& state) {
   DeviceBytes lse(static_cast<std::size_t>(batch * heads * seq) * sizeof(float));
   std::uint32_t seed = 1;
   for (DeviceBytes* x : {&q, &k, &v, &dout}) {
-    loom::bench::fill_normal_16bit(x->get(), bytes / 2, true, seed++);
+    loom::bench::fill_normal_bf16(x->get(), bytes / 2, seed++);
   }
   const auto bhsd = [&](const DeviceBytes& t) {
     return loom::kernels::AttentionTensor{t.get(), heads * seq * d, seq * d, d};

@@ -187,7 +187,7 @@ void BM_RingDeviceWork(benchmark::State& state) {
   DeviceBytes acc(bytes(kSeq, 4)), acc_lse(static_cast<std::size_t>(kHeads * kSeq) * 4);
   std::uint32_t seed = 1;
   for (DeviceBytes* x : {&q, &k, &v}) {
-    loom::bench::fill_normal_16bit(x->get(), bytes(kSeq, 2) / 2, true, seed++);
+    loom::bench::fill_normal_bf16(x->get(), bytes(kSeq, 2) / 2, seed++);
   }
   // Rows [first, first + rows) of a [1, H, S, D] tensor of `element` bytes.
   const auto rows_of = [](const DeviceBytes& t, std::int64_t first, std::int64_t length,

@@ -35,7 +35,6 @@ constexpr int kBwdBlockN = HeadDim == 128 ? 128 : 64;
 template <class T, int HeadDim, int BlockN>
 struct FlashBwdConfig {
   static_assert(HeadDim % 64 == 0 && BlockN % 64 == 0, "rows of 64-element swizzle atoms");
-  static constexpr int kBlockN = BlockN;
   using SmemQ = flash::SmemTile<kBlockM, HeadDim>;             // Q, dO
   using SmemQt = flash::SmemTileTransposed<kBlockM, HeadDim>;  // (HeadDim, query)
   using SmemK = flash::SmemTile<BlockN, HeadDim>;              // K, V

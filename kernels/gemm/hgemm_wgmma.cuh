@@ -132,9 +132,8 @@ constexpr int kWgStageColsF32 = 32;              // the general path's block: 64
 // rows, 8 columns each) then start 8 banks apart and never share a bank.
 constexpr int kWgStagePitchF32 = kWgStageColsF32 + 8;
 /// 16-bit elements a consumer warpgroup's staging takes: the larger block.
-constexpr int kWgStageElements = kWgStageRows * kWgStagePitch > kWgStageRows* kWgStagePitchF32 * 2
-                                     ? kWgStageRows* kWgStagePitch
-                                     : kWgStageRows* kWgStagePitchF32 * 2;
+constexpr int kWgStageElements =
+    std::max(kWgStageRows * kWgStagePitch, kWgStageRows* kWgStagePitchF32 * 2);
 
 /// The kernel's parameters: both TMA descriptors and the problem.
 template <class TmaA, class TmaB>
@@ -288,6 +287,30 @@ __device__ __forceinline__ void wgmma_store_pair(void* c, DType dtype, std::int6
   } else {
     *reinterpret_cast<__half2*>(static_cast<std::uint16_t*>(c) + at) = __floats2half2_rn(v0, v1);
   }
+}
+
+/// Four values into C at `at` (elements n to n + 3 of a row), one store of
+/// 16 bytes (f32) or 8 (bf16, f16): C's address there is aligned to it.
+__device__ __forceinline__ void wgmma_store_quad(void* c, DType dtype, std::int64_t at,
+                                                 const float (&v)[4]) {
+  if (dtype == DType::f32) {
+    *reinterpret_cast<float4*>(static_cast<float*>(c) + at) = make_float4(v[0], v[1], v[2], v[3]);
+    return;
+  }
+  // The conversions of wgmma_store_pair, two pairs in one 8-byte store.
+  uint2 bits;
+  if (dtype == DType::bf16) {
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(v[0], v[1]);
+    const __nv_bfloat162 hi = __floats2bfloat162_rn(v[2], v[3]);
+    bits = make_uint2(*reinterpret_cast<const unsigned*>(&lo),
+                      *reinterpret_cast<const unsigned*>(&hi));
+  } else {
+    const __half2 lo = __floats2half2_rn(v[0], v[1]);
+    const __half2 hi = __floats2half2_rn(v[2], v[3]);
+    bits = make_uint2(*reinterpret_cast<const unsigned*>(&lo),
+                      *reinterpret_cast<const unsigned*>(&hi));
+  }
+  *reinterpret_cast<uint2*>(static_cast<std::uint16_t*>(c) + at) = bits;
 }
 
 /// One consumer thread's accumulators into C, each element inside C. An
@@ -450,25 +473,12 @@ __device__ __noinline__ void wgmma_write_block(const HgemmArgs& p, const float* 
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       out[e] = wgmma_epilogue_value(p, values[e], m, n + e, at + e, batch);
-    // Four elements in one store where C's address allows it (16 bytes of
-    // f32, 8 of bf16 or f16): the conversions are wgmma_store_pair's.
+    // Four elements in one store where C's address allows it.
     const std::size_t element = p.c.dtype == DType::f32 ? 4U : 2U;
     if ((reinterpret_cast<std::uintptr_t>(c) + static_cast<std::uintptr_t>(at) * element) %
             (4 * element) ==
         0) {
-      if (p.c.dtype == DType::f32) {
-        *reinterpret_cast<float4*>(static_cast<float*>(c) + at) =
-            make_float4(out[0], out[1], out[2], out[3]);
-      } else if (p.c.dtype == DType::bf16) {
-        __nv_bfloat162 pairs[2] = {__floats2bfloat162_rn(out[0], out[1]),
-                                   __floats2bfloat162_rn(out[2], out[3])};
-        *reinterpret_cast<uint2*>(static_cast<std::uint16_t*>(c) + at) =
-            *reinterpret_cast<const uint2*>(pairs);
-      } else {
-        __half2 pairs[2] = {__floats2half2_rn(out[0], out[1]), __floats2half2_rn(out[2], out[3])};
-        *reinterpret_cast<uint2*>(static_cast<std::uint16_t*>(c) + at) =
-            *reinterpret_cast<const uint2*>(pairs);
-      }
+      wgmma_store_quad(c, p.c.dtype, at, out);
     } else {
 #pragma unroll
       for (int e = 0; e < 4; ++e) store_from_f32(c, p.c.dtype, at + e, out[e]);
