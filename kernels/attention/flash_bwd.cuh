@@ -87,6 +87,44 @@ __device__ __forceinline__ void mma_from_shared(const Mma& mma, CopyAtomA atom_a
   }
 }
 
+/// acc1 += A1 B1^T and acc2 += A2 B2^T over the same k extent, k-slice by
+/// k-slice side by side: each slice's two products are independent, so a
+/// warp has twice the tensor-core work in flight between its dependent steps
+/// (at two warps a scheduler the products waited on each other's latency).
+template <class Mma, class CopyAtomA, class CopyAtomB, class SA1, class SB1, class Acc1, class SA2,
+          class SB2, class Acc2>
+__device__ __forceinline__ void mma_pair_from_shared(const Mma& mma, CopyAtomA atom_a,
+                                                     CopyAtomB atom_b, const SA1& sA1,
+                                                     const SB1& sB1, Acc1& acc1, const SA2& sA2,
+                                                     const SB2& sB2, Acc2& acc2) {
+  auto thr_mma = mma.get_slice(threadIdx.x);
+  auto copy_a = make_tiled_copy_A(atom_a, mma);
+  auto thr_a = copy_a.get_slice(threadIdx.x);
+  auto copy_b = make_tiled_copy_B(atom_b, mma);
+  auto thr_b = copy_b.get_slice(threadIdx.x);
+  Tensor rA1 = thr_mma.partition_fragment_A(sA1);
+  Tensor rB1 = thr_mma.partition_fragment_B(sB1);
+  Tensor rA2 = thr_mma.partition_fragment_A(sA2);
+  Tensor rB2 = thr_mma.partition_fragment_B(sB2);
+  const Tensor tAsA1 = thr_a.partition_S(sA1);
+  const Tensor tBsB1 = thr_b.partition_S(sB1);
+  const Tensor tAsA2 = thr_a.partition_S(sA2);
+  const Tensor tBsB2 = thr_b.partition_S(sB2);
+  Tensor tArA1 = thr_a.retile_D(rA1);
+  Tensor tBrB1 = thr_b.retile_D(rB1);
+  Tensor tArA2 = thr_a.retile_D(rA2);
+  Tensor tBrB2 = thr_b.retile_D(rB2);
+  CUTE_UNROLL
+  for (int kb = 0; kb < size<2>(rA1); ++kb) {
+    copy(copy_a, tAsA1(_, _, kb), tArA1(_, _, kb));
+    copy(copy_b, tBsB1(_, _, kb), tBrB1(_, _, kb));
+    copy(copy_a, tAsA2(_, _, kb), tArA2(_, _, kb));
+    copy(copy_b, tBsB2(_, _, kb), tBrB2(_, _, kb));
+    gemm(mma, rA1(_, _, kb), rB1(_, _, kb), acc1);
+    gemm(mma, rA2(_, _, kb), rB2(_, _, kb), acc2);
+  }
+}
+
 /// Writes a (rows, HeadDim) f32 accumulator times `scale` as T into the rows
 /// of `dst` below `rows_left`, two neighbouring columns a 32-bit store.
 template <class T, class Acc, class Coords>
@@ -301,26 +339,57 @@ __global__ void __launch_bounds__(kThreads, (FlashBwdConfig<T, HeadDim, BlockN>:
     Tensor acc_dp = partition_fragment_C(mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});
     clear(acc_s);
     clear(acc_dp);
-    mma_from_shared(mma_sdp, ldsm, ldsm, sQ, sK, acc_s);
-    mma_from_shared(mma_sdp, ldsm, ldsm, sdO, sV, acc_dp);
+    mma_pair_from_shared(mma_sdp, ldsm, ldsm, sQ, sK, acc_s, sdO, sV, acc_dp);
 
-    // P = exp(scale s - lse) with masked keys 0; dS = P (dP - delta).
+    // P = exp(scale s - lse) with masked keys 0; dS = P (dP - delta). Two
+    // neighbouring keys a 32-bit store (one swizzled 16-byte chunk holds
+    // both). Blocks on neither the tail nor the diagonal skip the masks.
     const bool tail = key0 + kBlockN > k_len;
     const bool diagonal = p.causal && key0 + kBlockN - 1 > q0 + p.causal_offset;
+    // Each row's lse and delta read before the stores below (which could
+    // alias them as far as the compiler knows): a thread's few rows once.
+    constexpr int kPairs = decltype(size(acc_s))::value / 2;
+    float lse_of[kPairs];
+    float delta_of[kPairs];
     CUTE_UNROLL
-    for (int i = 0; i < size(acc_s); ++i) {
-      const int r = get<0>(tScS(i));
-      const int key = key0 + get<1>(tScS(i));
-      const bool masked = (tail && key >= k_len) ||
-                          (diagonal && key > static_cast<std::int64_t>(q0 + r) + p.causal_offset);
-      const float prob = masked ? 0.0F : flash::fast_exp2(acc_s(i) * scale_log2 - s_lse[r]);
-      tSsP(i) = static_cast<T>(prob);
-      tSsdS(i) = static_cast<T>(prob * (acc_dp(i) - s_delta[r]));
+    for (int i = 0; i < kPairs; ++i) {
+      lse_of[i] = s_lse[get<0>(tScS(2 * i))];
+      delta_of[i] = s_delta[get<0>(tScS(2 * i))];
+    }
+    const auto softmax_gradient = [&](auto masking) {
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc_s); i += 2) {
+        const int r = get<0>(tScS(i));
+        const int key = key0 + get<1>(tScS(i));
+        const float lse_r = lse_of[i / 2];
+        const float delta_r = delta_of[i / 2];
+        alignas(4) T probs[2];
+        alignas(4) T grads[2];
+        CUTE_UNROLL
+        for (int e = 0; e < 2; ++e) {
+          bool masked = false;
+          if constexpr (decltype(masking)::value) {
+            masked = (tail && key + e >= k_len) ||
+                     (diagonal && key + e > static_cast<std::int64_t>(q0 + r) + p.causal_offset);
+          }
+          const float prob = masked ? 0.0F : flash::fast_exp2(acc_s(i + e) * scale_log2 - lse_r);
+          probs[e] = static_cast<T>(prob);
+          grads[e] = static_cast<T>(prob * (acc_dp(i + e) - delta_r));
+        }
+        *reinterpret_cast<std::uint32_t*>(&tSsP(i)) =
+            *reinterpret_cast<const std::uint32_t*>(probs);
+        *reinterpret_cast<std::uint32_t*>(&tSsdS(i)) =
+            *reinterpret_cast<const std::uint32_t*>(grads);
+      }
+    };
+    if (tail || diagonal) {
+      softmax_gradient(cute::true_type{});
+    } else {
+      softmax_gradient(cute::false_type{});
     }
     __syncthreads();
 
-    mma_from_shared(mma_dkv, ldsm_t, ldsm_t, sPt, sdOt, acc_dv);
-    mma_from_shared(mma_dkv, ldsm_t, ldsm_t, sdSt, sQt, acc_dk);
+    mma_pair_from_shared(mma_dkv, ldsm_t, ldsm_t, sPt, sdOt, acc_dv, sdSt, sQt, acc_dk);
     Tensor acc_dq = partition_fragment_C(mma_dq, q_tile);
     clear(acc_dq);
     mma_from_shared(mma_dq, ldsm, ldsm_t, sdS, sKt, acc_dq);
