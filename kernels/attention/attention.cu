@@ -1,8 +1,11 @@
-// Attention's dispatch (the kernel: flash_fwd.cuh).
+// Attention's dispatch (the kernels: flash_fwd.cuh, flash_fwd_wgmma.cuh, flash_bwd.cuh).
 #include "attention/attention.hpp"
+#include "common/check.hpp"
 
 #include <loom/error.hpp>
 
+#include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -33,6 +36,50 @@ std::string too_large(std::int64_t batch, std::int64_t heads, std::int64_t q_len
          std::to_string(k_len) + ")";
 }
 
+// TMA takes no zero or negative stride: each mode of more than one element
+// needs a positive one (a mode of one element is never stepped, and the
+// launch gives it a valid stride).
+bool tma_strides_fit(const AttentionTensor& t, std::int64_t rows, std::int64_t heads,
+                     std::int64_t batch) {
+  return (rows == 1 || t.row_stride > 0) && (heads == 1 || t.head_stride > 0) &&
+         (batch == 1 || t.batch_stride > 0);
+}
+
+// Why this device cannot run the wgmma forward ("" when it can), read once
+// a device (the first 64): compute capability 9.0 and the sm_90a image
+// loaded (the plain sm_90 image beside it, a stub that traps, takes far
+// fewer registers than the real kernel's 168).
+constexpr int kWgmmaImageMinRegisters = 128;
+
+std::string wgmma_device_refusal() {
+  static std::array<std::atomic<int>, 64> cache{};  // 0 unknown, 1 runs, 2 other device, 3 stub
+  int device = 0;
+  LOOM_KERNEL_CHECK(cudaGetDevice(&device));
+  const bool cached = device >= 0 && device < static_cast<int>(cache.size());
+  int state = cached ? cache[static_cast<std::size_t>(device)].load(std::memory_order_acquire) : 0;
+  int major = 0;
+  int minor = 0;
+  if (state == 0 || state == 2) {
+    LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  }
+  if (state == 0) {
+    state = major != 9 || minor != 0                                                     ? 2
+            : attention_detail::flash_wgmma_kernel_registers() < kWgmmaImageMinRegisters ? 3
+                                                                                         : 1;
+    if (cached) cache[static_cast<std::size_t>(device)].store(state, std::memory_order_release);
+  }
+  if (state == 2) {
+    return "it needs a device of compute capability 9.0 (H100/H200), this one is " +
+           std::to_string(major) + "." + std::to_string(minor);
+  }
+  if (state == 3) {
+    return "the driver loaded the kernel's plain sm_90 image, not its sm_90a one: rebuild with "
+           "CMAKE_CUDA_ARCHITECTURES=90a";
+  }
+  return {};
+}
+
 constexpr std::size_t kWorkspaceAlign = 256;
 
 std::size_t delta_bytes(const AttentionBackwardArgs& p) {
@@ -47,6 +94,35 @@ bool flash_fwd_fits(const AttentionArgs& p) noexcept {
          strides_fit(p.v) && strides_fit(p.out);
 }
 
+std::string flash_fwd_variant_refusal(const AttentionArgs& p) {
+  switch (p.variant) {
+    case ops::AttentionVariant::automatic:
+    case ops::AttentionVariant::mma_sync: return {};
+    case ops::AttentionVariant::wgmma: break;
+    default: return "unknown variant " + std::to_string(static_cast<int>(p.variant));
+  }
+  if (!attention_detail::flash_wgmma_built()) {
+    return "the wgmma kernel was not built (no compute capability 9.0 in "
+           "CMAKE_CUDA_ARCHITECTURES)";
+  }
+  if (!tma_strides_fit(p.q, p.q_len, p.heads, p.batch) ||
+      !tma_strides_fit(p.k, p.k_len, p.heads, p.batch) ||
+      !tma_strides_fit(p.v, p.k_len, p.heads, p.batch)) {
+    return "the wgmma kernel loads q, k and v by TMA, which needs positive strides wherever a "
+           "dimension has more than one element";
+  }
+  if (p.k_len <= 0) return "the wgmma kernel needs at least one key";
+  return wgmma_device_refusal();
+}
+
+ops::AttentionVariant flash_fwd_kernel_for(const AttentionArgs& p) {
+  if (p.variant != ops::AttentionVariant::automatic) return p.variant;
+  AttentionArgs wgmma = p;
+  wgmma.variant = ops::AttentionVariant::wgmma;
+  return flash_fwd_variant_refusal(wgmma).empty() ? ops::AttentionVariant::wgmma
+                                                  : ops::AttentionVariant::mma_sync;
+}
+
 void flash_attention_forward(const AttentionArgs& p, StreamView stream) {
   if (p.batch <= 0 || p.heads <= 0 || p.q_len <= 0) return;
   if (!flash_fwd_fits(p)) {
@@ -58,7 +134,18 @@ void flash_attention_forward(const AttentionArgs& p, StreamView stream) {
   if (const std::string why = too_large(p.batch, p.heads, p.q_len, p.k_len); !why.empty()) {
     throw InvalidArgument("flash attention: " + why);
   }
-  if (p.dtype == DType::bf16) {
+  if (const std::string why = flash_fwd_variant_refusal(p); !why.empty()) {
+    throw InvalidArgument("flash attention: variant " + std::string(ops::to_string(p.variant)) +
+                          ": " + why);
+  }
+  const bool bf16 = p.dtype == DType::bf16;
+  if (flash_fwd_kernel_for(p) == ops::AttentionVariant::wgmma) {
+    if (bf16) {
+      attention_detail::launch_flash_fwd_wgmma_bf16(p, stream);
+    } else {
+      attention_detail::launch_flash_fwd_wgmma_f16(p, stream);
+    }
+  } else if (bf16) {
     attention_detail::launch_flash_fwd_bf16(p, stream);
   } else {
     attention_detail::launch_flash_fwd_f16(p, stream);

@@ -38,10 +38,12 @@
 // over disjoint key sets merge exactly by it (ring attention).
 #include <loom/cuda_interop.hpp>
 #include <loom/dtype.hpp>
+#include <loom/ops/attention.hpp>
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 namespace loom::kernels {
@@ -63,6 +65,7 @@ struct AttentionArgs {
   float scale = 0.0F;  ///< multiplies q . k
   bool causal = false;
   std::int64_t causal_offset = 0;  ///< key j is kept for query i when j <= i + offset
+  ops::AttentionVariant variant = ops::AttentionVariant::automatic;  ///< the kernel
   static constexpr std::array<std::size_t, 5> loom_pointer_offsets();
 };
 
@@ -108,8 +111,17 @@ static_assert(std::is_standard_layout_v<AttentionBackwardArgs>, "offsetof needs 
 /// strides multiples of 8 elements, data on 16 bytes.
 bool flash_fwd_fits(const AttentionArgs& args) noexcept;
 
-/// Enqueues the forward pass on `stream` (device pointers).
-/// @throws InvalidArgument where flash_fwd_fits is false or a grid is too large.
+/// Why args.variant cannot run on the current device with these tensors
+/// ("" when it can; automatic always can where flash_fwd_fits holds).
+std::string flash_fwd_variant_refusal(const AttentionArgs& args);
+
+/// The kernel args.variant resolves to on the current device: mma_sync or wgmma.
+ops::AttentionVariant flash_fwd_kernel_for(const AttentionArgs& args);
+
+/// Enqueues the forward pass on `stream` (device pointers), on the kernel
+/// flash_fwd_kernel_for names.
+/// @throws InvalidArgument where flash_fwd_fits is false, the variant is
+/// refused here (flash_fwd_variant_refusal) or a grid is too large.
 void flash_attention_forward(const AttentionArgs& args, StreamView stream);
 
 /// The CPU reference on host pointers: scores and sums in double, the output
@@ -139,6 +151,12 @@ void attention_backward_reference(const AttentionBackwardArgs& args);
 namespace attention_detail {
 void launch_flash_fwd_bf16(const AttentionArgs& args, StreamView stream);
 void launch_flash_fwd_f16(const AttentionArgs& args, StreamView stream);
+void launch_flash_fwd_wgmma_bf16(const AttentionArgs& args, StreamView stream);
+void launch_flash_fwd_wgmma_f16(const AttentionArgs& args, StreamView stream);
+/// Whether the wgmma forward was built (an sm_90a image), and the registers
+/// a thread of its loaded image takes on the current device (a stub's are few).
+bool flash_wgmma_built() noexcept;
+int flash_wgmma_kernel_registers();
 void launch_flash_bwd_bf16(const AttentionBackwardArgs& args, StreamView stream);
 void launch_flash_bwd_f16(const AttentionBackwardArgs& args, StreamView stream);
 }  // namespace attention_detail

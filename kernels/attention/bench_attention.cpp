@@ -1,4 +1,5 @@
-// Attention forward and backward, TFLOP/s: flash_attention at head dims 64 and 128,
+// Attention forward and backward, TFLOP/s: flash_attention at head dims 64 and 128
+// (the forward on each of its kernels),
 // sequences 512 to 16k with 16k tokens in all (batch = 16384 / seq) and
 // 2048 / d heads, causal and not; against, in the same run, the attention a
 // user would assemble from loom's own catalogue: S = scale Q K^T (batched
@@ -33,6 +34,7 @@ void BM_FlashAttention(benchmark::State& state) {
   const std::int64_t seq = state.range(1);
   const bool causal = state.range(2) != 0;
   const bool anchor = state.range(3) != 0 && !causal;
+  const auto variant = static_cast<loom::ops::AttentionVariant>(state.range(4));
   const std::int64_t batch = kTokens / seq;
   const std::int64_t heads = kModelDim / d;
   const std::size_t bytes = static_cast<std::size_t>(batch * heads * seq * d) * 2;
@@ -57,6 +59,11 @@ void BM_FlashAttention(benchmark::State& state) {
   p.lse = {lse.get(), heads * seq, seq, 1};
   p.scale = 1.0F / std::sqrt(static_cast<float>(d));
   p.causal = causal;
+  p.variant = variant;
+  if (const std::string why = loom::kernels::flash_fwd_variant_refusal(p); !why.empty()) {
+    state.SkipWithError(why.c_str());
+    return;
+  }
   loom::detail::Stream stream(0, 0);
   double ms = 0;
   for (auto _ : state) {
@@ -105,19 +112,24 @@ void BM_FlashAttention(benchmark::State& state) {
   }
   state.SetLabel("bf16 d=" + std::to_string(d) + " seq=" + std::to_string(seq) +
                  " batch=" + std::to_string(batch) + " heads=" + std::to_string(heads) +
-                 (causal ? " causal" : ""));
+                 (causal ? " causal " : " ") + std::string(loom::ops::to_string(variant)));
 }
 
+// Each forward kernel (kernel: 1 mma_sync, 2 wgmma; automatic is one of
+// them); the three-kernel anchor once a shape, beside mma_sync.
 void attention_arguments(benchmark::internal::Benchmark* b) {
   for (std::int64_t d : {64, 128}) {
     for (std::int64_t seq : {512, 1024, 2048, 4096, 8192, 16384}) {
-      for (int causal : {0, 1}) b->Args({d, seq, causal, seq <= 4096 ? 1 : 0});
+      for (int causal : {0, 1}) {
+        for (int kernel : {1, 2})
+          b->Args({d, seq, causal, seq <= 4096 && kernel == 1 ? 1 : 0, kernel});
+      }
     }
   }
 }
 
 BENCHMARK(BM_FlashAttention)
-    ->ArgNames({"d", "seq", "causal", "anchor"})
+    ->ArgNames({"d", "seq", "causal", "anchor", "kernel"})
     ->Apply(attention_arguments)
     ->UseManualTime()
     ->Iterations(1)

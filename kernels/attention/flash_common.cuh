@@ -1,7 +1,7 @@
 #pragma once
 // What the flash attention kernels share: the swizzled shared-memory row
 // atom, the accumulator's views by rows and columns, row-predicated tile
-// loads and the SFU's 2^x.
+// loads, a quad's row max and sum, and the SFU's 2^x.
 #include <cute/tensor.hpp>
 
 namespace loom::kernels::attention_detail::flash {
@@ -66,6 +66,18 @@ __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+}
+
+/// A row's max and sum over the quad of lanes that holds it (an MMA
+/// accumulator row lies in four neighbouring lanes).
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFU, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xFFFFFFFFU, v, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xFFFFFFFFU, v, 1);
+  return v + __shfl_xor_sync(0xFFFFFFFFU, v, 2);
 }
 
 /// The cp.async tile copy of (rows, HeadDim) tiles by `Threads` threads,

@@ -24,6 +24,8 @@ using flash::as_a_operand;
 using flash::copy_rows;
 using flash::fast_exp2;
 using flash::kLog2e;
+using flash::quad_max;
+using flash::quad_sum;
 using flash::rows_by_cols;
 
 constexpr int kBlockM = 128;  // query rows a block
@@ -45,16 +47,6 @@ struct FlashConfig {
   using GmemCopy = flash::GmemRowsCopy<T, HeadDim, kThreads>;
   static constexpr std::size_t kSharedBytes = (cosize(SmemQ{}) + 2 * cosize(SmemKV{})) * sizeof(T);
 };
-
-__device__ __forceinline__ float quad_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFU, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xFFFFFFFFU, v, 2));
-}
-
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xFFFFFFFFU, v, 1);
-  return v + __shfl_xor_sync(0xFFFFFFFFU, v, 2);
-}
 
 template <class T, int HeadDim>
 __global__ void __launch_bounds__(kThreads) flash_fwd_kernel(AttentionArgs p) {

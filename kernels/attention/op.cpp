@@ -52,6 +52,10 @@ void validate_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
       reject(op, std::string(role) + "'s last dimension must be contiguous, got " + t->describe());
     }
   }
+  if (!is_known(options.variant)) {
+    reject(op, "unknown variant " + std::to_string(static_cast<int>(options.variant)) +
+                   " (one of: " + variant_list<AttentionVariant>() + ")");
+  }
   const std::int64_t d = q.size(3);
   if (d != 64 && d != 128) {
     reject(op, "the head dim (q's last extent) must be 64 or 128, got " + std::to_string(d));
@@ -101,6 +105,7 @@ void fill_common(Args& p, const Tensor& q, const Tensor& k, const AttentionOptio
   p.scale = options.scale > 0.0F ? options.scale : 1.0F / std::sqrt(static_cast<float>(p.head_dim));
   p.causal = options.causal;
   p.causal_offset = options.alignment == CausalAlignment::bottom_right ? p.k_len - p.q_len : 0;
+  if constexpr (requires { p.variant; }) p.variant = options.variant;
 }
 
 class FlashAttention final : public Op {
@@ -139,6 +144,9 @@ class FlashAttention final : public Op {
       reject(kName,
              "on a GPU, q, k, v and out need batch, head and row strides that are "
              "multiples of 8 elements and 16-byte aligned data");
+    }
+    if (const std::string why = kernels::flash_fwd_variant_refusal(p); !why.empty()) {
+      reject(kName, "variant " + std::string(to_string(p.variant)) + ": " + why);
     }
     kernels::flash_attention_forward(p, StreamView(cuda_stream(ctx)));
   }

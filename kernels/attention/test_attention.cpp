@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -207,6 +208,35 @@ TEST(AttentionCpu, BadInputsAreRejectedAtSubmitNamingTheTask) {
   rejected(flash_attention(q, k, v, q), "must not share storage");
   rejected(flash_attention(q.transpose(2, 3), k, v, out), "contiguous");
   rejected(flash_attention(q, k, v, out, lse, {.scale = -1.0F}), "scale");
+  rejected(
+      flash_attention(q, k, v, out, lse, {.variant = static_cast<loom::ops::AttentionVariant>(7)}),
+      "unknown variant 7 (one of: automatic, mma_sync, wgmma)");
+}
+
+// The forward's variants by their one table (loom/ops/variant.hpp); the CPU
+// backend runs its reference whatever the variant.
+TEST(AttentionCpu, VariantsAreNamedByTheirTableAndEachRunsOnTheCpu) {
+  using loom::ops::AttentionVariant;
+  EXPECT_EQ(loom::ops::to_string(AttentionVariant::mma_sync), "mma_sync");
+  EXPECT_EQ(loom::ops::parse_variant<AttentionVariant>("wgmma"), AttentionVariant::wgmma);
+  EXPECT_EQ(loom::ops::parse_variant<AttentionVariant>("fa3"), std::nullopt);
+  const Problem p{.b = 1, .h = 1, .sq = 40, .sk = 70, .d = 64};
+  for (auto variant :
+       {AttentionVariant::automatic, AttentionVariant::mma_sync, AttentionVariant::wgmma}) {
+    loom::Runtime rt(cpu(1));
+    auto q = rt.tensor(DType::bf16, {p.b, p.h, p.sq, p.d});
+    auto k = rt.tensor(DType::bf16, {p.b, p.h, p.sk, p.d});
+    auto v = rt.tensor(DType::bf16, {p.b, p.h, p.sk, p.d});
+    auto out = rt.tensor(DType::bf16, {p.b, p.h, p.sq, p.d});
+    for (auto* t : {&q, &k, &v}) {
+      auto* bits = static_cast<std::uint16_t*>(t->data());
+      for (std::int64_t i = 0; i < t->numel(); ++i) bits[i] = 0x3F80;  // 1.0
+    }
+    loom::Graph g;
+    g.add(loom::ops::flash_attention(q, k, v, out, {}, {.variant = variant}));
+    rt.submit(g).wait();
+    EXPECT_EQ(static_cast<const std::uint16_t*>(out.data())[0], 0x3F80) << to_string(variant);
+  }
 }
 
 // The backward on the CPU backend against gradients computed the plain way:

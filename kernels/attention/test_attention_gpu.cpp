@@ -1,8 +1,9 @@
 // flash_attention and flash_attention_backward on the GPU against the CPU
 // backend (the reference) on the same random inputs: head dims 64 and 128,
 // bf16 and f16, tails in both lengths, Sq != Sk, causal aligned both ways,
-// rows that keep no key, a strided [B, S, H, D] view, eager and compiled;
-// outputs poisoned first.
+// rows that keep no key, a strided [B, S, H, D] view, eager and compiled,
+// the forward on each kernel the device runs (FA2's everywhere, the wgmma
+// one on compute capability 9.0); outputs poisoned first.
 #include "support/gpu.hpp"
 
 #include <loom/graph.hpp>
@@ -11,11 +12,13 @@
 
 #include <gtest/gtest.h>
 
+#include "attention/attention.hpp"
 #include "attention/test_support.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <span>
 #include <string>
@@ -24,6 +27,7 @@
 namespace {
 
 using loom::DType;
+using loom::ops::AttentionVariant;
 using loom::ops::CausalAlignment;
 using loom::test::attention::random_halves;
 using loom::test::attention::widen;
@@ -34,6 +38,25 @@ struct Problem {
   CausalAlignment alignment = CausalAlignment::top_left;
   bool strided = false;  // q, k, v as [B, S, H, D] viewed [B, H, S, D]
 };
+
+// The forward's kernels this device runs: FA2's always, the wgmma one
+// where the device and the build allow it (flash_fwd_variant_refusal on
+// tensors that suit it).
+std::vector<AttentionVariant> forward_variants() {
+  std::vector<AttentionVariant> variants{AttentionVariant::mma_sync};
+  loom::kernels::AttentionArgs probe;
+  probe.batch = probe.heads = probe.q_len = probe.k_len = 1;
+  probe.head_dim = 64;
+  probe.q = probe.k = probe.v = probe.out = {nullptr, 64, 64, 64};
+  probe.variant = AttentionVariant::wgmma;
+  const std::string why = loom::kernels::flash_fwd_variant_refusal(probe);
+  if (why.empty()) {
+    variants.push_back(AttentionVariant::wgmma);
+  } else {
+    std::printf("[ INFO     ] the wgmma forward is not tested here: %s\n", why.c_str());
+  }
+  return variants;
+}
 
 std::string describe(const Problem& p, DType dtype) {
   return std::string(loom::to_string(dtype)) + " " + std::to_string(p.b) + "x" +
@@ -76,8 +99,8 @@ struct Result {
 };
 
 Result run(loom::Runtime& rt, const Problem& p, DType dtype, const std::vector<std::uint16_t>& q,
-           const std::vector<std::uint16_t>& k, const std::vector<std::uint16_t>& v,
-           bool compiled) {
+           const std::vector<std::uint16_t>& k, const std::vector<std::uint16_t>& v, bool compiled,
+           AttentionVariant variant) {
   const auto input = [&](const std::vector<std::uint16_t>& bits, std::int64_t s) {
     if (!p.strided) return upload_bits(rt, dtype, bits, {p.b, p.h, s, p.d});
     // The same values laid out [B, S, H, D], viewed [B, H, S, D].
@@ -102,8 +125,8 @@ Result run(loom::Runtime& rt, const Problem& p, DType dtype, const std::vector<s
                                                 std::numeric_limits<float>::quiet_NaN())),
       {p.b, p.h, p.sq});
   loom::Graph g;
-  g.add(loom::ops::flash_attention(tq, tk, tv, out, lse,
-                                   {.causal = p.causal, .alignment = p.alignment}));
+  g.add(loom::ops::flash_attention(
+      tq, tk, tv, out, lse, {.causal = p.causal, .alignment = p.alignment, .variant = variant}));
   if (compiled) {
     auto exe = rt.compile(g);
     exe.run().wait();
@@ -113,15 +136,8 @@ Result run(loom::Runtime& rt, const Problem& p, DType dtype, const std::vector<s
   return {download_bits(rt, out), rt.download<float>(lse)};
 }
 
-std::string check(const Problem& p, DType dtype, bool compiled = false) {
-  auto rng = loom::test::random_engine();
-  const auto q = random_halves(p.b * p.h * p.sq * p.d, dtype, rng);
-  const auto k = random_halves(p.b * p.h * p.sk * p.d, dtype, rng);
-  const auto v = random_halves(p.b * p.h * p.sk * p.d, dtype, rng);
-  loom::Runtime gpu;
-  loom::Runtime cpu({.backend = loom::Backend::cpu, .workers = 2});
-  const Result got = run(gpu, p, dtype, q, k, v, compiled);
-  const Result want = run(cpu, p, dtype, q, k, v, false);
+// "" where got matches want within the type's tolerance, else the first mismatch.
+std::string compare(const Problem& p, DType dtype, const Result& got, const Result& want) {
   // Outputs are averages of values in [-1, 1]; P is rounded to the operand
   // type before P V, so the error is a few of its ulps of 1.
   const double tol = dtype == DType::bf16 ? 1e-2 : 5e-3;
@@ -140,6 +156,26 @@ std::string check(const Problem& p, DType dtype, bool compiled = false) {
     if (!both_empty && !(std::fabs(g - w) <= 1e-3F * (1.0F + std::fabs(w)))) {
       return describe(p, dtype) + ": lse[" + std::to_string(i) + "] = " + std::to_string(g) +
              ", want " + std::to_string(w);
+    }
+  }
+  return "";
+}
+
+// "" where every forward kernel of this device matches the reference, else
+// the first mismatch (naming the kernel).
+std::string check(const Problem& p, DType dtype, bool compiled = false) {
+  auto rng = loom::test::random_engine();
+  const auto q = random_halves(p.b * p.h * p.sq * p.d, dtype, rng);
+  const auto k = random_halves(p.b * p.h * p.sk * p.d, dtype, rng);
+  const auto v = random_halves(p.b * p.h * p.sk * p.d, dtype, rng);
+  loom::Runtime gpu;
+  loom::Runtime cpu({.backend = loom::Backend::cpu, .workers = 2});
+  const Result want = run(cpu, p, dtype, q, k, v, false, AttentionVariant::automatic);
+  static const std::vector<AttentionVariant> variants = forward_variants();
+  for (const AttentionVariant variant : variants) {
+    const Result got = run(gpu, p, dtype, q, k, v, compiled, variant);
+    if (std::string why = compare(p, dtype, got, want); !why.empty()) {
+      return std::string(loom::ops::to_string(variant)) + " " + why;
     }
   }
   return "";
@@ -176,6 +212,24 @@ TEST_P(AttentionGpu, CausalAlignedBothWays) {
           "");
     }
   }
+}
+
+// Several times the stages' depth of key blocks (the wgmma kernel's
+// barriers change phase every two blocks), tails in both lengths.
+TEST_P(AttentionGpu, LongSequencesWrapTheStages) {
+  LOOM_REQUIRE_GPU();
+  EXPECT_EQ(check({.b = 1, .h = 2, .sq = 700, .sk = 1100, .d = 128}, GetParam()), "");
+  EXPECT_EQ(check({.b = 2, .h = 1, .sq = 1030, .sk = 1030, .d = 64, .causal = true}, GetParam()),
+            "");
+  EXPECT_EQ(check({.b = 1,
+                   .h = 1,
+                   .sq = 500,
+                   .sk = 900,
+                   .d = 128,
+                   .causal = true,
+                   .alignment = CausalAlignment::bottom_right},
+                  GetParam()),
+            "");
 }
 
 TEST_P(AttentionGpu, StridedViewsAndACompiledGraph) {
@@ -293,6 +347,28 @@ TEST_P(AttentionGpu, BackwardInACompiledGraphReplaysTheSame) {
   EXPECT_EQ(check_backward({.b = 1, .h = 3, .sq = 129, .sk = 200, .d = 64, .causal = true},
                            GetParam(), true),
             "");
+}
+
+// automatic takes the wgmma kernel wherever it runs, and FA2's where the
+// tensors do not suit TMA (a zero head stride: heads sharing k), where an
+// explicit wgmma is refused with the reason.
+TEST(AttentionGpuVariants, AutomaticTakesTheWgmmaKernelWhereItRuns) {
+  LOOM_REQUIRE_GPU();
+  const bool wgmma_here = forward_variants().size() == 2;
+  loom::kernels::AttentionArgs p;
+  p.batch = 2;
+  p.heads = 2;
+  p.q_len = p.k_len = 256;
+  p.head_dim = 64;
+  p.q = p.k = p.v = p.out = {nullptr, 2 * 256 * 64, 256 * 64, 64};
+  EXPECT_EQ(loom::kernels::flash_fwd_kernel_for(p),
+            wgmma_here ? AttentionVariant::wgmma : AttentionVariant::mma_sync);
+  p.k.head_stride = 0;
+  EXPECT_EQ(loom::kernels::flash_fwd_kernel_for(p), AttentionVariant::mma_sync);
+  p.variant = AttentionVariant::wgmma;
+  EXPECT_NE(loom::kernels::flash_fwd_variant_refusal(p), "");
+  p.variant = AttentionVariant::mma_sync;
+  EXPECT_EQ(loom::kernels::flash_fwd_variant_refusal(p), "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, AttentionGpu, ::testing::Values(DType::bf16, DType::f16),

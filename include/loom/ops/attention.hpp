@@ -30,20 +30,42 @@
 
 #include <loom/export.hpp>
 #include <loom/op.hpp>
+#include <loom/ops/variant.hpp>
 #include <loom/tensor.hpp>
 
+#include <array>
 #include <cstdint>
+#include <string_view>
 
 namespace loom::ops {
 
 /// Where a causal mask's diagonal starts when Sq != Sk.
 enum class CausalAlignment : std::uint8_t { top_left, bottom_right };
 
+/// The forward's kernels on a GPU (variant.hpp):
+///  - automatic: wgmma on a device of compute capability 9.0 (H100/H200)
+///    where loom was built for it (CMAKE_CUDA_ARCHITECTURES 90) and the
+///    tensors suit TMA (positive strides, Sk > 0); mma_sync otherwise;
+///  - mma_sync: FlashAttention-2's kernel on Ampere's mma.sync, any GPU;
+///  - wgmma: FlashAttention-3's design on Hopper's wgmma and TMA; where it
+///    cannot run, the task fails with InvalidArgument saying why.
+/// The backward has one kernel (FlashAttention-2's) whatever the variant.
+enum class AttentionVariant : std::uint8_t { automatic, mma_sync, wgmma };
+
+template <>
+struct VariantNames<AttentionVariant> {
+  static constexpr std::array<std::string_view, 3> names = {"automatic", "mma_sync", "wgmma"};
+};
+// A value added to the enum needs its name in the table: the last one must match.
+static_assert(to_string(AttentionVariant::wgmma) == "wgmma");
+
 struct AttentionOptions {
   bool causal = false;
   CausalAlignment alignment = CausalAlignment::top_left;
   /// Multiplies q . k; 0 means 1 / sqrt(D).
   float scale = 0.0F;
+  /// The forward's kernel on a GPU (the CPU backend runs its reference).
+  AttentionVariant variant = AttentionVariant::automatic;
 };
 
 /// out (and lse, when defined) = attention(q, k, v). Thread-safe: builds an op.
