@@ -41,8 +41,8 @@ std::string too_large(std::int64_t batch, std::int64_t heads, std::int64_t q_len
 // launch gives it a valid stride).
 bool tma_strides_fit(const AttentionTensor& t, std::int64_t rows, std::int64_t heads,
                      std::int64_t batch) {
-  return (rows == 1 || t.row_stride > 0) && (heads == 1 || t.head_stride > 0) &&
-         (batch == 1 || t.batch_stride > 0);
+  return (rows <= 1 || t.row_stride > 0) && (heads <= 1 || t.head_stride > 0) &&
+         (batch <= 1 || t.batch_stride > 0);
 }
 
 // Why this device cannot run the wgmma forward ("" when it can), read once
@@ -101,6 +101,10 @@ std::string flash_fwd_variant_refusal(const AttentionArgs& p) {
     case ops::AttentionVariant::wgmma: break;
     default: return "unknown variant " + std::to_string(static_cast<int>(p.variant));
   }
+  // Nothing for the kernel to do: no rows to write, or rows of zeros and
+  // -inf without a key (FA2's launch writes those; TMA takes no empty
+  // dimension).
+  if (p.batch <= 0 || p.heads <= 0 || p.q_len <= 0 || p.k_len <= 0) return {};
   if (!attention_detail::flash_wgmma_built()) {
     return "the wgmma kernel was not built (no compute capability 9.0 in "
            "CMAKE_CUDA_ARCHITECTURES)";
@@ -111,7 +115,6 @@ std::string flash_fwd_variant_refusal(const AttentionArgs& p) {
     return "the wgmma kernel loads q, k and v by TMA, which needs positive strides wherever a "
            "dimension has more than one element";
   }
-  if (p.k_len <= 0) return "the wgmma kernel needs at least one key";
   return wgmma_device_refusal();
 }
 
@@ -139,7 +142,9 @@ void flash_attention_forward(const AttentionArgs& p, StreamView stream) {
                           ": " + why);
   }
   const bool bf16 = p.dtype == DType::bf16;
-  if (flash_fwd_kernel_for(p) == ops::AttentionVariant::wgmma) {
+  // With no keys every row is zeros and -inf: FA2's launch writes them
+  // (TMA takes no empty dimension), whatever the variant.
+  if (p.k_len > 0 && flash_fwd_kernel_for(p) == ops::AttentionVariant::wgmma) {
     if (bf16) {
       attention_detail::launch_flash_fwd_wgmma_bf16(p, stream);
     } else {

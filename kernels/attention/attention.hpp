@@ -112,10 +112,14 @@ static_assert(std::is_standard_layout_v<AttentionBackwardArgs>, "offsetof needs 
 bool flash_fwd_fits(const AttentionArgs& args) noexcept;
 
 /// Why args.variant cannot run on the current device with these tensors
-/// ("" when it can; automatic always can where flash_fwd_fits holds).
+/// ("" when it can; automatic always can where flash_fwd_fits holds, and so
+/// can any variant of an empty problem or one without keys, which FA2's
+/// launch takes).
 std::string flash_fwd_variant_refusal(const AttentionArgs& args);
 
-/// The kernel args.variant resolves to on the current device: mma_sync or wgmma.
+/// The kernel args.variant names: automatic resolved on the current device
+/// (mma_sync or wgmma), any other value as it is (the refusal says whether
+/// it can run).
 ops::AttentionVariant flash_fwd_kernel_for(const AttentionArgs& args);
 
 /// Enqueues the forward pass on `stream` (device pointers), on the kernel

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "attention/attention.hpp"
 #include "attention/test_support.hpp"
 #include "support/cpu.hpp"
 #include "support/rejection.hpp"
@@ -211,6 +212,28 @@ TEST(AttentionCpu, BadInputsAreRejectedAtSubmitNamingTheTask) {
   rejected(
       flash_attention(q, k, v, out, lse, {.variant = static_cast<loom::ops::AttentionVariant>(7)}),
       "unknown variant 7 (one of: automatic, mma_sync, wgmma)");
+}
+
+// An empty problem, or one without keys, is FA2's launch whatever the
+// variant (TMA takes no empty dimension): nothing is refused, nothing asks
+// the device.
+TEST(AttentionCpu, EmptyProblemsAreNeverRefused) {
+  loom::kernels::AttentionArgs p;
+  p.batch = 1;
+  p.heads = 2;
+  p.q_len = 16;
+  p.head_dim = 64;
+  p.variant = loom::ops::AttentionVariant::wgmma;
+  EXPECT_EQ(loom::kernels::flash_fwd_variant_refusal(p), "");  // no keys
+  p.k_len = 16;
+  p.q_len = 0;
+  EXPECT_EQ(loom::kernels::flash_fwd_variant_refusal(p), "");  // no queries
+  p.q_len = 16;
+  p.heads = 0;
+  EXPECT_EQ(loom::kernels::flash_fwd_variant_refusal(p), "");  // no heads
+  p.heads = 2;
+  p.variant = static_cast<loom::ops::AttentionVariant>(9);
+  EXPECT_EQ(loom::kernels::flash_fwd_variant_refusal(p), "unknown variant 9");
 }
 
 // The forward's variants by their one table (loom/ops/variant.hpp); the CPU

@@ -1,7 +1,8 @@
 #pragma once
 /// @file ops/attention.hpp
-/// Scaled dot-product attention, FlashAttention-2's forward and backward
-/// (Lecture 12):
+/// Scaled dot-product attention, FlashAttention's forward and backward
+/// (Lecture 12; FlashAttention-3's forward on Hopper, FlashAttention-2's
+/// elsewhere and for the backward):
 ///   out = softmax(scale q k^T + mask) v
 /// with the log-sum-exp of every query row beside it.
 ///
