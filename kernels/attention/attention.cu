@@ -45,39 +45,57 @@ bool tma_strides_fit(const AttentionTensor& t, std::int64_t rows, std::int64_t h
          (batch <= 1 || t.batch_stride > 0);
 }
 
-// Why this device cannot run the wgmma forward ("" when it can), read once
-// a device (the first 64): compute capability 9.0 and the sm_90a image
-// loaded (the plain sm_90 image beside it, a stub that traps, takes far
-// fewer registers than the real kernel's 168).
+// What the current device is to the wgmma forward, read once a device (the
+// first 64) and packed in one word: kind | major << 8 | minor << 16, kind 1
+// runs it, 2 another compute capability, 3 the sm_90a image not loaded
+// (the plain sm_90 image beside it, a stub that traps, takes far fewer
+// registers than the real kernel's 168). No allocation and no driver query
+// after the first: automatic asks on every launch.
 constexpr int kWgmmaImageMinRegisters = 128;
 
-std::string wgmma_device_refusal() {
-  static std::array<std::atomic<int>, 64> cache{};  // 0 unknown, 1 runs, 2 other device, 3 stub
+struct WgmmaDevice {
+  int kind = 0;
+  int major = 0;
+  int minor = 0;
+};
+
+WgmmaDevice wgmma_device() {
+  static std::array<std::atomic<int>, 64> cache{};
   int device = 0;
   LOOM_KERNEL_CHECK(cudaGetDevice(&device));
   const bool cached = device >= 0 && device < static_cast<int>(cache.size());
-  int state = cached ? cache[static_cast<std::size_t>(device)].load(std::memory_order_acquire) : 0;
-  int major = 0;
-  int minor = 0;
-  if (state == 0 || state == 2) {
+  int packed = cached ? cache[static_cast<std::size_t>(device)].load(std::memory_order_acquire) : 0;
+  if (packed == 0) {
+    int major = 0;
+    int minor = 0;
     LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    const int kind = major != 9 || minor != 0 ? 2
+                     : attention_detail::flash_wgmma_kernel_registers() < kWgmmaImageMinRegisters
+                         ? 3
+                         : 1;
+    packed = kind | (major & 0xFF) << 8 | (minor & 0xFF) << 16;
+    if (cached) cache[static_cast<std::size_t>(device)].store(packed, std::memory_order_release);
   }
-  if (state == 0) {
-    state = major != 9 || minor != 0                                                     ? 2
-            : attention_detail::flash_wgmma_kernel_registers() < kWgmmaImageMinRegisters ? 3
-                                                                                         : 1;
-    if (cached) cache[static_cast<std::size_t>(device)].store(state, std::memory_order_release);
+  return {packed & 0xFF, (packed >> 8) & 0xFF, (packed >> 16) & 0xFF};
+}
+
+// Whether the wgmma forward takes these tensors on this device, and if not
+// why, as a code: the message is built only where a refusal is reported.
+enum class WgmmaFit { runs, not_built, strides, device };
+
+WgmmaFit wgmma_forward_fit(const AttentionArgs& p) {
+  // Nothing for the kernel to do: no rows to write, or rows of zeros and
+  // -inf without a key (FA2's launch writes those; TMA takes no empty
+  // dimension).
+  if (p.batch <= 0 || p.heads <= 0 || p.q_len <= 0 || p.k_len <= 0) return WgmmaFit::runs;
+  if (!attention_detail::flash_wgmma_built()) return WgmmaFit::not_built;
+  if (!tma_strides_fit(p.q, p.q_len, p.heads, p.batch) ||
+      !tma_strides_fit(p.k, p.k_len, p.heads, p.batch) ||
+      !tma_strides_fit(p.v, p.k_len, p.heads, p.batch)) {
+    return WgmmaFit::strides;
   }
-  if (state == 2) {
-    return "it needs a device of compute capability 9.0 (H100/H200), this one is " +
-           std::to_string(major) + "." + std::to_string(minor);
-  }
-  if (state == 3) {
-    return "the driver loaded the kernel's plain sm_90 image, not its sm_90a one: rebuild with "
-           "CMAKE_CUDA_ARCHITECTURES=90a";
-  }
-  return {};
+  return wgmma_device().kind == 1 ? WgmmaFit::runs : WgmmaFit::device;
 }
 
 constexpr std::size_t kWorkspaceAlign = 256;
@@ -101,29 +119,29 @@ std::string flash_fwd_variant_refusal(const AttentionArgs& p) {
     case ops::AttentionVariant::wgmma: break;
     default: return "unknown variant " + std::to_string(static_cast<int>(p.variant));
   }
-  // Nothing for the kernel to do: no rows to write, or rows of zeros and
-  // -inf without a key (FA2's launch writes those; TMA takes no empty
-  // dimension).
-  if (p.batch <= 0 || p.heads <= 0 || p.q_len <= 0 || p.k_len <= 0) return {};
-  if (!attention_detail::flash_wgmma_built()) {
-    return "the wgmma kernel was not built (no compute capability 9.0 in "
-           "CMAKE_CUDA_ARCHITECTURES)";
+  switch (wgmma_forward_fit(p)) {
+    case WgmmaFit::runs: return {};
+    case WgmmaFit::not_built:
+      return "the wgmma kernel was not built (no compute capability 9.0 in "
+             "CMAKE_CUDA_ARCHITECTURES)";
+    case WgmmaFit::strides:
+      return "the wgmma kernel loads q, k and v by TMA, which needs positive strides wherever a "
+             "dimension has more than one element";
+    case WgmmaFit::device: break;
   }
-  if (!tma_strides_fit(p.q, p.q_len, p.heads, p.batch) ||
-      !tma_strides_fit(p.k, p.k_len, p.heads, p.batch) ||
-      !tma_strides_fit(p.v, p.k_len, p.heads, p.batch)) {
-    return "the wgmma kernel loads q, k and v by TMA, which needs positive strides wherever a "
-           "dimension has more than one element";
+  const WgmmaDevice device = wgmma_device();
+  if (device.kind == 3) {
+    return "the driver loaded the kernel's plain sm_90 image, not its sm_90a one: rebuild with "
+           "CMAKE_CUDA_ARCHITECTURES=90a";
   }
-  return wgmma_device_refusal();
+  return "it needs a device of compute capability 9.0 (H100/H200), this one is " +
+         std::to_string(device.major) + "." + std::to_string(device.minor);
 }
 
 ops::AttentionVariant flash_fwd_kernel_for(const AttentionArgs& p) {
   if (p.variant != ops::AttentionVariant::automatic) return p.variant;
-  AttentionArgs wgmma = p;
-  wgmma.variant = ops::AttentionVariant::wgmma;
-  return flash_fwd_variant_refusal(wgmma).empty() ? ops::AttentionVariant::wgmma
-                                                  : ops::AttentionVariant::mma_sync;
+  return wgmma_forward_fit(p) == WgmmaFit::runs ? ops::AttentionVariant::wgmma
+                                                : ops::AttentionVariant::mma_sync;
 }
 
 void flash_attention_forward(const AttentionArgs& p, StreamView stream) {
