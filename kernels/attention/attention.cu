@@ -1,11 +1,10 @@
 // Attention's dispatch (the kernels: flash_fwd.cuh, flash_fwd_wgmma.cuh, flash_bwd.cuh).
 #include "attention/attention.hpp"
 #include "common/check.hpp"
+#include "common/sm90a_device.hpp"
 
 #include <loom/error.hpp>
 
-#include <array>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -45,44 +44,16 @@ bool tma_strides_fit(const AttentionTensor& t, std::int64_t rows, std::int64_t h
          (batch <= 1 || t.batch_stride > 0);
 }
 
-// What the current device is to the wgmma forward, read once a device (the
-// first 64) and packed in one word: kind | major << 8 | minor << 16, kind 1
-// runs it, 2 another compute capability, 3 the sm_90a image not loaded
-// (the plain sm_90 image beside it, a stub that traps, takes far fewer
-// registers than the real kernel's 168). No allocation and no driver query
-// after the first: automatic asks on every launch.
-constexpr int kWgmmaImageMinRegisters = 128;
-
-struct WgmmaDevice {
-  int kind = 0;
-  int major = 0;
-  int minor = 0;
-};
-
-WgmmaDevice wgmma_device() {
-  static std::array<std::atomic<int>, 64> cache{};
-  int device = 0;
-  LOOM_KERNEL_CHECK(cudaGetDevice(&device));
-  const bool cached = device >= 0 && device < static_cast<int>(cache.size());
-  int packed = cached ? cache[static_cast<std::size_t>(device)].load(std::memory_order_acquire) : 0;
-  if (packed == 0) {
-    int major = 0;
-    int minor = 0;
-    LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    const int kind = major != 9 || minor != 0 ? 2
-                     : attention_detail::flash_wgmma_kernel_registers() < kWgmmaImageMinRegisters
-                         ? 3
-                         : 1;
-    packed = kind | (major & 0xFF) << 8 | (minor & 0xFF) << 16;
-    if (cached) cache[static_cast<std::size_t>(device)].store(packed, std::memory_order_release);
-  }
-  return {packed & 0xFF, (packed >> 8) & 0xFF, (packed >> 16) & 0xFF};
+// The wgmma kernels' view of the current device (the forward's image
+// stands for the backward's: one source file builds both).
+Sm90aDevice wgmma_device() {
+  static Sm90aDeviceCache cache(attention_detail::flash_wgmma_kernel_registers);
+  return cache.current();
 }
 
 // Whether the wgmma forward takes these tensors on this device, and if not
 // why, as a code: the message is built only where a refusal is reported.
-enum class WgmmaFit { runs, not_built, strides, device };
+enum class WgmmaFit { runs, head_dim, not_built, strides, device };
 
 WgmmaFit wgmma_forward_fit(const AttentionArgs& p) {
   // Nothing for the kernel to do: no rows to write, or rows of zeros and
@@ -95,7 +66,24 @@ WgmmaFit wgmma_forward_fit(const AttentionArgs& p) {
       !tma_strides_fit(p.v, p.k_len, p.heads, p.batch)) {
     return WgmmaFit::strides;
   }
-  return wgmma_device().kind == 1 ? WgmmaFit::runs : WgmmaFit::device;
+  return wgmma_device().runs() ? WgmmaFit::runs : WgmmaFit::device;
+}
+
+// The message for a wgmma kernel that cannot take its tensors here ("" where it runs).
+std::string wgmma_refusal(WgmmaFit fit, std::int64_t head_dim) {
+  switch (fit) {
+    case WgmmaFit::runs: return {};
+    case WgmmaFit::head_dim:
+      return "the wgmma backward takes head dim 128 only, got " + std::to_string(head_dim);
+    case WgmmaFit::not_built:
+      return "the wgmma kernel was not built (no compute capability 9.0 in "
+             "CMAKE_CUDA_ARCHITECTURES)";
+    case WgmmaFit::strides:
+      return "the wgmma kernel loads its inputs by TMA, which needs positive strides wherever a "
+             "dimension has more than one element";
+    case WgmmaFit::device: break;
+  }
+  return wgmma_device().refusal();
 }
 
 constexpr std::size_t kWorkspaceAlign = 256;
@@ -116,26 +104,9 @@ std::string flash_fwd_variant_refusal(const AttentionArgs& p) {
   switch (p.variant) {
     case ops::AttentionVariant::automatic:
     case ops::AttentionVariant::mma_sync: return {};
-    case ops::AttentionVariant::wgmma: break;
+    case ops::AttentionVariant::wgmma: return wgmma_refusal(wgmma_forward_fit(p), p.head_dim);
     default: return "unknown variant " + std::to_string(static_cast<int>(p.variant));
   }
-  switch (wgmma_forward_fit(p)) {
-    case WgmmaFit::runs: return {};
-    case WgmmaFit::not_built:
-      return "the wgmma kernel was not built (no compute capability 9.0 in "
-             "CMAKE_CUDA_ARCHITECTURES)";
-    case WgmmaFit::strides:
-      return "the wgmma kernel loads q, k and v by TMA, which needs positive strides wherever a "
-             "dimension has more than one element";
-    case WgmmaFit::device: break;
-  }
-  const WgmmaDevice device = wgmma_device();
-  if (device.kind == 3) {
-    return "the driver loaded the kernel's plain sm_90 image, not its sm_90a one: rebuild with "
-           "CMAKE_CUDA_ARCHITECTURES=90a";
-  }
-  return "it needs a device of compute capability 9.0 (H100/H200), this one is " +
-         std::to_string(device.major) + "." + std::to_string(device.minor);
 }
 
 ops::AttentionVariant flash_fwd_kernel_for(const AttentionArgs& p) {
@@ -182,6 +153,40 @@ bool flash_bwd_fits(const AttentionBackwardArgs& p) noexcept {
          reinterpret_cast<std::uintptr_t>(p.lse.data) % alignof(float) == 0;
 }
 
+namespace {
+
+// As wgmma_forward_fit, for the backward's key blocks (head dim 128 only).
+WgmmaFit wgmma_backward_fit(const AttentionBackwardArgs& p) {
+  // Nothing for the key blocks to do, or only zeros to write (FA2's launch).
+  if (p.batch <= 0 || p.heads <= 0 || p.q_len <= 0 || p.k_len <= 0) return WgmmaFit::runs;
+  if (p.head_dim != 128) return WgmmaFit::head_dim;
+  if (!attention_detail::flash_wgmma_built()) return WgmmaFit::not_built;
+  if (!tma_strides_fit(p.q, p.q_len, p.heads, p.batch) ||
+      !tma_strides_fit(p.dout, p.q_len, p.heads, p.batch) ||
+      !tma_strides_fit(p.k, p.k_len, p.heads, p.batch) ||
+      !tma_strides_fit(p.v, p.k_len, p.heads, p.batch)) {
+    return WgmmaFit::strides;
+  }
+  return wgmma_device().runs() ? WgmmaFit::runs : WgmmaFit::device;
+}
+
+}  // namespace
+
+std::string flash_bwd_variant_refusal(const AttentionBackwardArgs& p) {
+  switch (p.variant) {
+    case ops::AttentionVariant::automatic:
+    case ops::AttentionVariant::mma_sync: return {};
+    case ops::AttentionVariant::wgmma: return wgmma_refusal(wgmma_backward_fit(p), p.head_dim);
+    default: return "unknown variant " + std::to_string(static_cast<int>(p.variant));
+  }
+}
+
+ops::AttentionVariant flash_bwd_kernel_for(const AttentionBackwardArgs& p) {
+  if (p.variant != ops::AttentionVariant::automatic) return p.variant;
+  return wgmma_backward_fit(p) == WgmmaFit::runs ? ops::AttentionVariant::wgmma
+                                                 : ops::AttentionVariant::mma_sync;
+}
+
 std::size_t attention_backward_workspace_bytes(const AttentionBackwardArgs& p) noexcept {
   return delta_bytes(p) +
          static_cast<std::size_t>(p.batch * p.heads * p.q_len * p.head_dim) * sizeof(float);
@@ -209,10 +214,17 @@ void flash_attention_backward(const AttentionBackwardArgs& p, StreamView stream)
   if (p.q_len > 0 && (p.delta == nullptr || p.dq_accum == nullptr)) {
     throw InvalidArgument("flash attention backward: no workspace placed");
   }
+  if (const std::string why = flash_bwd_variant_refusal(p); !why.empty()) {
+    throw InvalidArgument("flash attention backward: variant " +
+                          std::string(ops::to_string(p.variant)) + ": " + why);
+  }
+  // With no queries the key blocks only write zeros: FA2's launch does it
+  // (TMA takes no empty dimension), whatever the variant.
+  const bool wgmma = p.q_len > 0 && flash_bwd_kernel_for(p) == ops::AttentionVariant::wgmma;
   if (p.dtype == DType::bf16) {
-    attention_detail::launch_flash_bwd_bf16(p, stream);
+    attention_detail::launch_flash_bwd_bf16(p, stream, wgmma);
   } else {
-    attention_detail::launch_flash_bwd_f16(p, stream);
+    attention_detail::launch_flash_bwd_f16(p, stream, wgmma);
   }
 }
 

@@ -25,6 +25,9 @@
 //               while this one's products run (two buffers), and each key
 //               block starts its walk at its own query block, so that the
 //               blocks running side by side add into different dq rows.
+//   flash_fwd_wgmma, flash_bwd_wgmma
+//               the same on Hopper (sm_90a: TMA, a producer warpgroup,
+//               wgmma), FlashAttention-3's design; their files say how.
 //
 // Tails: query rows past Sq load as zeros and are not stored; keys past Sk
 // load as zeros and are masked out of the softmax. Causal masking keeps key
@@ -93,6 +96,7 @@ struct AttentionBackwardArgs {
   float scale = 0.0F;
   bool causal = false;
   std::int64_t causal_offset = 0;
+  ops::AttentionVariant variant = ops::AttentionVariant::automatic;  ///< the key-block kernel
   static constexpr std::array<std::size_t, 11> loom_pointer_offsets();
 };
 
@@ -143,6 +147,13 @@ std::size_t attention_backward_workspace_bytes(const AttentionBackwardArgs& args
 /// (attention_backward_workspace_bytes of device memory).
 void place_attention_backward_workspace(AttentionBackwardArgs& args, void* workspace) noexcept;
 
+/// Why args.variant cannot run the backward on the current device with
+/// these tensors ("" when it can): wgmma takes head dim 128 only.
+std::string flash_bwd_variant_refusal(const AttentionBackwardArgs& args);
+
+/// The key-block kernel args.variant resolves to on the current device.
+ops::AttentionVariant flash_bwd_kernel_for(const AttentionBackwardArgs& args);
+
 /// Enqueues the backward pass (three launches: delta with dq_accum cleared,
 /// the key blocks, dq rounded) on `stream`; device pointers, workspace placed.
 /// @throws InvalidArgument where flash_bwd_fits is false or a grid is too large.
@@ -161,8 +172,12 @@ void launch_flash_fwd_wgmma_f16(const AttentionArgs& args, StreamView stream);
 /// a thread of its loaded image takes on the current device (a stub's are few).
 bool flash_wgmma_built() noexcept;
 int flash_wgmma_kernel_registers();
-void launch_flash_bwd_bf16(const AttentionBackwardArgs& args, StreamView stream);
-void launch_flash_bwd_f16(const AttentionBackwardArgs& args, StreamView stream);
+/// The backward's three launches, the key blocks on the wgmma kernel where
+/// `wgmma` (head dim 128), else on FA2's.
+void launch_flash_bwd_bf16(const AttentionBackwardArgs& args, StreamView stream, bool wgmma);
+void launch_flash_bwd_f16(const AttentionBackwardArgs& args, StreamView stream, bool wgmma);
+void launch_flash_bwd_wgmma_keys_bf16(const AttentionBackwardArgs& args, StreamView stream);
+void launch_flash_bwd_wgmma_keys_f16(const AttentionBackwardArgs& args, StreamView stream);
 }  // namespace attention_detail
 
 }  // namespace loom::kernels

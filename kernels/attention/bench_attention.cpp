@@ -143,6 +143,7 @@ void BM_FlashAttentionBackward(benchmark::State& state) {
   const std::int64_t d = state.range(0);
   const std::int64_t seq = state.range(1);
   const bool causal = state.range(2) != 0;
+  const auto variant = static_cast<loom::ops::AttentionVariant>(state.range(3));
   const std::int64_t batch = kTokens / seq;
   const std::int64_t heads = kModelDim / d;
   const std::size_t bytes = static_cast<std::size_t>(batch * heads * seq * d) * 2;
@@ -182,6 +183,11 @@ void BM_FlashAttentionBackward(benchmark::State& state) {
   p.dq = bhsd(dq);
   p.dk = bhsd(dk);
   p.dv = bhsd(dv);
+  p.variant = variant;
+  if (const std::string why = loom::kernels::flash_bwd_variant_refusal(p); !why.empty()) {
+    state.SkipWithError(why.c_str());
+    return;
+  }
   DeviceBytes workspace(loom::kernels::attention_backward_workspace_bytes(p));
   loom::kernels::place_attention_backward_workspace(p, workspace.get());
   loom::detail::Stream stream(0, 0);
@@ -197,12 +203,13 @@ void BM_FlashAttentionBackward(benchmark::State& state) {
   state.counters["TFLOPs"] = flops / (ms * 1e-3) / 1e12;
   state.SetLabel("bf16 backward d=" + std::to_string(d) + " seq=" + std::to_string(seq) +
                  " batch=" + std::to_string(batch) + " heads=" + std::to_string(heads) +
-                 (causal ? " causal" : ""));
+                 (causal ? " causal " : " ") + std::string(loom::ops::to_string(variant)));
 }
 
+// kernel: 1 mma_sync, 2 wgmma (head dim 128 only).
 BENCHMARK(BM_FlashAttentionBackward)
-    ->ArgNames({"d", "seq", "causal"})
-    ->ArgsProduct({{64, 128}, {1024, 4096, 16384}, {0, 1}})
+    ->ArgNames({"d", "seq", "causal", "kernel"})
+    ->ArgsProduct({{64, 128}, {1024, 4096, 16384}, {0, 1}, {1, 2}})
     ->UseManualTime()
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);

@@ -434,8 +434,12 @@ void launch_key_blocks(const AttentionBackwardArgs& p, StreamView stream) {
   LOOM_KERNEL_CHECK_LAUNCH("flash attention backward launch");
 }
 
+/// The key blocks' launch on another kernel (the wgmma one), or null.
+using KeyBlocksLaunch = void (*)(const AttentionBackwardArgs&, StreamView);
+
 template <class T, int HeadDim>
-void launch_bwd_head_dim(const AttentionBackwardArgs& p, StreamView stream) {
+void launch_bwd_head_dim(const AttentionBackwardArgs& p, StreamView stream,
+                         KeyBlocksLaunch key_blocks) {
   // No queries: dk and dv are zeros (the key blocks walk no query). No keys:
   // dq is zeros (delta's launch clears dq_accum).
   const bool rows = p.q_len > 0;
@@ -444,7 +448,13 @@ void launch_bwd_head_dim(const AttentionBackwardArgs& p, StreamView stream) {
                                    kRowThreads, 0, p);
     LOOM_KERNEL_CHECK_LAUNCH("flash attention backward: delta launch");
   }
-  if (p.k_len > 0) launch_key_blocks<T, HeadDim, kBwdBlockN<HeadDim>>(p, stream);
+  if (p.k_len > 0) {
+    if (key_blocks != nullptr) {
+      key_blocks(p, stream);
+    } else {
+      launch_key_blocks<T, HeadDim, kBwdBlockN<HeadDim>>(p, stream);
+    }
+  }
   if (rows) {
     loom::detail::launch_on_stream(stream, flash_bwd_dq_kernel<T, HeadDim>, row_blocks(p),
                                    kRowThreads, 0, p);
@@ -452,12 +462,15 @@ void launch_bwd_head_dim(const AttentionBackwardArgs& p, StreamView stream) {
   }
 }
 
+/// `key_blocks`: the key blocks' launch where another kernel takes them
+/// (head dim 128 only), else null for FA2's.
 template <class T>
-void launch_flash_bwd(const AttentionBackwardArgs& p, StreamView stream) {
+void launch_flash_bwd(const AttentionBackwardArgs& p, StreamView stream,
+                      KeyBlocksLaunch key_blocks) {
   if (p.head_dim == 64) {
-    launch_bwd_head_dim<T, 64>(p, stream);
+    launch_bwd_head_dim<T, 64>(p, stream, nullptr);
   } else {
-    launch_bwd_head_dim<T, 128>(p, stream);
+    launch_bwd_head_dim<T, 128>(p, stream, key_blocks);
   }
 }
 

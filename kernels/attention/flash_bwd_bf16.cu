@@ -4,8 +4,9 @@
 
 namespace loom::kernels::attention_detail {
 
-void launch_flash_bwd_bf16(const AttentionBackwardArgs& args, StreamView stream) {
-  launch_flash_bwd<cute::bfloat16_t>(args, stream);
+void launch_flash_bwd_bf16(const AttentionBackwardArgs& args, StreamView stream, bool wgmma) {
+  launch_flash_bwd<cute::bfloat16_t>(args, stream,
+                                     wgmma ? launch_flash_bwd_wgmma_keys_bf16 : nullptr);
 }
 
 }  // namespace loom::kernels::attention_detail

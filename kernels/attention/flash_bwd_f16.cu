@@ -4,8 +4,8 @@
 
 namespace loom::kernels::attention_detail {
 
-void launch_flash_bwd_f16(const AttentionBackwardArgs& args, StreamView stream) {
-  launch_flash_bwd<cute::half_t>(args, stream);
+void launch_flash_bwd_f16(const AttentionBackwardArgs& args, StreamView stream, bool wgmma) {
+  launch_flash_bwd<cute::half_t>(args, stream, wgmma ? launch_flash_bwd_wgmma_keys_f16 : nullptr);
 }
 
 }  // namespace loom::kernels::attention_detail

@@ -5,11 +5,14 @@
 //
 // Design (FA3's, without its ping-pong scheduling):
 //
-//  - A block owns 128 query rows of one (batch, head) and walks the keys
-//    128 at a time. 384 threads, three warpgroups: warpgroup 0 is the
-//    producer (setmaxnreg 24; one thread issues the TMA loads), warpgroups
-//    1 and 2 the consumers (setmaxnreg 240), 64 query rows each.
-//  - Q (128 x D) loads once; K and V tiles (128 x D) go through two stages
+//  - A block owns 64 query rows a consumer warpgroup of one (batch, head)
+//    and walks the keys 128 at a time. Warpgroup 0 is the producer
+//    (setmaxnreg 24; one thread issues the TMA loads). At d = 128 two
+//    consumers (128 rows, 384 threads, setmaxnreg 240); at d = 64 three
+//    (192 rows, 512 threads, setmaxnreg 160): the products are half as
+//    long there, and a third warpgroup's products cover the other two's
+//    softmax (two: 411 TFLOP/s at 16k on an H100, three: 530).
+//  - Q (BlockM x D) loads once; K and V tiles (128 x D) go through two stages
 //    each, 128-byte swizzled as GMMA's canonical layouts want them: Q and K
 //    K-major (D contiguous), V read as P V's B operand (D, keys), which is
 //    MN-major in memory, so nothing is transposed on the way.
@@ -25,8 +28,8 @@
 //    then the masks, the online softmax (as flash_fwd's: base 2, the scale
 //    folded in, O rescaled when a row's max grows), and P, converted to the
 //    operand type in registers, is the A operand of O += P V (wgmma with A
-//    from registers). The two consumer warpgroups run side by side, so one's
-//    softmax overlaps the other's products.
+//    from registers). The consumer warpgroups run side by side, so one's
+//    softmax overlaps the others' products.
 //  - S's accumulator holds, for a thread, values (c, r, g) at row 8 r and
 //    column c + 8 g of its quad's 2 x 8 corner (wgmma's C layout); the A
 //    operand of a k step of 16 holds (c, r, h) at row 8 r and column
@@ -69,9 +72,9 @@ using cute::Shape;   // not loom::Shape
 using cute::Stride;
 using cute::Tensor;  // not loom::Tensor
 
-constexpr int kWgBlockM = 128;  // query rows a block: 64 a consumer warpgroup
 constexpr int kWgBlockN = 128;  // keys a step
 constexpr int kWgStages = 2;    // K and V tiles in flight
+// Two consumer warpgroups (the backward's, and the forward's at d = 128).
 constexpr int kWgThreads = 384;
 constexpr int kWgConsumerThreads = 256;  // the empty barriers' arrival count
 constexpr int kWgProducerRegisters = 24;
@@ -86,11 +89,22 @@ struct FlashWgmmaParams {
   AttentionArgs args;
 };
 
-template <class T_, int HeadDim>
+/// `Consumers` warpgroups of 64 query rows each: two at d = 128 (240
+/// registers a thread), three at d = 64, whose smaller products leave the
+/// softmax a larger share of each step (160 registers: 128 x 24 + 384 x 160
+/// <= 64 Ki).
+template <class T_, int HeadDim, int Consumers = 2>
 struct FlashWgmmaConfig {
   using T = T_;
   static_assert(HeadDim % 64 == 0, "rows of 64-element swizzle atoms");
-  using BlockM = cute::Int<kWgBlockM>;
+  static_assert(Consumers == 2 || Consumers == 3, "two or three consumer warpgroups");
+  static constexpr int kBlockM = 64 * Consumers;  // query rows a block
+  static constexpr int kThreads = 128 * (Consumers + 1);
+  static constexpr int kConsumerThreads = 128 * Consumers;
+  static constexpr int kConsumerRegisters = Consumers == 2 ? 240 : 160;
+  static_assert(128 * kWgProducerRegisters + kConsumerThreads * kConsumerRegisters <= 65536,
+                "registers of one block an SM");
+  using BlockM = cute::Int<kBlockM>;
   using BlockN = cute::Int<kWgBlockN>;
   using Dim = cute::Int<HeadDim>;
   using Stages = cute::Int<kWgStages>;
@@ -111,11 +125,11 @@ struct FlashWgmmaConfig {
   using MmaO =
       decltype(cute::SM90::GMMA::rs_op_selector<T, T, float, cute::Shape<cute::_64, Dim, BlockN>,
                                                 cute::GMMA::Major::K, cute::GMMA::Major::MN>());
-  // Two consumer warpgroups along M.
+  // The consumer warpgroups along M.
   using TiledMmaS = decltype(cute::make_tiled_mma(
-      MmaS{}, cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
+      MmaS{}, cute::Layout<cute::Shape<cute::Int<Consumers>, cute::_1, cute::_1>>{}));
   using TiledMmaO = decltype(cute::make_tiled_mma(
-      MmaO{}, cute::Layout<cute::Shape<cute::_2, cute::_1, cute::_1>>{}));
+      MmaO{}, cute::Layout<cute::Shape<cute::Int<Consumers>, cute::_1, cute::_1>>{}));
 
   /// Q or K as (rows, D, heads, batch), D contiguous, loaded in tiles of
   /// `SLayout`; V as (D, rows, heads, batch).
@@ -156,7 +170,7 @@ struct FlashWgmmaConfig {
     alignas(8) std::uint64_t v_empty[kWgStages];
   };
   static constexpr std::uint32_t kQBytes =
-      static_cast<std::uint32_t>(kWgBlockM * HeadDim * sizeof(T));
+      static_cast<std::uint32_t>(kBlockM * HeadDim * sizeof(T));
   static constexpr std::uint32_t kTileBytes =
       static_cast<std::uint32_t>(kWgBlockN * HeadDim * sizeof(T));
   /// Dynamic shared memory: the storage, and room to align its start to 1024.
@@ -166,12 +180,13 @@ struct FlashWgmmaConfig {
 
 /// The key blocks query block m_block sees: all, or up to the causal
 /// diagonal of its last row that exists (none where that row sees no key).
+template <int BlockM>
 __device__ __forceinline__ int key_blocks_seen(const AttentionArgs& p, int row0) {
   const int q_len = static_cast<int>(p.q_len);
   const int k_len = static_cast<int>(p.k_len);
   int n_blocks = (k_len + kWgBlockN - 1) / kWgBlockN;
   if (p.causal) {
-    const int last_row = (row0 + kWgBlockM < q_len ? row0 + kWgBlockM : q_len) - 1;
+    const int last_row = (row0 + BlockM < q_len ? row0 + BlockM : q_len) - 1;
     const std::int64_t last_key = last_row + p.causal_offset;
     const std::int64_t limit = last_key < 0 ? 0 : (last_key + kWgBlockN) / kWgBlockN;
     n_blocks = static_cast<int>(limit < n_blocks ? limit : n_blocks);
@@ -180,7 +195,7 @@ __device__ __forceinline__ int key_blocks_seen(const AttentionArgs& p, int row0)
 }
 
 template <class Cfg>
-__global__ void __launch_bounds__(kWgThreads, 1)
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
     flash_fwd_wgmma_kernel(const __grid_constant__ typename Cfg::Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace cute;
@@ -204,8 +219,8 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   const int batch = static_cast<int>(blockIdx.z);
   const int q_len = static_cast<int>(args.q_len);
   const int k_len = static_cast<int>(args.k_len);
-  const int row0 = m_block * kWgBlockM;
-  const int n_blocks = key_blocks_seen(args, row0);
+  const int row0 = m_block * Cfg::kBlockM;
+  const int n_blocks = key_blocks_seen<Cfg::kBlockM>(args, row0);
 
   const int warp = cutlass::canonical_warp_idx_sync();
   const int warp_group = cutlass::canonical_warp_group_idx();
@@ -219,8 +234,8 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     for (int s = 0; s < kWgStages; ++s) {
       FullBarrier::init(&smem.k_full[s], 1);
       FullBarrier::init(&smem.v_full[s], 1);
-      EmptyBarrier::init(&smem.k_empty[s], kWgConsumerThreads);
-      EmptyBarrier::init(&smem.v_empty[s], kWgConsumerThreads);
+      EmptyBarrier::init(&smem.k_empty[s], Cfg::kConsumerThreads);
+      EmptyBarrier::init(&smem.v_empty[s], Cfg::kConsumerThreads);
     }
   }
   cutlass::arch::fence_barrier_init();
@@ -270,8 +285,8 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     return;
   }
 
-  // Consumers: warpgroups 1 and 2, threads 0..255 of the tiled MMAs.
-  cutlass::arch::warpgroup_reg_alloc<kWgConsumerRegisters>();
+  // Consumers: warpgroups 1 and up, threads 0.. of the tiled MMAs.
+  cutlass::arch::warpgroup_reg_alloc<Cfg::kConsumerRegisters>();
   const int mma_thread = static_cast<int>(threadIdx.x) - 128;
   typename Cfg::TiledMmaS mma_s;
   typename Cfg::TiledMmaO mma_o;
@@ -453,9 +468,9 @@ AttentionTensor tma_strides(AttentionTensor t, std::int64_t rows, std::int64_t h
   return t;
 }
 
-template <class T, int HeadDim>
+template <class T, int HeadDim, int Consumers>
 void launch_wgmma_head_dim(const AttentionArgs& p, StreamView stream) {
-  using Cfg = FlashWgmmaConfig<T, HeadDim>;
+  using Cfg = FlashWgmmaConfig<T, HeadDim, Consumers>;
   using Params = typename Cfg::Params;
   // Not re-pointable (the top of the file): the compiled graph must capture
   // this launch and copy bindings, never re-point it.
@@ -481,9 +496,10 @@ void launch_wgmma_head_dim(const AttentionArgs& p, StreamView stream) {
   constexpr auto kernel = flash_fwd_wgmma_kernel<Cfg>;
   static std::atomic<std::uint64_t> opted_in{0};
   tensor_core::opt_in_shared_memory(kernel, Cfg::kSharedBytes, opted_in);
-  const dim3 grid(static_cast<unsigned>((p.q_len + kWgBlockM - 1) / kWgBlockM),
+  const dim3 grid(static_cast<unsigned>((p.q_len + Cfg::kBlockM - 1) / Cfg::kBlockM),
                   static_cast<unsigned>(p.heads), static_cast<unsigned>(p.batch));
-  loom::detail::launch_on_stream(stream, kernel, grid, dim3(kWgThreads), Cfg::kSharedBytes, params);
+  loom::detail::launch_on_stream(stream, kernel, grid, dim3(Cfg::kThreads), Cfg::kSharedBytes,
+                                 params);
   LOOM_KERNEL_CHECK_LAUNCH("flash attention wgmma forward launch");
 }
 
@@ -500,9 +516,9 @@ int flash_wgmma_registers() {
 template <class T>
 void launch_flash_fwd_wgmma(const AttentionArgs& p, StreamView stream) {
   if (p.head_dim == 64) {
-    launch_wgmma_head_dim<T, 64>(p, stream);
+    launch_wgmma_head_dim<T, 64, 3>(p, stream);
   } else {
-    launch_wgmma_head_dim<T, 128>(p, stream);
+    launch_wgmma_head_dim<T, 128, 2>(p, stream);
   }
 }
 

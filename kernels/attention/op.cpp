@@ -250,6 +250,9 @@ class FlashAttentionBackward final : public Op {
     }
     const std::size_t bytes = kernels::attention_backward_workspace_bytes(p);
     if (bytes > 0) kernels::place_attention_backward_workspace(p, ctx.workspace(bytes));
+    if (const std::string why = kernels::flash_bwd_variant_refusal(p); !why.empty()) {
+      reject(kName, "variant " + std::string(to_string(p.variant)) + ": " + why);
+    }
     kernels::flash_attention_backward(p, StreamView(cuda_stream(ctx)));
   }
 

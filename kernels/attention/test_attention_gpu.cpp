@@ -253,7 +253,7 @@ struct Gradients {
 Gradients run_backward(loom::Runtime& rt, const Problem& p, DType dtype,
                        const std::vector<std::uint16_t>& q, const std::vector<std::uint16_t>& k,
                        const std::vector<std::uint16_t>& v, const std::vector<std::uint16_t>& dout,
-                       bool compiled) {
+                       bool compiled, AttentionVariant variant) {
   auto tq = upload_bits(rt, dtype, q, {p.b, p.h, p.sq, p.d});
   auto tk = upload_bits(rt, dtype, k, {p.b, p.h, p.sk, p.d});
   auto tv = upload_bits(rt, dtype, v, {p.b, p.h, p.sk, p.d});
@@ -269,7 +269,8 @@ Gradients run_backward(loom::Runtime& rt, const Problem& p, DType dtype,
   auto dq = poisoned(p.sq);
   auto dk = poisoned(p.sk);
   auto dv = poisoned(p.sk);
-  const loom::ops::AttentionOptions options{.causal = p.causal, .alignment = p.alignment};
+  const loom::ops::AttentionOptions options{
+      .causal = p.causal, .alignment = p.alignment, .variant = variant};
   loom::Graph g;
   g.add(loom::ops::flash_attention(tq, tk, tv, out, lse, options));
   g.add(loom::ops::flash_attention_backward(tq, tk, tv, out, lse, tdout,
@@ -310,12 +311,18 @@ std::string check_backward(const Problem& p, DType dtype, bool compiled = false)
   const auto dout = random_halves(p.b * p.h * p.sq * p.d, dtype, rng);
   loom::Runtime gpu;
   loom::Runtime cpu({.backend = loom::Backend::cpu, .workers = 2});
-  const Gradients got = run_backward(gpu, p, dtype, q, k, v, dout, compiled);
-  const Gradients want = run_backward(cpu, p, dtype, q, k, v, dout, false);
-  for (auto message : {compare_gradient("dq", p, dtype, got.dq, want.dq),
-                       compare_gradient("dk", p, dtype, got.dk, want.dk),
-                       compare_gradient("dv", p, dtype, got.dv, want.dv)}) {
-    if (!message.empty()) return message;
+  const Gradients want =
+      run_backward(cpu, p, dtype, q, k, v, dout, false, AttentionVariant::automatic);
+  // The wgmma backward takes head dim 128 only.
+  static const std::vector<AttentionVariant> variants = forward_variants();
+  for (const AttentionVariant variant : variants) {
+    if (variant == AttentionVariant::wgmma && p.d != 128) continue;
+    const Gradients got = run_backward(gpu, p, dtype, q, k, v, dout, compiled, variant);
+    for (auto message : {compare_gradient("dq", p, dtype, got.dq, want.dq),
+                         compare_gradient("dk", p, dtype, got.dk, want.dk),
+                         compare_gradient("dv", p, dtype, got.dv, want.dv)}) {
+      if (!message.empty()) return std::string(loom::ops::to_string(variant)) + " " + message;
+    }
   }
   return "";
 }
@@ -347,6 +354,26 @@ TEST_P(AttentionGpu, BackwardInACompiledGraphReplaysTheSame) {
   EXPECT_EQ(check_backward({.b = 1, .h = 3, .sq = 129, .sk = 200, .d = 64, .causal = true},
                            GetParam(), true),
             "");
+  EXPECT_EQ(check_backward({.b = 2, .h = 1, .sq = 150, .sk = 260, .d = 128}, GetParam(), true), "");
+}
+
+// Many query blocks a key block (the wgmma kernel's Q and dO stages wrap
+// several times), several key blocks, tails, both masks.
+TEST_P(AttentionGpu, BackwardLongSequences) {
+  LOOM_REQUIRE_GPU();
+  EXPECT_EQ(check_backward({.b = 1, .h = 2, .sq = 700, .sk = 300, .d = 128}, GetParam()), "");
+  EXPECT_EQ(
+      check_backward({.b = 1, .h = 1, .sq = 520, .sk = 520, .d = 128, .causal = true}, GetParam()),
+      "");
+  EXPECT_EQ(check_backward({.b = 1,
+                            .h = 1,
+                            .sq = 300,
+                            .sk = 650,
+                            .d = 128,
+                            .causal = true,
+                            .alignment = CausalAlignment::bottom_right},
+                           GetParam()),
+            "");
 }
 
 // automatic takes the wgmma kernel wherever it runs, and FA2's where the
@@ -369,6 +396,21 @@ TEST(AttentionGpuVariants, AutomaticTakesTheWgmmaKernelWhereItRuns) {
   EXPECT_NE(loom::kernels::flash_fwd_variant_refusal(p), "");
   p.variant = AttentionVariant::mma_sync;
   EXPECT_EQ(loom::kernels::flash_fwd_variant_refusal(p), "");
+
+  // The backward: wgmma at head dim 128 only.
+  loom::kernels::AttentionBackwardArgs b;
+  b.batch = 1;
+  b.heads = 2;
+  b.q_len = b.k_len = 256;
+  b.head_dim = 128;
+  b.q = b.k = b.v = b.out = b.dout = b.dq = b.dk = b.dv = {nullptr, 2 * 256 * 128, 256 * 128, 128};
+  EXPECT_EQ(loom::kernels::flash_bwd_kernel_for(b),
+            wgmma_here ? AttentionVariant::wgmma : AttentionVariant::mma_sync);
+  b.head_dim = 64;
+  EXPECT_EQ(loom::kernels::flash_bwd_kernel_for(b), AttentionVariant::mma_sync);
+  b.variant = AttentionVariant::wgmma;
+  EXPECT_NE(loom::kernels::flash_bwd_variant_refusal(b).find("head dim 128 only"),
+            std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, AttentionGpu, ::testing::Values(DType::bf16, DType::f16),

@@ -5,6 +5,7 @@
 #include "common/check.hpp"
 #include "common/convert.hpp"
 #include "common/launch.hpp"
+#include "common/sm90a_device.hpp"
 #include "elementwise/functors.hpp"
 
 #include <loom/error.hpp>
@@ -98,67 +99,12 @@ void check_extents(const HgemmArgs& p) {
   }
 }
 
-// What a device is, read once a device (the first 64): compute capability,
-// multiprocessors and, on a 9.0 device where wgmma was built, the registers
-// a thread of the loaded wgmma kernel takes; packed with a bit that says
-// the entry is filled.
-struct DeviceInfo {
-  int major = 0;
-  int minor = 0;
-  int multiprocessors = 0;
-  int wgmma_registers = 0;
-};
-
-// The wgmma kernel's real (sm_90a) image takes 168 registers a thread; the
-// plain sm_90 image beside it in the fatbinary, a stub that traps, about
-// 24. Should the driver ever load the stub on a 9.0 device, wgmma is
-// refused instead of trapping.
-constexpr int kWgmmaImageMinRegisters = 128;
-
-DeviceInfo current_device_info() {
-  static std::array<std::atomic<std::uint64_t>, 64> cache{};
-  constexpr std::uint64_t kFilled = std::uint64_t{1} << 63;
-  int device = 0;
-  LOOM_KERNEL_CHECK(cudaGetDevice(&device));
-  const bool cached = device >= 0 && device < static_cast<int>(cache.size());
-  if (cached) {
-    const std::uint64_t v = cache[static_cast<std::size_t>(device)].load(std::memory_order_acquire);
-    if ((v & kFilled) != 0) {
-      return {static_cast<int>((v >> 40) & 0xFF), static_cast<int>((v >> 32) & 0xFF),
-              static_cast<int>(v & 0xFFFFFFFFU), static_cast<int>((v >> 48) & 0xFF)};
-    }
-  }
-  DeviceInfo info;
-  LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&info.major, cudaDevAttrComputeCapabilityMajor, device));
-  LOOM_KERNEL_CHECK(cudaDeviceGetAttribute(&info.minor, cudaDevAttrComputeCapabilityMinor, device));
-  LOOM_KERNEL_CHECK(
-      cudaDeviceGetAttribute(&info.multiprocessors, cudaDevAttrMultiProcessorCount, device));
-  if (info.major == 9 && info.minor == 0 && hgemm_detail::wgmma_built()) {
-    info.wgmma_registers = hgemm_detail::wgmma_kernel_registers();
-  }
-  if (cached) {
-    cache[static_cast<std::size_t>(device)].store(
-        kFilled | (static_cast<std::uint64_t>(info.wgmma_registers & 0xFF) << 48) |
-            (static_cast<std::uint64_t>(info.major & 0xFF) << 40) |
-            (static_cast<std::uint64_t>(info.minor & 0xFF) << 32) |
-            static_cast<std::uint32_t>(info.multiprocessors),
-        std::memory_order_release);
-  }
-  return info;
-}
-
-// Why wgmma cannot run on this device ("" when it can).
-std::string wgmma_device_refusal(const DeviceInfo& device) {
-  if (device.major != 9 || device.minor != 0) {
-    return "it needs a device of compute capability 9.0 (H100/H200), this one is " +
-           std::to_string(device.major) + "." + std::to_string(device.minor);
-  }
-  if (device.wgmma_registers < kWgmmaImageMinRegisters) {
-    return "the driver loaded the kernel's plain sm_90 image (" +
-           std::to_string(device.wgmma_registers) +
-           " registers a thread), not its sm_90a one: rebuild with CMAKE_CUDA_ARCHITECTURES=90a";
-  }
-  return "";
+// The wgmma kernel's view of the current device (its sm_90a image's
+// registers read only where it was built).
+Sm90aDevice current_device_info() {
+  static Sm90aDeviceCache cache(
+      [] { return hgemm_detail::wgmma_built() ? hgemm_detail::wgmma_kernel_registers() : 0; });
+  return cache.current();
 }
 
 std::atomic<int> g_automatic_uses_wgmma_for_tests{0};
@@ -243,7 +189,7 @@ bool hgemm_wgmma_fits(const HgemmArgs& args) noexcept {
 
 bool hgemm_wgmma_available() {
   if (!hgemm_detail::wgmma_built()) return false;
-  return wgmma_device_refusal(current_device_info()).empty();
+  return current_device_info().runs();
 }
 
 bool hgemm_mma_sync_fits(const HgemmArgs& p) noexcept {
@@ -258,10 +204,10 @@ void hgemm(const HgemmArgs& args, StreamView stream, HgemmVariant variant) {
   const bool asked_wgmma = variant == HgemmVariant::wgmma || variant == HgemmVariant::wgmma_cluster;
   if (asked_wgmma || (variant == HgemmVariant::automatic && automatic_uses_wgmma())) {
     std::string refusal = wgmma_refusal(args);
-    DeviceInfo device;
+    Sm90aDevice device;
     if (refusal.empty()) {
       device = current_device_info();
-      refusal = wgmma_device_refusal(device);
+      refusal = device.refusal();
     }
     if (refusal.empty()) {
       const bool cluster = variant == HgemmVariant::wgmma_cluster;

@@ -43,14 +43,15 @@ namespace loom::ops {
 /// Where a causal mask's diagonal starts when Sq != Sk.
 enum class CausalAlignment : std::uint8_t { top_left, bottom_right };
 
-/// The forward's kernels on a GPU (variant.hpp):
+/// The kernels on a GPU (variant.hpp):
 ///  - automatic: wgmma on a device of compute capability 9.0 (H100/H200)
 ///    where loom was built for it (CMAKE_CUDA_ARCHITECTURES 90) and the
-///    tensors suit TMA (positive strides, Sk > 0); mma_sync otherwise;
-///  - mma_sync: FlashAttention-2's kernel on Ampere's mma.sync, any GPU;
-///  - wgmma: FlashAttention-3's design on Hopper's wgmma and TMA; where it
-///    cannot run, the task fails with InvalidArgument saying why.
-/// The backward has one kernel (FlashAttention-2's) whatever the variant.
+///    tensors suit TMA (positive strides wherever a dimension has more than
+///    one element); for the backward, at head dim 128; mma_sync otherwise;
+///  - mma_sync: FlashAttention-2's kernels on Ampere's mma.sync, any GPU;
+///  - wgmma: FlashAttention-3's design on Hopper's wgmma and TMA (the
+///    backward at head dim 128 only); where it cannot run, the task fails
+///    with InvalidArgument saying why.
 enum class AttentionVariant : std::uint8_t { automatic, mma_sync, wgmma };
 
 template <>
@@ -65,7 +66,7 @@ struct AttentionOptions {
   CausalAlignment alignment = CausalAlignment::top_left;
   /// Multiplies q . k; 0 means 1 / sqrt(D).
   float scale = 0.0F;
-  /// The forward's kernel on a GPU (the CPU backend runs its reference).
+  /// The kernel on a GPU (the CPU backend runs its reference).
   AttentionVariant variant = AttentionVariant::automatic;
 };
 
