@@ -125,38 +125,54 @@ bool tma_operand_fits(const BatchedMatrix& m, std::int64_t ld, std::int64_t oute
   return outer < kLimit / ld;  // ld * outer < 2^39
 }
 
-// Why wgmma cannot take these operands ("" when it can); the device aside.
-std::string wgmma_refusal(const HgemmArgs& p) {
+// Whether wgmma takes these operands, the device aside, as a code:
+// automatic asks on every launch, and only a reported refusal builds its
+// message (no allocation in steady state).
+enum class WgmmaFit { runs, not_built, empty, dtypes, extents, layout, tma };
+
+WgmmaFit wgmma_operands_fit(const HgemmArgs& p) noexcept {
   using hgemm_detail::WgmmaContiguous;
-  if (!hgemm_detail::wgmma_built()) {
-    return "the library was not compiled for sm_90a (CMAKE_CUDA_ARCHITECTURES without 90)";
-  }
-  if (p.m <= 0 || p.n <= 0 || p.k <= 0 || p.batch <= 0) {
-    return "m, n, k and batch must be positive, got m=" + std::to_string(p.m) +
-           " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
-           " batch=" + std::to_string(p.batch);
-  }
+  if (!hgemm_detail::wgmma_built()) return WgmmaFit::not_built;
+  if (p.m <= 0 || p.n <= 0 || p.k <= 0 || p.batch <= 0) return WgmmaFit::empty;
   if (p.a.dtype != p.b.dtype || (p.a.dtype != DType::bf16 && p.a.dtype != DType::f16)) {
-    return "a and b must both be bf16 or both f16";
+    return WgmmaFit::dtypes;
   }
   if (p.m > INT_MAX || p.n > INT_MAX || p.k > INT_MAX ||
       ((p.m + 127) / 128) * ((p.n + 255) / 256) * p.batch > INT_MAX / 2) {
-    return "the extents exceed the kernel's tile indices";
+    return WgmmaFit::extents;
   }
   const WgmmaContiguous a = hgemm_detail::wgmma_contiguous(p.a);
   const WgmmaContiguous b = hgemm_detail::wgmma_contiguous(p.b);
-  if (a == WgmmaContiguous::none || b == WgmmaContiguous::none) {
-    return "each operand must be row- or column-major with a leading dimension that is a "
-           "positive multiple of 8 elements (16 bytes, for TMA)";
-  }
+  if (a == WgmmaContiguous::none || b == WgmmaContiguous::none) return WgmmaFit::layout;
   const bool a_cols = a == WgmmaContiguous::cols;
   const bool b_cols = b == WgmmaContiguous::cols;
   if (!tma_operand_fits(p.a, a_cols ? p.a.row_stride : p.a.col_stride, a_cols ? p.m : p.k) ||
       !tma_operand_fits(p.b, b_cols ? p.b.row_stride : p.b.col_stride, b_cols ? p.k : p.n)) {
-    return "TMA needs each operand's data 16-byte aligned, and its leading dimension and batch "
-           "stride non-negative multiples of 8 elements below 2^40 bytes";
+    return WgmmaFit::tma;
   }
-  return "";
+  return WgmmaFit::runs;
+}
+
+// Why wgmma cannot take these operands ("" where it can).
+std::string wgmma_refusal(WgmmaFit fit, const HgemmArgs& p) {
+  switch (fit) {
+    case WgmmaFit::runs: return {};
+    case WgmmaFit::not_built:
+      return "the library was not compiled for sm_90a (CMAKE_CUDA_ARCHITECTURES without 90)";
+    case WgmmaFit::empty:
+      return "m, n, k and batch must be positive, got m=" + std::to_string(p.m) +
+             " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
+             " batch=" + std::to_string(p.batch);
+    case WgmmaFit::dtypes: return "a and b must both be bf16 or both f16";
+    case WgmmaFit::extents: return "the extents exceed the kernel's tile indices";
+    case WgmmaFit::layout:
+      return "each operand must be row- or column-major with a leading dimension that is a "
+             "positive multiple of 8 elements (16 bytes, for TMA)";
+    case WgmmaFit::tma:
+      return "TMA needs each operand's data 16-byte aligned, and its leading dimension and batch "
+             "stride non-negative multiples of 8 elements below 2^40 bytes";
+  }
+  return "unknown refusal";
 }
 
 }  // namespace
@@ -180,11 +196,7 @@ AutomaticUsesWgmmaForTests::~AutomaticUsesWgmmaForTests() {
 }  // namespace hgemm_detail
 
 bool hgemm_wgmma_fits(const HgemmArgs& args) noexcept {
-  try {
-    return wgmma_refusal(args).empty();
-  } catch (...) {  // std::bad_alloc from a reason's string
-    return false;
-  }
+  return wgmma_operands_fit(args) == WgmmaFit::runs;
 }
 
 bool hgemm_wgmma_available() {
@@ -203,13 +215,10 @@ void hgemm(const HgemmArgs& args, StreamView stream, HgemmVariant variant) {
   check_extents(args);
   const bool asked_wgmma = variant == HgemmVariant::wgmma || variant == HgemmVariant::wgmma_cluster;
   if (asked_wgmma || (variant == HgemmVariant::automatic && automatic_uses_wgmma())) {
-    std::string refusal = wgmma_refusal(args);
+    const WgmmaFit fit = wgmma_operands_fit(args);
     Sm90aDevice device;
-    if (refusal.empty()) {
-      device = current_device_info();
-      refusal = device.refusal();
-    }
-    if (refusal.empty()) {
+    if (fit == WgmmaFit::runs) device = current_device_info();
+    if (fit == WgmmaFit::runs && device.runs()) {
       const bool cluster = variant == HgemmVariant::wgmma_cluster;
       if (args.a.dtype == DType::bf16) {
         hgemm_detail::launch_wgmma_bf16(args, stream, device.multiprocessors, cluster);
@@ -219,8 +228,8 @@ void hgemm(const HgemmArgs& args, StreamView stream, HgemmVariant variant) {
       return;
     }
     if (asked_wgmma) {
-      throw InvalidArgument("hgemm: " + std::string(to_string(variant)) +
-                            " cannot run here: " + refusal);
+      throw InvalidArgument("hgemm: " + std::string(to_string(variant)) + " cannot run here: " +
+                            (fit == WgmmaFit::runs ? device.refusal() : wgmma_refusal(fit, args)));
     }
   }
   const bool fits = hgemm_mma_sync_fits(args);
