@@ -26,8 +26,8 @@
 //  - P^T's A fragment for k step kb is S^T's column groups 2 kb and
 //    2 kb + 1, element for element (flash_fwd_wgmma.cuh says why).
 //  - Each query block's lse and delta (64 floats each) are read into shared
-//    memory by the first consumer threads one step ahead; two named
-//    barriers of the 256 consumer threads a step order them and dS^T.
+//    memory by the first consumer threads one step ahead; a named barrier
+//    of the 256 consumer threads, twice a step, orders them and dS^T.
 //  - Masks: keys past Sk and past the causal diagonal get P = 0; query rows
 //    past Sq (loaded as zeros by TMA) and rows that keep no key get lse =
 //    +inf, so P = 0 and no gradient.
@@ -358,7 +358,11 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     warpgroup_commit_batch();
 
     // dS^T into shared memory as dS (queries contiguous), two neighbouring
-    // queries a 32-bit store, for dQ's A operand.
+    // queries a 32-bit store, for dQ's A operand. These read the registers
+    // of dK's A operand while its wgmma is in flight, which PTX leaves
+    // undefined (reads included); measured correct on an H100, to be
+    // replaced by dV issued first, the stores, then dK (92 bytes of spill
+    // against 52 here: not yet timed).
     CUTE_UNROLL
     for (int g = 0; g < kGroupsS; ++g) {
       CUTE_UNROLL

@@ -206,6 +206,12 @@ class FlashAttentionBackward final : public Op {
     }
     validate_attention(q_, k_, v_, out_, options_, op);
     validate_lse(lse_, q_, op);
+    // Known at submit on either backend: the wgmma backward has no kernel
+    // at head dim 64 (the device's own refusals come at run time).
+    if (options_.variant == AttentionVariant::wgmma && q_.size(3) != 128) {
+      reject(op, "variant wgmma: the wgmma backward takes head dim 128 only, got " +
+                     std::to_string(q_.size(3)) + " (automatic or mma_sync run any)");
+    }
     for (const auto& [t, like, role] :
          {std::tuple{&dout_, &q_, "dout"}, std::tuple{&grads_.dq, &q_, "dq"},
           std::tuple{&grads_.dk, &k_, "dk"}, std::tuple{&grads_.dv, &v_, "dv"}}) {
@@ -248,11 +254,11 @@ class FlashAttentionBackward final : public Op {
              "on a GPU, q, k, v, out, dout, dq, dk and dv need batch, head and row strides that "
              "are multiples of 8 elements and 16-byte aligned data");
     }
+    if (const std::string why = kernels::flash_bwd_variant_refusal(p); !why.empty()) {
+      reject(kBackwardName, "variant " + std::string(to_string(p.variant)) + ": " + why);
+    }
     const std::size_t bytes = kernels::attention_backward_workspace_bytes(p);
     if (bytes > 0) kernels::place_attention_backward_workspace(p, ctx.workspace(bytes));
-    if (const std::string why = kernels::flash_bwd_variant_refusal(p); !why.empty()) {
-      reject(kName, "variant " + std::string(to_string(p.variant)) + ": " + why);
-    }
     kernels::flash_attention_backward(p, StreamView(cuda_stream(ctx)));
   }
 

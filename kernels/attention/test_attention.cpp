@@ -436,6 +436,11 @@ TEST(AttentionCpu, BackwardBadInputsAreRejectedAtSubmitNamingTheTask) {
       flash_attention_backward(q, k, v, out, lse, dout,
                                {rt.tensor(DType::bf16, {1, 2, 64, 16}).transpose(2, 3), dk, dv}),
       "contiguous");
+  // The wgmma backward has no kernel at head dim 64: said at submit, on
+  // either backend, where the forward's wgmma would run.
+  rejected(flash_attention_backward(q, k, v, out, lse, dout, {dq, dk, dv},
+                                    {.variant = loom::ops::AttentionVariant::wgmma}),
+           "head dim 128 only");
 }
 
 }  // namespace

@@ -93,6 +93,20 @@ std::vector<std::uint16_t> download_bits(loom::Runtime& rt, const loom::Tensor& 
   return bits;
 }
 
+// An input of `s` rows: [B, H, S, D], or (p.strided) the same values laid
+// out [B, S, H, D] and viewed [B, H, S, D].
+loom::Tensor input_tensor(loom::Runtime& rt, const Problem& p, DType dtype,
+                          const std::vector<std::uint16_t>& bits, std::int64_t s) {
+  if (!p.strided) return upload_bits(rt, dtype, bits, {p.b, p.h, s, p.d});
+  std::vector<std::uint16_t> bshd(bits.size());
+  for (std::int64_t b = 0; b < p.b; ++b)
+    for (std::int64_t h = 0; h < p.h; ++h)
+      for (std::int64_t i = 0; i < s; ++i)
+        for (std::int64_t e = 0; e < p.d; ++e)
+          bshd[((b * s + i) * p.h + h) * p.d + e] = bits[((b * p.h + h) * s + i) * p.d + e];
+  return upload_bits(rt, dtype, bshd, {p.b, s, p.h, p.d}).transpose(1, 2);
+}
+
 struct Result {
   std::vector<std::uint16_t> out;
   std::vector<float> lse;
@@ -101,20 +115,9 @@ struct Result {
 Result run(loom::Runtime& rt, const Problem& p, DType dtype, const std::vector<std::uint16_t>& q,
            const std::vector<std::uint16_t>& k, const std::vector<std::uint16_t>& v, bool compiled,
            AttentionVariant variant) {
-  const auto input = [&](const std::vector<std::uint16_t>& bits, std::int64_t s) {
-    if (!p.strided) return upload_bits(rt, dtype, bits, {p.b, p.h, s, p.d});
-    // The same values laid out [B, S, H, D], viewed [B, H, S, D].
-    std::vector<std::uint16_t> bshd(bits.size());
-    for (std::int64_t b = 0; b < p.b; ++b)
-      for (std::int64_t h = 0; h < p.h; ++h)
-        for (std::int64_t i = 0; i < s; ++i)
-          for (std::int64_t e = 0; e < p.d; ++e)
-            bshd[((b * s + i) * p.h + h) * p.d + e] = bits[((b * p.h + h) * s + i) * p.d + e];
-    return upload_bits(rt, dtype, bshd, {p.b, s, p.h, p.d}).transpose(1, 2);
-  };
-  auto tq = input(q, p.sq);
-  auto tk = input(k, p.sk);
-  auto tv = input(v, p.sk);
+  auto tq = input_tensor(rt, p, dtype, q, p.sq);
+  auto tk = input_tensor(rt, p, dtype, k, p.sk);
+  auto tv = input_tensor(rt, p, dtype, v, p.sk);
   // Poisoned: NaN patterns everywhere, so an element not written fails.
   auto out = upload_bits(
       rt, dtype,
@@ -254,10 +257,10 @@ Gradients run_backward(loom::Runtime& rt, const Problem& p, DType dtype,
                        const std::vector<std::uint16_t>& q, const std::vector<std::uint16_t>& k,
                        const std::vector<std::uint16_t>& v, const std::vector<std::uint16_t>& dout,
                        bool compiled, AttentionVariant variant) {
-  auto tq = upload_bits(rt, dtype, q, {p.b, p.h, p.sq, p.d});
-  auto tk = upload_bits(rt, dtype, k, {p.b, p.h, p.sk, p.d});
-  auto tv = upload_bits(rt, dtype, v, {p.b, p.h, p.sk, p.d});
-  auto tdout = upload_bits(rt, dtype, dout, {p.b, p.h, p.sq, p.d});
+  auto tq = input_tensor(rt, p, dtype, q, p.sq);
+  auto tk = input_tensor(rt, p, dtype, k, p.sk);
+  auto tv = input_tensor(rt, p, dtype, v, p.sk);
+  auto tdout = input_tensor(rt, p, dtype, dout, p.sq);
   const auto poisoned = [&](std::int64_t s) {
     return upload_bits(
         rt, dtype,
@@ -355,6 +358,22 @@ TEST_P(AttentionGpu, BackwardInACompiledGraphReplaysTheSame) {
                            GetParam(), true),
             "");
   EXPECT_EQ(check_backward({.b = 2, .h = 1, .sq = 150, .sk = 260, .d = 128}, GetParam(), true), "");
+}
+
+// Key blocks that no query sees (a top-left mask with keys past every
+// query's diagonal: their dk and dv are zeros), one key, and strided
+// [B, S, H, D] views of q, k, v and dout.
+TEST_P(AttentionGpu, BackwardUnseenKeysOneKeyAndStridedViews) {
+  LOOM_REQUIRE_GPU();
+  for (std::int64_t d : {64, 128}) {
+    EXPECT_EQ(
+        check_backward({.b = 1, .h = 2, .sq = 100, .sk = 400, .d = d, .causal = true}, GetParam()),
+        "");
+    EXPECT_EQ(check_backward({.b = 2, .h = 1, .sq = 70, .sk = 1, .d = d}, GetParam()), "");
+    EXPECT_EQ(
+        check_backward({.b = 2, .h = 3, .sq = 150, .sk = 200, .d = d, .strided = true}, GetParam()),
+        "");
+  }
 }
 
 // Many query blocks a key block (the wgmma kernel's Q and dO stages wrap
