@@ -344,25 +344,19 @@ __global__ void __launch_bounds__(kWgThreads, 1)
       }
     }
 
-    // dV += P^T dO and dK += dS^T Q.
+    // dV += P^T dO, issued first: it runs under dS's stores.
     warpgroup_fence_operand(tdVrP);
-    warpgroup_fence_operand(tdKrdS);
     warpgroup_fence_operand(acc_dv);
-    warpgroup_fence_operand(acc_dk);
     warpgroup_arrive();
     CUTE_UNROLL
     for (int kb = 0; kb < size<2>(tdVrP); ++kb) {
       gemm(mma_dkv, tdVrP(_, _, kb), tKVrdOt(_, _, kb, s), acc_dv);
-      gemm(mma_dkv, tdKrdS(_, _, kb), tKVrQt(_, _, kb, s), acc_dk);
     }
     warpgroup_commit_batch();
 
     // dS^T into shared memory as dS (queries contiguous), two neighbouring
-    // queries a 32-bit store, for dQ's A operand. These read the registers
-    // of dK's A operand while its wgmma is in flight, which PTX leaves
-    // undefined (reads included); measured correct on an H100, to be
-    // replaced by dV issued first, the stores, then dK (92 bytes of spill
-    // against 52 here: not yet timed).
+    // queries a 32-bit store, for dQ's A operand: before dK's wgmma is
+    // issued, since no register of an A operand in flight may be touched.
     CUTE_UNROLL
     for (int g = 0; g < kGroupsS; ++g) {
       CUTE_UNROLL
@@ -375,6 +369,16 @@ __global__ void __launch_bounds__(kWgThreads, 1)
             *reinterpret_cast<const std::uint32_t*>(pair);
       }
     }
+    // dK += dS^T Q.
+    warpgroup_fence_operand(tdKrdS);
+    warpgroup_fence_operand(acc_dk);
+    warpgroup_arrive();
+    CUTE_UNROLL
+    for (int kb = 0; kb < size<2>(tdKrdS); ++kb) {
+      gemm(mma_dkv, tdKrdS(_, _, kb), tKVrQt(_, _, kb, s), acc_dk);
+    }
+    warpgroup_commit_batch();
+
     // The stores above are read by wgmma (the async proxy); every consumer
     // thread's must land before either warpgroup's dQ.
     cutlass::arch::fence_view_async_shared();

@@ -395,8 +395,8 @@ __device__ __forceinline__ void wgmma_group_sync(int group) {
   asm volatile("bar.sync %0, 128;" ::"r"(1 + group) : "memory");
 }
 
-/// The plain epilogue (alpha alone) of a whole tile with C 16-bit, row-major
-/// and on 16 bytes (c_vectors): each consumer warpgroup passes its 64 rows
+/// The plain epilogue (alpha alone) of a tile (tails included) with C
+/// 16-bit, row-major and on 16 bytes (c_vectors): each consumer warpgroup passes its 64 rows
 /// through shared memory 64 columns at a time, its accumulators converted
 /// into a padded block (4-byte stores, no bank conflicts), then out in
 /// 16-byte stores, a row's 128 bytes by 8 threads. Why: stored straight from
@@ -417,6 +417,10 @@ __device__ __forceinline__ void wgmma_epilogue_staged(const HgemmArgs& p, const 
   const int group_row0 = row0 - kWgStageRows * group;  // in the warpgroup's 64 rows
   auto* c = static_cast<Out*>(const_cast<void*>(p.c.data)) + batch * p.c.batch_stride +
             (m0 + kWgStageRows * group) * p.c.row_stride + n0;
+  // A tail tile stores only what lies inside C (its other rows and columns
+  // are TMA's zero fill, staged and left).
+  const std::int64_t rows_left = p.m - (m0 + kWgStageRows * group);
+  const std::int64_t cols_left = p.n - n0;
   CUTE_UNROLL
   for (int block = 0; block < kWgBN / kWgStageCols; ++block) {
     wgmma_group_sync(group);  // the block before has been read out
@@ -443,8 +447,16 @@ __device__ __forceinline__ void wgmma_epilogue_staged(const HgemmArgs& p, const 
       const int chunk = pass * 128 + group_thread;
       const int row = chunk / kChunksPerRow;
       const int col = (chunk % kChunksPerRow) * 8;
+      const int tile_col = kWgStageCols * block + col;
+      if (row >= rows_left || tile_col >= cols_left) continue;  // a tail tile's outside
       const uint4 v = *reinterpret_cast<const uint4*>(staged + row * kWgStagePitch + col);
-      *reinterpret_cast<uint4*>(c + row * p.c.row_stride + kWgStageCols * block + col) = v;
+      Out* to = c + row * p.c.row_stride + tile_col;
+      if (tile_col + 8 <= cols_left) {
+        *reinterpret_cast<uint4*>(to) = v;
+      } else {
+        const auto* values = reinterpret_cast<const Out*>(&v);
+        for (int e = 0; e < cols_left - tile_col; ++e) to[e] = values[e];
+      }
     }
   }
 }
@@ -468,20 +480,24 @@ __device__ __noinline__ void wgmma_write_block(const HgemmArgs& p, const float* 
     const float values[4] = {v.x, v.y, v.z, v.w};
     const std::int64_t m = m_first + row;
     const std::int64_t n = n_first + col;
+    if (m >= p.m || n >= p.n) continue;  // a tail tile's outside
     const std::int64_t at = batch * p.c.batch_stride + m * p.c.row_stride + n;  // col_stride 1
+    const int inside = p.n - n < 4 ? static_cast<int>(p.n - n) : 4;
     float out[4];
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      out[e] = wgmma_epilogue_value(p, values[e], m, n + e, at + e, batch);
+    for (int e = 0; e < 4; ++e) {
+      // Past N (a tail) the value is never stored: bias[n] is not read.
+      out[e] = e < inside ? wgmma_epilogue_value(p, values[e], m, n + e, at + e, batch) : 0.0F;
+    }
     // Four elements in one store where C's address allows it.
     const std::size_t element = p.c.dtype == DType::f32 ? 4U : 2U;
-    if ((reinterpret_cast<std::uintptr_t>(c) + static_cast<std::uintptr_t>(at) * element) %
-            (4 * element) ==
-        0) {
+    if (inside == 4 &&
+        (reinterpret_cast<std::uintptr_t>(c) + static_cast<std::uintptr_t>(at) * element) %
+                (4 * element) ==
+            0) {
       wgmma_store_quad(c, p.c.dtype, at, out);
     } else {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) store_from_f32(c, p.c.dtype, at + e, out[e]);
+      for (int e = 0; e < inside; ++e) store_from_f32(c, p.c.dtype, at + e, out[e]);
     }
   }
 }
@@ -713,7 +729,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const std::int64_t n0 = static_cast<std::int64_t>(tn) * kWgBN;
     const bool plain =
         args.beta == 0.0F && args.bias.data == nullptr && args.activation == SgemmActivation::none;
-    if (plain && p.c_vectors && m0 + kWgBM <= args.m && n0 + kWgBN <= args.n) {
+    if (plain && p.c_vectors) {
       const int group = mma_thread / 128;
       if (args.c.dtype == DType::bf16) {
         wgmma_epilogue_staged<__nv_bfloat16>(args, acc, tCcC, smem.staged[group], group,
@@ -722,7 +738,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
         wgmma_epilogue_staged<__half>(args, acc, tCcC, smem.staged[group], group, mma_thread % 128,
                                       m0, n0, batch);
       }
-    } else if (args.c.col_stride == 1 && m0 + kWgBM <= args.m && n0 + kWgBN <= args.n) {
+    } else if (args.c.col_stride == 1) {
       const int group = mma_thread / 128;
       wgmma_epilogue_staged_general(args, acc, tCcC, reinterpret_cast<float*>(smem.staged[group]),
                                     group, mma_thread % 128, m0, n0, batch);
