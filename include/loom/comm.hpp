@@ -16,9 +16,11 @@
 ///   staged through pinned host memory. For the CPU backend and for ranks
 ///   that share a GPU (NCCL takes one rank a GPU). Its collectives run on a
 ///   host worker, and are not compiled.
-/// - local: P ranks inside one process, one thread (and one Runtime) a rank,
-///   host tensors on the CPU backend: local_communicators(P). For tests and
-///   for developing a multi-rank program on one machine.
+/// - local: P ranks inside one process, one thread (and one Runtime) a rank:
+///   local_communicators(P). Host tensors on the CPU backend, or device
+///   tensors, the ranks sharing one GPU (their collectives reduce on the
+///   device). For tests and for developing a multi-rank program on one
+///   machine.
 ///
 /// world_communicator picks one: the environment variable LOOM_COMM (nccl,
 /// mpi, local or automatic, any case) or, by default, nccl when the runtime

@@ -1,11 +1,11 @@
 #include "transfer/copy_paths.hpp"
 
-#include "copy/contiguous_copy.hpp"
 #include "core/storage.hpp"
 #include "core/tensor_access.hpp"
 #include "cuda/check.hpp"
 #include "cuda/device_guard.hpp"
 #include "cuda/device_owner.hpp"
+#include "transfer/contiguous_copy.hpp"
 #include "transfer/strided.hpp"
 
 #include <loom/error.hpp>
@@ -132,7 +132,7 @@ void enqueue_captured_copy(const Tensor& src, const Tensor& dst, StreamView stre
   const Memory from = src.memory();
   if (from.is_device() && dst.memory() == from && src.is_contiguous() && dst.is_contiguous()) {
     DeviceGuard guard(from.device());
-    kernels::contiguous_copy(src.data(), dst.data(), src.nbytes(), stream);
+    contiguous_copy(src.data(), dst.data(), src.nbytes(), stream);
     return;
   }
   enqueue_copy(src, dst, stream);

@@ -40,7 +40,7 @@ void enqueue_stream_copy(const Tensor& src, const Tensor& dst, StreamView stream
 /// are told nothing, since `stream` is the capture's and the replays run
 /// elsewhere; the compiled graph holds both tensors for as long as a replay
 /// can use them. A contiguous copy within one device becomes a kernel node
-/// (kernels/copy/contiguous_copy.hpp: a memcpy node inside a graph runs at
+/// (transfer/contiguous_copy.hpp: a memcpy node inside a graph runs at
 /// about two thirds of the eager copy's bandwidth); other copies memcpy nodes.
 void enqueue_captured_copy(const Tensor& src, const Tensor& dst, StreamView stream);
 

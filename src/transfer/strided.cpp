@@ -9,14 +9,13 @@
 
 namespace loom::detail {
 
-kernels::StridedLayout layout_of(const Tensor& t) {
-  if (t.rank() > kernels::kStridedCopyMaxRank) {
+StridedLayout layout_of(const Tensor& t) {
+  if (t.rank() > kStridedCopyMaxRank) {
     throw InvalidArgument("copy: a strided tensor of rank " + std::to_string(t.rank()) +
-                          " cannot be gathered (at most " +
-                          std::to_string(kernels::kStridedCopyMaxRank) + " dimensions); " +
-                          t.describe());
+                          " cannot be gathered (at most " + std::to_string(kStridedCopyMaxRank) +
+                          " dimensions); " + t.describe());
   }
-  kernels::StridedLayout layout;
+  StridedLayout layout;
   layout.rank = t.rank();
   for (int i = 0; i < t.rank(); ++i) {
     layout.shape[static_cast<std::size_t>(i)] = t.shape()[i];
@@ -41,8 +40,8 @@ void copy_strided_on_host(const Tensor& src, const Tensor& dst) {
     std::memcpy(dst.data(), src.data(), src.nbytes());
     return;
   }
-  kernels::strided_copy_reference(src.data(), layout_of(src), dst.data(), src.numel(),
-                                  bits_of(src.dtype()) / 8);
+  strided_copy_reference(src.data(), layout_of(src), dst.data(), src.numel(),
+                         bits_of(src.dtype()) / 8);
 }
 
 void copy_strided_on_device(const Tensor& src, const Tensor& dst, StreamView stream) {
@@ -51,8 +50,8 @@ void copy_strided_on_device(const Tensor& src, const Tensor& dst, StreamView str
         cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToDevice, stream));
     return;
   }
-  kernels::strided_copy(src.data(), layout_of(src), dst.data(), src.numel(),
-                        bits_of(src.dtype()) / 8, stream);
+  strided_copy(src.data(), layout_of(src), dst.data(), src.numel(), bits_of(src.dtype()) / 8,
+               stream);
 }
 
 namespace {

@@ -4,8 +4,8 @@
 // device memory. Behind Tensor::contiguous() (through the owners' copiers)
 // and the copy tasks within one space.
 
-#include "copy/strided_copy.hpp"
 #include "core/storage.hpp"
+#include "transfer/strided_copy.hpp"
 
 #include <loom/cuda_interop.hpp>
 #include <loom/tensor.hpp>
@@ -13,7 +13,7 @@
 namespace loom::detail {
 
 /// The shape and strides of a tensor, as the strided-copy kernels take them.
-kernels::StridedLayout layout_of(const Tensor& t);
+StridedLayout layout_of(const Tensor& t);
 
 /// Refuses a gather the paths cannot make: a strided destination, a strided
 /// packed-int4 source. @throws InvalidArgument.

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace loom::kernels {
+namespace loom::detail {
 
 inline constexpr int kStridedCopyMaxRank = 8;
 
@@ -29,4 +29,4 @@ void strided_copy(const void* src, const StridedLayout& src_layout, void* dst, s
 void strided_copy_reference(const void* src, const StridedLayout& src_layout, void* dst,
                             std::int64_t numel, int element_bytes);
 
-}  // namespace loom::kernels
+}  // namespace loom::detail

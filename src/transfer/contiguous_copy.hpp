@@ -11,7 +11,7 @@
 
 #include <cstddef>
 
-namespace loom::kernels {
+namespace loom::detail {
 
 /// dst[0, bytes) = src[0, bytes), on `stream`; the ranges must not overlap.
 /// Any alignment; the widest path needs source and destination to agree
@@ -19,4 +19,4 @@ namespace loom::kernels {
 /// @throws CudaError on launch failure.
 void contiguous_copy(const void* src, void* dst, std::size_t bytes, StreamView stream);
 
-}  // namespace loom::kernels
+}  // namespace loom::detail

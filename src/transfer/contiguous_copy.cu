@@ -1,11 +1,11 @@
-#include "copy/contiguous_copy.hpp"
+#include "transfer/contiguous_copy.hpp"
 
 #include "common/check.hpp"
 #include "common/launch.hpp"
 
 #include <cstdint>
 
-namespace loom::kernels {
+namespace loom::detail {
 namespace {
 
 constexpr int kBlock = 256;
@@ -75,4 +75,4 @@ void contiguous_copy(const void* src, void* dst, std::size_t bytes, StreamView s
   launch_words<unsigned char>(s, d, bytes, stream);
 }
 
-}  // namespace loom::kernels
+}  // namespace loom::detail

@@ -1,4 +1,4 @@
-#include "copy/strided_copy.hpp"
+#include "transfer/strided_copy.hpp"
 
 #include "common/check.hpp"
 #include "common/launch.hpp"
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-namespace loom::kernels {
+namespace loom::detail {
 namespace {
 
 constexpr int kBlock = 256;
@@ -72,4 +72,4 @@ void strided_copy_reference(const void* src, const StridedLayout& layout, void* 
   }
 }
 
-}  // namespace loom::kernels
+}  // namespace loom::detail
