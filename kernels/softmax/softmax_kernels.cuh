@@ -414,11 +414,13 @@ __global__ void __launch_bounds__(kMaxThreads)
 // shuffles, a block's shared memory, or (on compute capability 9.0 and
 // later) a cluster's distributed shared memory.
 struct WarpScope {
+  static constexpr bool kMergesOnce = false;
   __device__ float max(float v) const { return warp_reduce<Max>(v); }
   __device__ float sum(float v) const { return warp_reduce<Sum>(v); }
 };
 
 struct BlockScope {
+  static constexpr bool kMergesOnce = false;
   float* sMax;  // kWarp floats each
   float* sSum;
   __device__ float max(float v) const { return block_reduce<Max>(v, sMax); }
@@ -426,29 +428,71 @@ struct BlockScope {
 };
 
 #if LOOM_SOFTMAX_CLUSTERS
-// Each block reduces its own part, publishes it in its shared memory, and
-// every block reads all of them in rank order, so that every block of the
-// cluster gets the same bits. Blocks must not leave while others may still
-// read their parts: the kernel ends with a cluster barrier.
+// A cluster merges once (kMergesOnce): each block takes its own maximum m
+// and its sum s of exp(x - m), then the blocks' (m, s) pairs are merged
+// into the row's (M, S), and a block scales its exponentials by
+// exp(m - M) / S. One exchange through distributed shared memory and one
+// cluster barrier, where a maximum then a sum across the cluster took three
+// (the third kept a block alive until the others had read its part). Each
+// block writes its pair into every block's shared memory, so that after the
+// barrier each reads only its own: it may leave at once. Every block merges
+// the pairs in rank order, so the row's (M, S) has the same bits in all.
 struct ClusterScope {
+  static constexpr bool kMergesOnce = true;
   BlockScope block;
-  float* sPart;  // 2 floats: this block's maximum and sum, read by the cluster
-  __device__ float max(float v) const { return across<Max>(block.max(v), 0); }
-  __device__ float sum(float v) const { return across<Sum>(block.sum(v), 1); }
+  MaxSum* sParts;  // kClusterBlocks pairs, one a block of the cluster, by rank
+  __device__ float max(float v) const { return block.max(v); }
+  __device__ float sum(float v) const { return block.sum(v); }
 
-  template <class Op>
-  __device__ float across(float part, int slot) const {
+  /// exp(m - M) / S for this block's (m, s); NaN where the whole row is
+  /// -inf (as a block row gives). The kernel arrived on the cluster's
+  /// barrier at its start: the wait here means every block of the cluster
+  /// runs, so that its shared memory may be written.
+  __device__ float scale(float m, float s) const {
     cg::cluster_group cluster = cg::this_cluster();
-    if (threadIdx.x == 0) sPart[slot] = part;
-    cluster.sync();
-    float r = Op::identity();
-    for (unsigned b = 0; b < cluster.num_blocks(); ++b) {
-      r = Op::apply(r, *cluster.map_shared_rank(sPart + slot, b));
+    cluster.barrier_wait();
+    if (threadIdx.x == 0) {
+      const unsigned rank = cluster.block_rank();
+      for (unsigned b = 0; b < cluster.num_blocks(); ++b) {
+        cluster.map_shared_rank(sParts, b)[rank] = MaxSum{m, s};
+      }
     }
-    return r;
+    cluster.sync();
+    MaxSum row{-INFINITY, 0.0F};
+    for (unsigned b = 0; b < cluster.num_blocks(); ++b) row = merge(row, sParts[b]);
+    if (row.m == -INFINITY) return __int_as_float(0x7FC00000);
+    return rescale(m, row.m) / row.s;
   }
 };
 #endif
+
+// The exponentials' shift, m log2(e). Where a cluster's block holds only
+// -inf its exponentials must be 0 (the row's maximum lies elsewhere), not
+// exp(-inf - -inf): shifted by 0 instead.
+template <class Scope>
+__device__ __forceinline__ float shift_of(float m) {
+  if constexpr (Scope::kMergesOnce) return m == -INFINITY ? 0.0F : m * kLog2e;
+  return m * kLog2e;
+}
+
+// What the held exponentials are multiplied by: 1 / S, or (merging once)
+// the cluster's scale.
+template <class Scope>
+__device__ __forceinline__ float factor_of(const Scope& scope, float m, float s) {
+  if constexpr (Scope::kMergesOnce) {
+    return scope.scale(m, s);
+  } else {
+    return reciprocal_or_nan(m, s);
+  }
+}
+
+// An output from its exponential: a row of -inf gives NaN (the factor);
+// merging once, its exponentials are 0 and the factor NaN already.
+template <class Scope>
+__device__ __forceinline__ float output_of(float e, float m, float factor) {
+  if constexpr (Scope::kMergesOnce) return e * factor;
+  return m == -INFINITY ? factor : e * factor;
+}
 
 // Virtual elements [first, last) of one row (RowPacks), held in registers by
 // `lanes` threads, N elements a thread in packs of VEC: thread t holds the
@@ -479,7 +523,7 @@ __device__ __forceinline__ void row_in_registers(const RowPacks<T, VEC>& row, st
 #pragma unroll
   for (int j = 0; j < N; ++j) m = fmaxf(m, v[j]);
   m = scope.max(m);
-  const float m_log2e = m * kLog2e;
+  const float m_log2e = shift_of<Scope>(m);
   float s = 0.0F;
 #pragma unroll
   for (int j = 0; j < N; ++j) {
@@ -487,14 +531,14 @@ __device__ __forceinline__ void row_in_registers(const RowPacks<T, VEC>& row, st
     s += v[j];
   }
   s = scope.sum(s);
-  const float inv = reciprocal_or_nan(m, s);
+  const float factor = factor_of(scope, m, s);
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
     const std::int64_t e = first + (static_cast<std::int64_t>(k) * lanes + lane) * VEC;
     if (e < last) {
       float p[VEC];
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) p[i] = m == -INFINITY ? inv : v[k * VEC + i] * inv;
+      for (int i = 0; i < VEC; ++i) p[i] = output_of<Scope>(v[k * VEC + i], m, factor);
       row.write(e, p);
     }
   }
@@ -543,7 +587,7 @@ __device__ __forceinline__ void row_in_packed_registers(const RowPacks<bf16_bits
     for (int i = 0; i < kVec; ++i) m = fmaxf(m, bf16_of(w[k], i));
   }
   m = scope.max(m);
-  const float m_log2e = m * kLog2e;
+  const float m_log2e = shift_of<Scope>(m);
   float s = 0.0F;
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
@@ -552,13 +596,13 @@ __device__ __forceinline__ void row_in_packed_registers(const RowPacks<bf16_bits
     for (int i = 0; i < kVec; ++i) s += exp_shifted(bf16_of(w[k], i), m_log2e);
   }
   s = scope.sum(s);
-  const float inv = reciprocal_or_nan(m, s);
+  const float factor = factor_of(scope, m, s);
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) forget_derived(w[k]);
   const auto output = [&](int k, float(&p)[kVec]) {
 #pragma unroll
     for (int i = 0; i < kVec; ++i) {
-      p[i] = m == -INFINITY ? inv : exp_shifted(bf16_of(w[k], i), m_log2e) * inv;
+      p[i] = output_of<Scope>(exp_shifted(bf16_of(w[k], i), m_log2e), m, factor);
     }
   };
   if (inside) {
@@ -632,7 +676,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 struct ClusterBlockShared {
   float max[kWarp];
   float sum[kWarp];
-  float part[2];  // ClusterScope's: read by the cluster's other blocks
+  MaxSum parts[kClusterBlocks];  // ClusterScope's: written by every block of the cluster
 };
 
 template <class T, int N, int VEC, bool PACKED = false>
@@ -642,14 +686,18 @@ __global__ void LOOM_SOFTMAX_CLUSTER_DIMS __launch_bounds__(kMaxThreads)
 #if LOOM_SOFTMAX_CLUSTERS
   LOOM_CLUSTER_BLOCK_SHARED(ClusterBlockShared, shared);
   cg::cluster_group cluster = cg::this_cluster();
+  // Waited for in ClusterScope::scale, after the loads: by then every block
+  // of the cluster runs and its shared memory may be written.
+  (void)cluster.barrier_arrive();
   const std::int64_t r = blockIdx.x / kClusterBlocks;
   const RowPacks<T, VEC> row(gX + r * x_stride, gY + r * y_stride, cols);
   const std::int64_t first = static_cast<std::int64_t>(cluster.block_rank()) * slice;
   const std::int64_t last = first + slice < row.end ? first + slice : row.end;
   row_held<T, N, VEC, PACKED>(row, first, last, static_cast<int>(threadIdx.x),
                               static_cast<int>(blockDim.x),
-                              ClusterScope{BlockScope{shared.max, shared.sum}, shared.part});
-  cluster.sync();  // the others have read this block's part
+                              ClusterScope{BlockScope{shared.max, shared.sum}, shared.parts});
+  // Nothing to wait for at the end: after ClusterScope's barrier no block
+  // touches another's shared memory.
 #else
   __trap();  // never launched: the host picks this kernel on 9.0 and later only
 #endif

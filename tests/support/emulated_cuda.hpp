@@ -16,7 +16,8 @@
 //  - Thread-block clusters (run_clusters): the blocks of one cluster run at
 //    once, each with its own barrier and warps; cooperative_groups'
 //    this_cluster() (as `cg`) has block_rank, num_blocks, sync (a barrier
-//    of the cluster) and map_shared_rank. A cluster kernel declares its
+//    of the cluster, also in halves: barrier_arrive, barrier_wait) and
+//    map_shared_rank. A cluster kernel declares its
 //    shared memory with LOOM_CLUSTER_BLOCK_SHARED, which gives each block of
 //    a cluster its own object (a plain __shared__ array is one static for
 //    all); clusters run one after another.
@@ -42,6 +43,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -89,6 +91,9 @@ inline thread_local int thread_rank = 0;  // threadIdx linearized, as CUDA numbe
 inline std::barrier<>* cluster_barrier = nullptr;
 inline unsigned cluster_blocks = 1;
 inline thread_local unsigned cluster_rank = 0;
+// This thread's arrival on the cluster's barrier (barrier_arrive), until it
+// waits (barrier_wait).
+inline thread_local std::optional<std::barrier<>::arrival_token> cluster_arrival;
 // Every LOOM_CLUSTER_BLOCK_SHARED object: block r's at base + r * pitch.
 struct SharedObjects {
   const char* base;
@@ -126,6 +131,15 @@ struct cluster_group {
   unsigned block_rank() const { return state::cluster_rank; }
   unsigned num_blocks() const { return state::cluster_blocks; }
   void sync() const { state::cluster_barrier->arrive_and_wait(); }
+  /// sync() in two halves, as CUDA's: arrive now, wait later (for the
+  /// phase this thread arrived on).
+  void barrier_arrive() const { state::cluster_arrival.emplace(state::cluster_barrier->arrive()); }
+  void barrier_wait() const {
+    if (!state::cluster_arrival)
+      throw std::logic_error("barrier_wait: no barrier_arrive before it");
+    state::cluster_barrier->wait(std::move(*state::cluster_arrival));
+    state::cluster_arrival.reset();
+  }
   /// `p`, in this block's LOOM_CLUSTER_BLOCK_SHARED object, moved to block
   /// `rank`'s object.
   template <class T>
