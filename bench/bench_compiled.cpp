@@ -16,6 +16,11 @@
 //   concurrency and nothing else. Second anchor (anchor_capture_*): the
 //   kernels captured in topological order on one stream, the easiest CUDA
 //   graph to write (no concurrency at all).
+// BM_CompiledReplayN: the same DAGs replayed kReplays times in one call and
+//   waited for once: exe.run_n(kReplays).wait() against kReplays
+//   cudaGraphLaunch calls of the anchor graph and one cudaStreamSynchronize
+//   (Taskflow's run_n); µs a node a replay. The host's cost a run, which
+//   a single replay pays whole, is shared by the replays here.
 // BM_CompiledGraphContent: loom's compiled graph of the same DAGs replayed by
 //   itself against exe.run().wait() and the anchor: graph content apart
 //   from the runtime's cost a run; counts the graph's nodes and edges.
@@ -138,6 +143,45 @@ void BM_CompiledReplay(benchmark::State& state) {
 LOOM_DAG_BENCHMARK(BM_CompiledReplay, 100, 100);
 LOOM_DAG_BENCHMARK(BM_CompiledReplay, 1000, 50);
 LOOM_DAG_BENCHMARK(BM_CompiledReplay, 10000, 20);
+
+constexpr int kReplays = 10;
+
+void BM_CompiledReplayN(benchmark::State& state) {
+  if (skip_without_gpu(state)) return;
+  const auto shape = static_cast<DagShape>(state.range(0));
+  const int n = static_cast<int>(state.range(1));
+  loom::Runtime rt;
+  if (loom::bench::skip_without_cuda_backend(state, rt)) return;
+  const auto dag_case = loom::bench::dag_case(shape, n, rt);
+  const auto exe = rt.compile(dag_case.graph);
+  loom::detail::Stream stream(0, 0);
+  const cudaStream_t s = stream.view().native();
+  const KernelNodeGraph by_nodes(dag_case.dag, dag_case.outputs);
+  warm_up([&] {
+    exe.run_n(kReplays).wait();
+    (void)by_nodes.replay_n_us(s, kReplays);
+  });
+  std::vector<double> loom_us, anchor_us, ratios;
+  const double per = static_cast<double>(n) * kReplays;
+  for (auto _ : state) {
+    const double l = time_us([&] { exe.run_n(kReplays).wait(); });
+    const double a = by_nodes.replay_n_us(s, kReplays);
+    state.SetIterationTime(l * 1e-6);
+    loom_us.push_back(l / per);
+    anchor_us.push_back(a / per);
+    ratios.push_back(l / a);
+  }
+  state.counters["loom_us_per_node"] = median(loom_us);
+  state.counters["anchor_us_per_node"] = median(anchor_us);
+  state.counters["ratio"] = median(ratios);
+  state.counters["replays"] = kReplays;
+  state.SetLabel(loom::bench::dag_label(dag_case.dag) + ": run_n(" + std::to_string(kReplays) +
+                 ").wait() vs " + std::to_string(kReplays) +
+                 " launches of a CUDA graph of the DAG's edges + one sync");
+}
+
+LOOM_DAG_BENCHMARK(BM_CompiledReplayN, 100, 50);
+LOOM_DAG_BENCHMARK(BM_CompiledReplayN, 1000, 20);
 
 // What loom's compiled graph holds, and where a replay's time goes: the
 // segment's cudaGraphExec launched by itself with cudaGraphLaunch + sync,

@@ -57,9 +57,9 @@ struct GraphDeleter {
 };
 using GraphPtr = std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, GraphDeleter>;
 
-double replay(cudaGraphExec_t exec, cudaStream_t stream) {
+double replay(cudaGraphExec_t exec, cudaStream_t stream, int times = 1) {
   const auto t0 = Clock::now();
-  LOOM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  for (int i = 0; i < times; ++i) LOOM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
   return us_since(t0);
 }
@@ -236,6 +236,10 @@ KernelNodeGraph::~KernelNodeGraph() {
 }
 
 double KernelNodeGraph::replay_us(cudaStream_t stream) const { return replay(exec_, stream); }
+
+double KernelNodeGraph::replay_n_us(cudaStream_t stream, int times) const {
+  return replay(exec_, stream, times);
+}
 
 CapturedGraph::CapturedGraph(const Dag& dag, const std::vector<Tensor>& outputs,
                              cudaStream_t stream) {

@@ -97,6 +97,8 @@ class KernelNodeGraph {
   KernelNodeGraph& operator=(const KernelNodeGraph&) = delete;
   /// cudaGraphLaunch + cudaStreamSynchronize: host microseconds.
   double replay_us(cudaStream_t stream) const;
+  /// `times` cudaGraphLaunch calls, then one cudaStreamSynchronize.
+  double replay_n_us(cudaStream_t stream, int times) const;
   double build_us = 0;
   double instantiate_us = 0;
 
