@@ -272,7 +272,10 @@ __device__ __forceinline__ float rescale(float from, float to) {
 
 __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
   const float m = fmaxf(a.m, b.m);
-  if (m == -INFINITY) return {m, 0.0F};  // both empty: exp(-inf - -inf) would be NaN
+  // Both empty (every value -inf): exp(-inf - -inf) would be NaN. Their sums
+  // are 0, or NaN where a NaN was folded in (fmaxf passes over NaN, so such
+  // a part can have m = -inf): the NaN must reach the row's sum.
+  if (m == -INFINITY) return {m, a.s + b.s};
   return {m, a.s * rescale(a.m, m) + b.s * rescale(b.m, m)};
 }
 
@@ -282,7 +285,13 @@ __device__ __forceinline__ MaxSum fold(MaxSum acc, const float (&v)[VEC]) {
   float m = acc.m;
 #pragma unroll
   for (int i = 0; i < VEC; ++i) m = fmaxf(m, v[i]);
-  if (m == -INFINITY) return acc;
+  if (m == -INFINITY) {
+    // Nothing above -inf yet: each value adds exp(v) = 0, or NaN for a NaN
+    // (which fmaxf passed over), so that the row still comes out NaN.
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) acc.s += exp2f(v[i] * kLog2e);
+    return acc;
+  }
   const float m_log2e = m * kLog2e;
   float s = acc.s * rescale(acc.m, m);
 #pragma unroll
@@ -431,9 +440,11 @@ struct BlockScope {
 // A cluster merges once (kMergesOnce): each block takes its own maximum m
 // and its sum s of exp(x - m), then the blocks' (m, s) pairs are merged
 // into the row's (M, S), and a block scales its exponentials by
-// exp(m - M) / S. One exchange through distributed shared memory and one
-// cluster barrier, where a maximum then a sum across the cluster took three
-// (the third kept a block alive until the others had read its part). Each
+// exp(m - M) / S. One exchange through distributed shared memory and two
+// cluster barrier phases, the first split (arrived on at the kernel's start,
+// waited for after the loads), where a maximum then a sum across the
+// cluster took three whole barriers (the third kept a block alive until
+// the others had read its part). Each
 // block writes its pair into every block's shared memory, so that after the
 // barrier each reads only its own: it may leave at once. Every block merges
 // the pairs in rank order, so the row's (M, S) has the same bits in all.

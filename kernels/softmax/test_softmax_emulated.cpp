@@ -77,9 +77,17 @@ float to_float(T v) {
   }
 }
 
+// Values a test puts in place of the random ones: (row, column, the random
+// value drawn, the value so far) -> the value. Empty: none.
+using SpecialValues = std::function<float(std::int64_t, std::int64_t, float, float)>;
+SpecialValues& special_values() {
+  static SpecialValues f;
+  return f;
+}
+
 // Runs `kernel(x, y)` over the layout's rows (random values with a few -inf,
-// the last row -inf only) and checks y against the reference, and that no
-// element outside the rows changed.
+// the last row -inf only, then special_values()) and checks y against the
+// reference, and that no element outside the rows changed.
 template <class T>
 void expect_reference(const char* what, const Layout& l,
                       const std::function<void(const T*, T*)>& kernel) {
@@ -100,9 +108,11 @@ void expect_reference(const char* what, const Layout& l,
   T* x = x_all + l.x_offset;
   for (std::int64_t r = 0; r < l.rows; ++r) {
     for (std::int64_t j = 0; j < l.cols; ++j) {
-      float v = value(rng);
+      const float drawn = value(rng);
+      float v = drawn;
       if (pick(rng) == 0 || (r == l.rows - 1 && l.rows > 1))
         v = -std::numeric_limits<float>::infinity();
+      if (special_values()) v = special_values()(r, j, drawn, v);
       x[r * l.x_stride + j] = to_element<T>(v);
     }
   }
@@ -317,6 +327,34 @@ TYPED_TEST(SoftmaxEmulated, ClusterRowsAtOffsetsAcrossAPack) {
   // Slices of one pack, and slices of many packs a thread; at 9 elements
   // some blocks hold none.
   for (std::int64_t cols : {9, 7000}) every_layout<TypeParam, ClusterRows>(2, cols);
+}
+
+// Rows whose first part (a cluster's first block, a split's first chunk, a
+// thread's first packs) holds no value above -inf but a NaN, and other
+// special rows: NaN or +inf anywhere makes the row NaN; a row of -inf but
+// one part finite is that part's softmax.
+TYPED_TEST(SoftmaxEmulated, NaNAndInfinitiesInEveryRowPath) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  constexpr std::int64_t kCols = 7000;
+  // A cluster block's whole slice (about 880 elements), and the first packs
+  // of the streaming and split kernels' threads.
+  const std::int64_t first = emu::cluster_slice(kCols, kWide<TypeParam>);
+  special_values() = [first](std::int64_t r, std::int64_t j, float drawn, float v) {
+    switch (r) {
+      case 0: return j < first ? kNaN : drawn;                       // all NaN first
+      case 1: return j < first ? (j == 300 ? kNaN : -kInf) : drawn;  // -inf and one NaN first
+      case 2: return j == 3 * kCols / 8 + 5 ? kInf : drawn;          // +inf in a later part
+      case 3: return j >= 5 * kCols / 8 && j < 5 * kCols / 8 + 400 ? drawn : -kInf;  // one part
+      default: return v;
+    }
+  };
+  const Layout l{5, kCols, kCols, kCols, 0, 0, false};
+  ClusterRows<TypeParam, kWide<TypeParam>>::run(l);
+  StreamedRows<TypeParam, kWide<TypeParam>>::run(l);
+  SplitRows<TypeParam, kWide<TypeParam>>::run(
+      {5, 2 * emu::kChunk + 11, 2 * emu::kChunk + 11, 2 * emu::kChunk + 11, 0, 0, false});
+  special_values() = {};
 }
 
 TYPED_TEST(SoftmaxEmulated, NaiveAndOnlineRowsAtOffsetsAcrossAPack) {

@@ -130,10 +130,17 @@ namespace cg {
 struct cluster_group {
   unsigned block_rank() const { return state::cluster_rank; }
   unsigned num_blocks() const { return state::cluster_blocks; }
-  void sync() const { state::cluster_barrier->arrive_and_wait(); }
+  void sync() const {
+    if (state::cluster_arrival) throw std::logic_error("sync: a barrier_arrive has no wait yet");
+    state::cluster_barrier->arrive_and_wait();
+  }
   /// sync() in two halves, as CUDA's: arrive now, wait later (for the
-  /// phase this thread arrived on).
-  void barrier_arrive() const { state::cluster_arrival.emplace(state::cluster_barrier->arrive()); }
+  /// phase this thread arrived on). Arriving twice before a wait is an
+  /// error, as on the device.
+  void barrier_arrive() const {
+    if (state::cluster_arrival) throw std::logic_error("barrier_arrive: arrived already");
+    state::cluster_arrival.emplace(state::cluster_barrier->arrive());
+  }
   void barrier_wait() const {
     if (!state::cluster_arrival)
       throw std::logic_error("barrier_wait: no barrier_arrive before it");
