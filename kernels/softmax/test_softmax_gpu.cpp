@@ -68,6 +68,11 @@ std::vector<float> make_rows(const Case& c, std::mt19937_64& rng) {
       if (c.kind == Rows::extreme) {
         if (pick(rng) == 0) v = -kInf;                 // -inf entries contribute 0
         if (r == c.rows - 1 && c.rows > 1) v = -kInf;  // a row of -inf only: NaN
+        // The row's first eighth (a cluster's first block) NaN only, or -inf
+        // with one NaN: NaN everywhere, though that part's maximum is -inf.
+        const bool first_part = c.rows > 3 && j < (c.cols + 7) / 8;
+        if (r == 0 && first_part) v = std::numeric_limits<float>::quiet_NaN();
+        if (r == 1 && first_part) v = j == 0 ? std::numeric_limits<float>::quiet_NaN() : -kInf;
       }
       if (c.dtype == DType::bf16)
         v = loom::kernels::bf16_bits_to_f32(loom::kernels::f32_to_bf16_bits(v));
