@@ -24,6 +24,8 @@
 // BM_CompiledGraphContent: loom's compiled graph of the same DAGs replayed by
 //   itself against exe.run().wait() and the anchor: graph content apart
 //   from the runtime's cost a run; counts the graph's nodes and edges.
+//   loom_exec_x10 / anchor_x10: each graph launched ten times back to back
+//   and synchronized once (what run_n(10) does), µs a node a launch.
 //   path_*: where a run+wait's wall time goes, step by step (medians of 15
 //   runs, sched/run_profile.hpp); BM_OneOp reports the same for one op.
 // BM_CompileCost: loom's graph build (the kernel tasks, g.add) + rt.compile,
@@ -268,6 +270,16 @@ void BM_CompiledGraphContent(benchmark::State& state) {
   });
   state.counters["loom_us_per_node"] = loop([&] { return time_us([&] { exe.run().wait(); }); });
   state.counters["anchor_us_per_node"] = loop([&] { return by_nodes.replay_us(s); });
+  // Ten launches back to back and one synchronize, each graph raw: what
+  // run_n(10) does with loom's (BM_CompiledReplayN), without the runtime.
+  state.counters["loom_exec_x10_us_per_node"] = loop([&] {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < kReplays; ++i) LOOM_CUDA_CHECK(cudaGraphLaunch(segment.exec, s));
+    LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
+    return us_since(t0) / kReplays;
+  });
+  state.counters["anchor_x10_us_per_node"] =
+      loop([&] { return by_nodes.replay_n_us(s, kReplays) / kReplays; });
   loom::bench::profile_run_path(state, 15, [&] { exe.run().wait(); });
   state.counters["graph_nodes"] = static_cast<double>(count);
   state.counters["graph_edges"] = static_cast<double>(edges);
