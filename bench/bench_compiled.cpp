@@ -118,22 +118,17 @@ void BM_CompiledReplay(benchmark::State& state) {
     (void)by_nodes.replay_us(s);
     (void)captured.replay_us(s);
   });
-  std::vector<double> loom_us, anchor_us, capture_us, ratios, capture_ratios;
-  const double nodes = n;
+  loom::bench::PairedTimes times(static_cast<double>(n));
+  std::vector<double> capture_us, capture_ratios;
   for (auto _ : state) {
     const double l = time_us([&] { exe.run().wait(); });
-    const double a = by_nodes.replay_us(s);
     const double c = captured.replay_us(s);
+    times.add(l, by_nodes.replay_us(s));
     state.SetIterationTime(l * 1e-6);
-    loom_us.push_back(l / nodes);
-    anchor_us.push_back(a / nodes);
-    capture_us.push_back(c / nodes);
-    ratios.push_back(l / a);
+    capture_us.push_back(c / n);
     capture_ratios.push_back(l / c);
   }
-  state.counters["loom_us_per_node"] = median(loom_us);
-  state.counters["anchor_us_per_node"] = median(anchor_us);
-  state.counters["ratio"] = median(ratios);
+  times.report(state);
   state.counters["anchor_capture_us_per_node"] = median(capture_us);
   state.counters["ratio_vs_capture"] = median(capture_ratios);
   state.counters["edges"] = static_cast<double>(dag.edges);
@@ -163,19 +158,13 @@ void BM_CompiledReplayN(benchmark::State& state) {
     exe.run_n(kReplays).wait();
     (void)by_nodes.replay_n_us(s, kReplays);
   });
-  std::vector<double> loom_us, anchor_us, ratios;
-  const double per = static_cast<double>(n) * kReplays;
+  loom::bench::PairedTimes times(static_cast<double>(n) * kReplays);
   for (auto _ : state) {
     const double l = time_us([&] { exe.run_n(kReplays).wait(); });
-    const double a = by_nodes.replay_n_us(s, kReplays);
+    times.add(l, by_nodes.replay_n_us(s, kReplays));
     state.SetIterationTime(l * 1e-6);
-    loom_us.push_back(l / per);
-    anchor_us.push_back(a / per);
-    ratios.push_back(l / a);
   }
-  state.counters["loom_us_per_node"] = median(loom_us);
-  state.counters["anchor_us_per_node"] = median(anchor_us);
-  state.counters["ratio"] = median(ratios);
+  times.report(state);
   state.counters["replays"] = kReplays;
   state.SetLabel(loom::bench::dag_label(dag_case.dag) + ": run_n(" + std::to_string(kReplays) +
                  ").wait() vs " + std::to_string(kReplays) +

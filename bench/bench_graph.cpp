@@ -85,21 +85,15 @@ void BM_EagerGraph(benchmark::State& state) {
     rt.submit(g).wait();
     (void)raw();
   });
-  std::vector<double> loom_us, anchor_us, ratios;
-  const double nodes = n;
+  loom::bench::PairedTimes times(static_cast<double>(n));
   for (auto _ : state) {
     const auto t0 = Clock::now();
     rt.submit(g).wait();
     const double l = us_since(t0);
-    const double a = raw();
+    times.add(l, raw());
     state.SetIterationTime(l * 1e-6);
-    loom_us.push_back(l / nodes);
-    anchor_us.push_back(a / nodes);
-    ratios.push_back(l / a);
   }
-  state.counters["loom_us_per_node"] = median(loom_us);
-  state.counters["anchor_us_per_node"] = median(anchor_us);
-  state.counters["ratio"] = median(ratios);
+  times.report(state);
   state.counters["edges"] = static_cast<double>(dag.edges);
   state.SetLabel(loom::bench::dag_label(dag) +
                  ": eager submit+wait vs the same kernels launched on one raw stream + sync");

@@ -62,4 +62,24 @@ inline double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+/// loom's time and the anchor's, sample by sample, over `per` units (nodes,
+/// node-replays): reported as loom_us_per_node, anchor_us_per_node and
+/// ratio (the median of the per-sample ratios, loom / anchor).
+struct PairedTimes {
+  explicit PairedTimes(double units) : per(units) {}
+  double per;
+  std::vector<double> loom_us, anchor_us, ratios;
+
+  void add(double loom, double anchor) {
+    loom_us.push_back(loom / per);
+    anchor_us.push_back(anchor / per);
+    ratios.push_back(loom / anchor);
+  }
+  void report(benchmark::State& state) const {
+    state.counters["loom_us_per_node"] = median(loom_us);
+    state.counters["anchor_us_per_node"] = median(anchor_us);
+    state.counters["ratio"] = median(ratios);
+  }
+};
+
 }  // namespace loom::bench
