@@ -227,12 +227,7 @@ void BM_CompiledGraphContent(benchmark::State& state) {
   };
   double exec_us = 0;
   for (auto _ : state) {
-    exec_us = loop([&] {
-      const auto t0 = Clock::now();
-      LOOM_CUDA_CHECK(cudaGraphLaunch(segment.exec, s));
-      LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
-      return us_since(t0);
-    });
+    exec_us = loop([&] { return loom::bench::graph_replay_us(segment.exec, s); });
     state.SetIterationTime(exec_us * per * 1e-6);
   }
   state.counters["loom_exec_us_per_node"] = exec_us;
@@ -251,22 +246,14 @@ void BM_CompiledGraphContent(benchmark::State& state) {
   bool flip = false;
   state.counters["exec_two_streams_us_per_node"] = loop([&] {
     flip = !flip;
-    const cudaStream_t on = flip ? other.view().native() : s;
-    const auto t0 = Clock::now();
-    LOOM_CUDA_CHECK(cudaGraphLaunch(segment.exec, on));
-    LOOM_CUDA_CHECK(cudaStreamSynchronize(on));
-    return us_since(t0);
+    return loom::bench::graph_replay_us(segment.exec, flip ? other.view().native() : s);
   });
   state.counters["loom_us_per_node"] = loop([&] { return time_us([&] { exe.run().wait(); }); });
   state.counters["anchor_us_per_node"] = loop([&] { return by_nodes.replay_us(s); });
   // Ten launches back to back and one synchronize, each graph raw: what
   // run_n(10) does with loom's (BM_CompiledReplayN), without the runtime.
-  state.counters["loom_exec_x10_us_per_node"] = loop([&] {
-    const auto t0 = Clock::now();
-    for (int i = 0; i < kReplays; ++i) LOOM_CUDA_CHECK(cudaGraphLaunch(segment.exec, s));
-    LOOM_CUDA_CHECK(cudaStreamSynchronize(s));
-    return us_since(t0) / kReplays;
-  });
+  state.counters["loom_exec_x10_us_per_node"] =
+      loop([&] { return loom::bench::graph_replay_us(segment.exec, s, kReplays) / kReplays; });
   state.counters["anchor_x10_us_per_node"] =
       loop([&] { return by_nodes.replay_n_us(s, kReplays) / kReplays; });
   loom::bench::profile_run_path(state, 15, [&] { exe.run().wait(); });

@@ -57,13 +57,6 @@ struct GraphDeleter {
 };
 using GraphPtr = std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, GraphDeleter>;
 
-double replay(cudaGraphExec_t exec, cudaStream_t stream, int times = 1) {
-  const auto t0 = Clock::now();
-  for (int i = 0; i < times; ++i) LOOM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return us_since(t0);
-}
-
 void add_edge(Dag& dag, int from, int to) {
   dag.preds[static_cast<std::size_t>(to)].push_back(from);
   ++dag.edges;
@@ -235,10 +228,19 @@ KernelNodeGraph::~KernelNodeGraph() {
   if (exec_ != nullptr) LOOM_CUDA_ASSERT(cudaGraphExecDestroy(exec_));
 }
 
-double KernelNodeGraph::replay_us(cudaStream_t stream) const { return replay(exec_, stream); }
+double graph_replay_us(cudaGraphExec_t exec, cudaStream_t stream, int times) {
+  const auto t0 = Clock::now();
+  for (int i = 0; i < times; ++i) LOOM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  LOOM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return us_since(t0);
+}
+
+double KernelNodeGraph::replay_us(cudaStream_t stream) const {
+  return graph_replay_us(exec_, stream);
+}
 
 double KernelNodeGraph::replay_n_us(cudaStream_t stream, int times) const {
-  return replay(exec_, stream, times);
+  return graph_replay_us(exec_, stream, times);
 }
 
 CapturedGraph::CapturedGraph(const Dag& dag, const std::vector<Tensor>& outputs,
@@ -266,6 +268,8 @@ CapturedGraph::~CapturedGraph() {
   if (exec_ != nullptr) LOOM_CUDA_ASSERT(cudaGraphExecDestroy(exec_));
 }
 
-double CapturedGraph::replay_us(cudaStream_t stream) const { return replay(exec_, stream); }
+double CapturedGraph::replay_us(cudaStream_t stream) const {
+  return graph_replay_us(exec_, stream);
+}
 
 }  // namespace loom::bench

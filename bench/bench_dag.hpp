@@ -87,6 +87,10 @@ void check_edges(const Graph& g, const Dag& dag);
 /// (no synchronize).
 void launch_raw(const Dag& dag, const std::vector<Tensor>& outputs, cudaStream_t stream);
 
+/// `times` cudaGraphLaunch calls of `exec` on `stream`, then one
+/// cudaStreamSynchronize: host microseconds.
+double graph_replay_us(cudaGraphExec_t exec, cudaStream_t stream, int times = 1);
+
 /// A CUDA graph built node by node (cudaGraphAddKernelNode) from the DAG's
 /// edges, and instantiated. build_us and instantiate_us: host time of each.
 class KernelNodeGraph {

@@ -396,10 +396,11 @@ __device__ __forceinline__ void wgmma_group_sync(int group) {
 }
 
 /// The plain epilogue (alpha alone) of a tile (tails included) with C
-/// 16-bit, row-major and on 16 bytes (c_vectors): each consumer warpgroup passes its 64 rows
-/// through shared memory 64 columns at a time, its accumulators converted
-/// into a padded block (4-byte stores, no bank conflicts), then out in
-/// 16-byte stores, a row's 128 bytes by 8 threads. Why: stored straight from
+/// 16-bit, row-major and on 16 bytes (c_vectors): each consumer warpgroup
+/// passes its 64 rows through shared memory 64 columns at a time, its
+/// accumulators converted into a padded block (4-byte stores, no bank
+/// conflicts), then out in 16-byte stores, a row's 128 bytes by 8 threads
+/// (bounds-checked where a tail tile passes C's edge). Why: stored straight from
 /// registers, a tile's 128 predicated, dtype-switched stores a thread made
 /// the epilogue a long run of code executed once a tile, whose instruction
 /// fetches (Nsight Compute: "no instruction" the first stall) cost as much

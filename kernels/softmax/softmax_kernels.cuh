@@ -441,13 +441,13 @@ struct BlockScope {
 // and its sum s of exp(x - m), then the blocks' (m, s) pairs are merged
 // into the row's (M, S), and a block scales its exponentials by
 // exp(m - M) / S. One exchange through distributed shared memory and two
-// cluster barrier phases, the first split (arrived on at the kernel's start,
-// waited for after the loads), where a maximum then a sum across the
-// cluster took three whole barriers (the third kept a block alive until
-// the others had read its part). Each
-// block writes its pair into every block's shared memory, so that after the
-// barrier each reads only its own: it may leave at once. Every block merges
-// the pairs in rank order, so the row's (M, S) has the same bits in all.
+// cluster barrier phases, the first split (arrived on at the kernel's
+// start, waited for after the loads), where a maximum then a sum across
+// the cluster took three whole barriers (the third kept a block alive
+// until the others had read its part). Each block writes its pair into
+// every block's shared memory, so that after the barrier each reads only
+// its own: it may leave at once. Every block merges the pairs in rank
+// order, so the row's (M, S) has the same bits in all.
 struct ClusterScope {
   static constexpr bool kMergesOnce = true;
   BlockScope block;

@@ -22,6 +22,7 @@
 #include <random>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "support/emulated_cuda.hpp"
@@ -84,6 +85,16 @@ SpecialValues& special_values() {
   static SpecialValues f;
   return f;
 }
+
+// special_values() = f for a scope, emptied again however the scope ends
+// (a fatal assertion returns early).
+class WithSpecialValues {
+ public:
+  explicit WithSpecialValues(SpecialValues f) { special_values() = std::move(f); }
+  ~WithSpecialValues() { special_values() = {}; }
+  WithSpecialValues(const WithSpecialValues&) = delete;
+  WithSpecialValues& operator=(const WithSpecialValues&) = delete;
+};
 
 // Runs `kernel(x, y)` over the layout's rows (random values with a few -inf,
 // the last row -inf only, then special_values()) and checks y against the
@@ -340,7 +351,7 @@ TYPED_TEST(SoftmaxEmulated, NaNAndInfinitiesInEveryRowPath) {
   // A cluster block's whole slice (about 880 elements), and the first packs
   // of the streaming and split kernels' threads.
   const std::int64_t first = emu::cluster_slice(kCols, kWide<TypeParam>);
-  special_values() = [first](std::int64_t r, std::int64_t j, float drawn, float v) {
+  const WithSpecialValues special([first](std::int64_t r, std::int64_t j, float drawn, float v) {
     switch (r) {
       case 0: return j < first ? kNaN : drawn;                       // all NaN first
       case 1: return j < first ? (j == 300 ? kNaN : -kInf) : drawn;  // -inf and one NaN first
@@ -348,13 +359,12 @@ TYPED_TEST(SoftmaxEmulated, NaNAndInfinitiesInEveryRowPath) {
       case 3: return j >= 5 * kCols / 8 && j < 5 * kCols / 8 + 400 ? drawn : -kInf;  // one part
       default: return v;
     }
-  };
+  });
   const Layout l{5, kCols, kCols, kCols, 0, 0, false};
   ClusterRows<TypeParam, kWide<TypeParam>>::run(l);
   StreamedRows<TypeParam, kWide<TypeParam>>::run(l);
   SplitRows<TypeParam, kWide<TypeParam>>::run(
       {5, 2 * emu::kChunk + 11, 2 * emu::kChunk + 11, 2 * emu::kChunk + 11, 0, 0, false});
-  special_values() = {};
 }
 
 TYPED_TEST(SoftmaxEmulated, NaiveAndOnlineRowsAtOffsetsAcrossAPack) {
