@@ -28,6 +28,8 @@
 //   and synchronized once (what run_n(10) does), µs a node a launch.
 //   path_*: where a run+wait's wall time goes, step by step (medians of 15
 //   runs, sched/run_profile.hpp); BM_OneOp reports the same for one op.
+//   alt_*: the same with an anchor replay before each sample, the order
+//   BM_CompiledReplay samples in (alt_x10_path_*: run_n(10) after ten).
 // BM_CompileCost: loom's graph build (the kernel tasks, g.add) + rt.compile,
 //   µs a node, against building the anchor graph node by node +
 //   cudaGraphInstantiate (ratio; Taskflow's build + instantiate), and against
@@ -257,6 +259,28 @@ void BM_CompiledGraphContent(benchmark::State& state) {
   state.counters["anchor_x10_us_per_node"] =
       loop([&] { return by_nodes.replay_n_us(s, kReplays) / kReplays; });
   loom::bench::profile_run_path(state, 15, [&] { exe.run().wait(); });
+  // The same, each loom sample taken right after an anchor replay, as
+  // BM_CompiledReplay takes them (there the gap is several times larger):
+  // run() and loom's exec raw, each alternating with the anchor, and the
+  // run path of run() and of run_n(10) in that alternation.
+  const auto alternate = [&](auto&& once) {
+    return loop([&] {
+      (void)by_nodes.replay_us(s);
+      return once();
+    });
+  };
+  state.counters["alt_loom_us_per_node"] =
+      alternate([&] { return time_us([&] { exe.run().wait(); }); });
+  state.counters["alt_exec_us_per_node"] =
+      alternate([&] { return loom::bench::graph_replay_us(segment.exec, s); });
+  state.counters["alt_exec_other_stream_us_per_node"] =
+      alternate([&] { return loom::bench::graph_replay_us(segment.exec, other.view().native()); });
+  const auto anchor_replay = [&] { (void)by_nodes.replay_us(s); };
+  loom::bench::profile_run_path(
+      state, 15, [&] { exe.run().wait(); }, anchor_replay, "alt_path_");
+  loom::bench::profile_run_path(
+      state, 15, [&] { exe.run_n(kReplays).wait(); },
+      [&] { (void)by_nodes.replay_n_us(s, kReplays); }, "alt_x10_path_");
   state.counters["graph_nodes"] = static_cast<double>(count);
   state.counters["graph_edges"] = static_cast<double>(edges);
   for (const auto& [type, k] : by_type) state.counters["type" + std::to_string(type)] = k;

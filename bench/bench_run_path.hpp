@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <iterator>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -19,23 +20,27 @@ namespace loom::bench {
 
 // Where a run+wait's wall time goes (run_profile.hpp): the median of each
 // step over `times` runs of run_wait(), as counters path_<step>_us. The
-// device work lies inside launched_to_observed.
-template <class F>
-void profile_run_path(benchmark::State& state, int times, F&& run_wait) {
+// device work lies inside launched_to_observed. `between` runs, untimed,
+// before each profiled run: an anchor's replay, to profile loom's runs as a
+// loop alternating the two sees them (threads asleep, caches cold).
+template <class F, class G>
+void profile_run_path(benchmark::State& state, int times, F&& run_wait, G&& between,
+                      const char* prefix = "path_") {
   using M = loom::detail::RunMilestone;
   loom::detail::RunProfile profile;
   loom::detail::set_run_profile(&profile);
   const std::pair<const char*, std::pair<M, M>> steps[] = {
-      {"path_submit_to_admitted_us", {M::submitted, M::admitted}},
-      {"path_admitted_to_entered_us", {M::admitted, M::entered}},
-      {"path_entered_to_launched_us", {M::entered, M::launched}},
-      {"path_launched_to_observed_us", {M::launched, M::observed}},
-      {"path_observed_to_ending_us", {M::observed, M::ending}},
-      {"path_ending_to_published_us", {M::ending, M::published}},
+      {"submit_to_admitted_us", {M::submitted, M::admitted}},
+      {"admitted_to_entered_us", {M::admitted, M::entered}},
+      {"entered_to_launched_us", {M::entered, M::launched}},
+      {"launched_to_observed_us", {M::launched, M::observed}},
+      {"observed_to_ending_us", {M::observed, M::ending}},
+      {"ending_to_published_us", {M::ending, M::published}},
   };
   std::vector<std::vector<double>> took(std::size(steps));
   std::vector<double> returned, to_submit;
   for (int i = 0; i < times; ++i) {
+    between();
     const auto t0 = Clock::now();
     run_wait();
     const double all = us_since(t0);
@@ -53,11 +58,17 @@ void profile_run_path(benchmark::State& state, int times, F&& run_wait) {
     to_submit.push_back(static_cast<double>(submitted_ns - t0_ns) * 1e-3);
   }
   loom::detail::set_run_profile(nullptr);
+  const std::string p(prefix);
   for (std::size_t s = 0; s < std::size(steps); ++s) {
-    state.counters[steps[s].first] = median(took[s]);
+    state.counters[p + steps[s].first] = median(took[s]);
   }
-  state.counters["path_call_to_submitted_us"] = median(to_submit);
-  state.counters["path_published_to_returned_us"] = median(returned);
+  state.counters[p + "call_to_submitted_us"] = median(to_submit);
+  state.counters[p + "published_to_returned_us"] = median(returned);
+}
+
+template <class F>
+void profile_run_path(benchmark::State& state, int times, F&& run_wait) {
+  profile_run_path(state, times, std::forward<F>(run_wait), [] {});
 }
 
 }  // namespace loom::bench

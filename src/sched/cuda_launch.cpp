@@ -16,6 +16,7 @@
 #include <loom/cuda_interop.hpp>
 #include <loom/error.hpp>
 
+#include <chrono>
 #include <string>
 
 namespace loom::detail {
@@ -156,6 +157,11 @@ void CudaLauncher::launch(RunMachine& machine, Run& run, std::uint32_t t) {
     enqueued_some = true;
     switch (task.kind) {
       case TaskKind::op:
+        // A launch may hold this thread for as long as its work runs (a
+        // CUDA graph whose branches outrun the device's queue returns only
+        // near its end), while nothing keeps a worker warm: the one that
+        // ends the run would be asleep when the run's end is seen.
+        machine.keep_a_worker_warm(std::chrono::steady_clock::now() + kDeviceSpin);
         task.op->run_cuda(ctx);
         check_op_launch(task);
         break;

@@ -33,6 +33,10 @@
 
 namespace loom::detail {
 
+/// How long device work keeps a worker warm after its last progress (and the
+/// scheduling thread spinning over it, scheduler_loop.cpp).
+inline constexpr std::chrono::milliseconds kDeviceSpin{2};
+
 class RunMachine {
  public:
   /// `host` runs host tasks; `device` (null on the CPU backend) device tasks

@@ -16,7 +16,6 @@ namespace {
 
 // How long the scheduling thread keeps spinning after its last progress.
 constexpr auto kIdleSpin = std::chrono::microseconds(200);
-constexpr auto kDeviceSpin = std::chrono::milliseconds(2);
 // How long device work is polled from short naps before a host callback is
 // armed to wake the loop instead.
 constexpr auto kDeviceNaps = std::chrono::milliseconds(100);

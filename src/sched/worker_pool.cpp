@@ -100,9 +100,14 @@ void WorkerPool::run_job(std::function<void(int)>& job, int worker) noexcept {
 }
 
 void WorkerPool::keep_one_warm(std::chrono::steady_clock::time_point until) {
-  // Stored only when it moves: spinning workers read the line it shares.
+  // Stored only when it moves on by more than a wake-up's worth (the
+  // deadline is a hint): spinning workers read the line it shares, and every
+  // device launch calls this.
+  constexpr auto kStep = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::microseconds(100));
   const auto ticks = until.time_since_epoch().count();
-  if (warm_until_.load(std::memory_order_relaxed) != ticks) {
+  const auto current = warm_until_.load(std::memory_order_relaxed);
+  if (ticks > current + kStep.count() || ticks < current - kStep.count()) {
     warm_until_.store(ticks, std::memory_order_relaxed);
   }
   if (warm_worker_.load(std::memory_order_acquire)) return;
