@@ -20,7 +20,8 @@
 //   waited for once: exe.run_n(kReplays).wait() against kReplays
 //   cudaGraphLaunch calls of the anchor graph and one cudaStreamSynchronize
 //   (Taskflow's run_n); µs a node a replay. The host's cost a run, which
-//   a single replay pays whole, is shared by the replays here.
+//   a single replay pays whole, is shared by the replays here. Both report
+//   path_*, the run path in their alternation (below).
 // BM_CompiledGraphContent: loom's compiled graph of the same DAGs replayed by
 //   itself against exe.run().wait() and the anchor: graph content apart
 //   from the runtime's cost a run; counts the graph's nodes and edges.
@@ -131,6 +132,13 @@ void BM_CompiledReplay(benchmark::State& state) {
     capture_ratios.push_back(l / c);
   }
   times.report(state);
+  // Where a run's time goes when it follows the two anchors' replays, as above.
+  loom::bench::profile_run_path(
+      state, 15, [&] { exe.run().wait(); },
+      [&] {
+        (void)captured.replay_us(s);
+        (void)by_nodes.replay_us(s);
+      });
   state.counters["anchor_capture_us_per_node"] = median(capture_us);
   state.counters["ratio_vs_capture"] = median(capture_ratios);
   state.counters["edges"] = static_cast<double>(dag.edges);
@@ -167,6 +175,9 @@ void BM_CompiledReplayN(benchmark::State& state) {
     state.SetIterationTime(l * 1e-6);
   }
   times.report(state);
+  loom::bench::profile_run_path(
+      state, 15, [&] { exe.run_n(kReplays).wait(); },
+      [&] { (void)by_nodes.replay_n_us(s, kReplays); });
   state.counters["replays"] = kReplays;
   state.SetLabel(loom::bench::dag_label(dag_case.dag) + ": run_n(" + std::to_string(kReplays) +
                  ").wait() vs " + std::to_string(kReplays) +

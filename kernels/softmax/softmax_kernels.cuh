@@ -6,6 +6,10 @@
 #include "common/convert.hpp"
 #include "softmax/softmax.hpp"
 
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#endif
+
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -73,8 +77,12 @@ inline std::int64_t cluster_slice(std::int64_t span, int vec) {
 
 // --- element access ----------------------------------------------------------
 
+// bf16 widens by a bare shift, as bf16_of below says why: a NaN's bits
+// never reach an output, which is narrowed canonically.
 __device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(bf16_bits v) { return bf16_bits_to_f32(v); }
+__device__ __forceinline__ float to_float(bf16_bits v) {
+  return __uint_as_float(static_cast<unsigned>(v) << 16);
+}
 template <class T>
 __device__ __forceinline__ T from_float(float v);
 template <>
@@ -83,7 +91,27 @@ __device__ __forceinline__ float from_float<float>(float v) {
 }
 template <>
 __device__ __forceinline__ bf16_bits from_float<bf16_bits>(float v) {
+#if defined(__CUDA_ARCH__)
+  return __bfloat16_as_ushort(__float2bfloat16_rn(v));  // as bf16_pair_bits below
+#else
   return f32_to_bf16_bits(v);
+#endif
+}
+
+// Two values narrowed to bf16, the first in the word's low half. On the
+// device one cvt.rn.bf16x2.f32 (__floats2bfloat162_rn, which
+// common/convert.hpp allows: the shared function's bits for every input),
+// where the shared integer rounding took seven instructions a value, the
+// most of a bf16 row's work; the shared function itself in the emulation.
+__device__ __forceinline__ unsigned bf16_pair_bits(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+  return static_cast<unsigned>(__bfloat16_as_ushort(pair.x)) |
+         (static_cast<unsigned>(__bfloat16_as_ushort(pair.y)) << 16);
+#else
+  return static_cast<unsigned>(f32_to_bf16_bits(lo)) |
+         (static_cast<unsigned>(f32_to_bf16_bits(hi)) << 16);
+#endif
 }
 
 // VEC consecutive elements, as one 16-byte access when VEC * sizeof(T) is
@@ -119,8 +147,7 @@ __device__ __forceinline__ void store(T* p, const float (&in)[VEC]) {
       if constexpr (std::is_same_v<T, float>) {
         w[i] = __float_as_uint(in[i]);
       } else {
-        w[i] = static_cast<unsigned>(from_float<bf16_bits>(in[2 * i])) |
-               (static_cast<unsigned>(from_float<bf16_bits>(in[2 * i + 1])) << 16);
+        w[i] = bf16_pair_bits(in[2 * i], in[2 * i + 1]);
       }
     }
     __stwb(reinterpret_cast<uint4*>(p), make_uint4(w[0], w[1], w[2], w[3]));

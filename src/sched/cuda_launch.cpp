@@ -33,6 +33,21 @@ void check_op_launch(const Task& task) {
   throw_cuda_error(rc, what.c_str(), __FILE__, __LINE__);
 }
 
+// A launch may hold this thread for as long as its work runs (a CUDA
+// graph whose branches outrun the device's queue returns only near its end,
+// run_n's launches one after another), while nothing else keeps a worker
+// warm: the one that ends the run would be asleep when its end is seen. So
+// a worker is kept warm over the launch, and again after a long one.
+template <class F>
+void keep_warm_over(RunMachine& machine, F&& launch) {
+  constexpr auto kLong = std::chrono::microseconds(100);
+  const auto t0 = std::chrono::steady_clock::now();
+  machine.keep_a_worker_warm(t0 + kDeviceSpin);
+  launch();
+  const auto t1 = std::chrono::steady_clock::now();
+  if (t1 - t0 > kLong) machine.keep_a_worker_warm(t1 + kDeviceSpin);
+}
+
 }  // namespace
 
 // What a running device task may ask for: scratch memory for its stream,
@@ -157,12 +172,7 @@ void CudaLauncher::launch(RunMachine& machine, Run& run, std::uint32_t t) {
     enqueued_some = true;
     switch (task.kind) {
       case TaskKind::op:
-        // A launch may hold this thread for as long as its work runs (a
-        // CUDA graph whose branches outrun the device's queue returns only
-        // near its end), while nothing keeps a worker warm: the one that
-        // ends the run would be asleep when the run's end is seen.
-        machine.keep_a_worker_warm(std::chrono::steady_clock::now() + kDeviceSpin);
-        task.op->run_cuda(ctx);
+        keep_warm_over(machine, [&] { task.op->run_cuda(ctx); });
         check_op_launch(task);
         break;
       case TaskKind::copy: copies_.enqueue(task.copy_src, task.copy_dst, stream); break;

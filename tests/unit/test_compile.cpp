@@ -486,14 +486,21 @@ TEST(Executable, RunNReplaysInOneRunAndRunUntilStopsWhenThePredicateHolds) {
   exe.run_n(7).wait();
   EXPECT_EQ(x.data_as<float>()[0], 7.0F);
   EXPECT_EQ(host_runs, 7);
+  // A count's graph is kept for the next call with it; another count
+  // builds its own, and the first comes back right.
+  exe.run_n(7).wait();
+  exe.run_n(3).wait();
+  exe.run_n(7).wait();
+  EXPECT_EQ(x.data_as<float>()[0], 24.0F);
+  EXPECT_EQ(host_runs, 24);
   exe.run_n(0).wait();
-  EXPECT_EQ(host_runs, 7) << "run_n(0) replays nothing";
+  EXPECT_EQ(host_runs, 24) << "run_n(0) replays nothing";
   int checks = 0;
   exe.run_until([&] { return ++checks > 4; }).wait();
   EXPECT_EQ(checks, 5) << "the predicate is asked before each replay";
-  EXPECT_EQ(host_runs, 11);
+  EXPECT_EQ(host_runs, 28);
   exe.run_until([] { return true; }).wait();
-  EXPECT_EQ(host_runs, 11) << "a predicate true at once replays nothing";
+  EXPECT_EQ(host_runs, 28) << "a predicate true at once replays nothing";
   EXPECT_THROW((void)exe.run_n(-2), loom::InvalidArgument);
   EXPECT_THROW((void)exe.run_until(nullptr), loom::InvalidArgument);
   EXPECT_THROW((void)loom::Executable().run_n(3), loom::InvalidArgument);
