@@ -109,8 +109,10 @@ void SchedulerLoop::loop() {
 }
 
 bool SchedulerLoop::sleep_or_spin(bool progress, bool waiting_on_device) {
+  const auto now = Clock::now();
+  if (waiting_on_device) last_device_wait_ = now;
   if (progress) {
-    last_progress_ = Clock::now();
+    last_progress_ = now;
     return false;
   }
   // Nothing to do now. Spin a while after the last progress, so that the
@@ -123,8 +125,14 @@ bool SchedulerLoop::sleep_or_spin(bool progress, bool waiting_on_device) {
   // a callback's round trip is slower than a nap (on the H200 a compiled
   // 2 ms copy, whose end the callback reported, finished ~0.25 ms after its
   // kernel would alone), and the stream's next work waits behind it.
-  const auto idle = Clock::now() - last_progress_;
-  if (idle < (waiting_on_device ? kDeviceSpin : kIdleSpin)) {
+  const auto idle = now - last_progress_;
+  // After device work the spin lasts as long as over it: the next replay of
+  // a training loop comes within milliseconds, and a sleeping scheduler cost
+  // it 20-27 µs to wake and a cold launch path (H100, a compiled replay
+  // submitted 1.1 ms after the last one ended), while its waiter and a
+  // worker spin through the same 2 ms already.
+  const bool after_device = now - last_device_wait_ < kDeviceSpin;
+  if (idle < (waiting_on_device || after_device ? kDeviceSpin : kIdleSpin)) {
     // A worker spins as long, to publish the device run's end at once
     // (asleep, it cost a wake-up a run: tens of µs on the GPU machines).
     if (waiting_on_device) machine_->keep_a_worker_warm(last_progress_ + kDeviceSpin);

@@ -58,6 +58,7 @@ class SchedulerLoop {
   std::atomic<bool> wake_flag_{false};
   std::atomic<bool> stop_{false};
   Clock::time_point last_progress_{};
+  Clock::time_point last_device_wait_{};  // the last look that found device work watched
   std::thread thread_;
 };
 
