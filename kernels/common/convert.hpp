@@ -37,7 +37,10 @@
 //     __half2float                                 (cvt.f32.f16)
 // Not __bfloat162float: before sm_90 it is a 16-bit shift that keeps a NaN's
 // sign and payload (from sm_90, cvt.f32.bf16), as is any hand-written
-// "bits << 16"; widen bf16 with bf16_bits_to_f32.
+// "bits << 16"; widen bf16 with bf16_bits_to_f32. The one exception is a
+// kernel whose widened values reach no output but through the canonical
+// narrowing (softmax's rows: a NaN anywhere makes the row all NaN), which
+// says so where it shifts.
 //
 // Round trips: for every 16-bit pattern b that is not a NaN,
 // f32_to_*_bits(*_bits_to_f32(b)) == b; a NaN comes back as 0x7FFF.

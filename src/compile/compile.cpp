@@ -29,7 +29,8 @@ struct Executable::Impl {
   std::shared_ptr<const detail::CapturedGraphs> captured;
   std::vector<std::size_t> segment_of_step;  // into captured->segments; npos for other steps
   Graph replay;                              // what run() submits
-  // What run_n(times) submits, kept for the next call with the same count:
+  // What run_n(times) submits, kept for the next call with the same count
+  // (when it is small):
   // built and prepared anew, its graph cost more than ten replays of a
   // 1000-node graph on the host (550 µs to build, 330 to admit, H100).
   struct Repeated {
@@ -414,6 +415,10 @@ Future Executable::run(const std::vector<Binding>& bindings) const {
 
 namespace {
 
+// The most tasks a kept run_n graph may hold (one task where the executable
+// is one CUDA graph, whatever the count).
+constexpr std::size_t kKeptRepeatedTasks = 4096;
+
 // The graph run_n(times) submits: one task of `times` launches where the
 // executable is one CUDA graph (unless it holds collectives, whose timeout
 // counts from a launch's start); otherwise the steps `times` over.
@@ -465,8 +470,12 @@ Future Executable::run_n(int times) const {
   if (!r || r->times != times) {
     // Built outside the lock: two first calls may both build; either serves.
     r = repeated_graph(impl, times);
-    std::lock_guard lock(impl.repeated_mutex);
-    impl.repeated = r;
+    // Kept only while it is small: the steps `times` over would otherwise
+    // stay in memory as long as the executable.
+    if (r->graph.size() <= kKeptRepeatedTasks) {
+      std::lock_guard lock(impl.repeated_mutex);
+      impl.repeated = r;
+    }
   }
   return impl.executor->submit(r->graph, r->hints);
 }

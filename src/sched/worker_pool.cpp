@@ -100,14 +100,16 @@ void WorkerPool::run_job(std::function<void(int)>& job, int worker) noexcept {
 }
 
 void WorkerPool::keep_one_warm(std::chrono::steady_clock::time_point until) {
-  // Stored only when it moves on by more than a wake-up's worth (the
-  // deadline is a hint): spinning workers read the line it shares, and every
-  // device launch calls this.
+  // The deadline only moves later, and in steps of 100 µs, rounded up: every
+  // device launch calls this, and spinning workers read the line it shares,
+  // so it is written at most once a step; rounded up, it never ends before
+  // what was asked (a spin that stopped short would send wake after wake).
   constexpr auto kStep = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::microseconds(100));
-  const auto ticks = until.time_since_epoch().count();
-  const auto current = warm_until_.load(std::memory_order_relaxed);
-  if (ticks > current + kStep.count() || ticks < current - kStep.count()) {
+                             std::chrono::microseconds(100))
+                             .count();
+  const auto asked = until.time_since_epoch().count();
+  const auto ticks = (asked + kStep - 1) / kStep * kStep;
+  if (ticks > warm_until_.load(std::memory_order_relaxed)) {
     warm_until_.store(ticks, std::memory_order_relaxed);
   }
   if (warm_worker_.load(std::memory_order_acquire)) return;

@@ -42,12 +42,13 @@ class WorkerPool {
   void begin_blocking();
   /// The worker that blocked runs again.
   void end_blocking();
-  /// Keeps one idle worker spinning until `until` instead of sleeping,
-  /// waking one if none is awake, so that a job posted before then (a
-  /// device run's end, published on a worker) starts without a wake-up's
-  /// latency. The scheduling thread calls it while it spins on device work;
-  /// a few atomic loads once a worker is warm or woken (the mutex, briefly,
-  /// to send a wake).
+  /// Keeps one idle worker spinning until `until` (or the latest deadline
+  /// asked so far, rounded up to 100 µs) instead of sleeping, waking one if
+  /// none is awake, so that a job posted before then (a device run's end,
+  /// published on a worker) starts without a wake-up's latency. The
+  /// scheduling thread calls it at each device launch and while it spins on
+  /// device work; a few atomic loads once a worker is warm or woken (the
+  /// mutex, briefly, to send a wake).
   void keep_one_warm(std::chrono::steady_clock::time_point until);
   /// Whether a worker spins for keep_one_warm now (for tests).
   bool has_warm_worker() const noexcept { return warm_worker_.load(std::memory_order_acquire); }

@@ -125,6 +125,20 @@ TEST(WorkerPoolWarm, AWakeSentWhileEveryWorkerWasBusyDoesNotStopTheNextWake) {
   EXPECT_TRUE(gets_warm(pool));
 }
 
+// The deadline only moves later: a device launch's shorter one (asked while
+// the scheduling thread spins toward a later one) must not end the spin
+// early, or the spinning scheduler would wake the worker again and again.
+TEST(WorkerPoolWarm, AnEarlierDeadlineDoesNotShortenTheSpin) {
+  loom::detail::WorkerPool pool(1);
+  std::this_thread::sleep_for(2ms);  // past the idle spin: asleep
+  pool.keep_one_warm(Clock::now() + 10s);
+  ASSERT_TRUE(gets_warm(pool));
+  pool.keep_one_warm(Clock::now() + 1ms);
+  std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(pool.has_warm_worker()) << "the later deadline still holds";
+  pool.shutdown();
+}
+
 TEST(WorkerPoolWarm, ShutdownDoesNotWaitForTheWarmDeadline) {
   loom::detail::WorkerPool pool(2);
   std::this_thread::sleep_for(1ms);
