@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <thread>
 
 #include <unistd.h>
@@ -322,6 +323,37 @@ TEST(EmptyTensorsGpu, EveryOpTakesThemAndDoesWhatItDefines) {
   loom::Runtime rt;
   ASSERT_TRUE(rt.has_gpu());
   loom::test::expect_empty_tensors_work(rt);
+}
+
+// The README: loom's threads spin up to 2 ms after device work's last
+// progress, then sleep, "and an idle runtime takes next to no CPU time":
+// after eager runs and compiled replays. One thread left spinning would take
+// a whole core: the bound is a quarter of one.
+TEST(TrustGpu, AnIdleRuntimeTakesNextToNoCpuTimeAfterDeviceWork) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  auto x = rt.tensor<float>({4});
+  loom::Graph g;
+  g.add(loom::testing::spin(x, 200));
+  const auto exe = rt.compile(g);
+  for (int i = 0; i < 10; ++i) {
+    rt.submit(g).wait();
+    exe.run().wait();
+  }
+  exe.run_n(5).wait();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // past every spin
+  const auto cpu_seconds = [] {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+  };
+  const double cpu_before = cpu_seconds();
+  const auto t0 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double cpu = cpu_seconds() - cpu_before;
+  const double wall_s = ms_since(t0) * 1e-3;
+  EXPECT_LT(cpu, 0.25 * wall_s) << "an idle runtime took " << cpu << " s of CPU time in " << wall_s
+                                << " s";
 }
 
 }  // namespace

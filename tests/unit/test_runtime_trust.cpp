@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <functional>
 #include <future>
 #include <memory>
@@ -674,6 +675,31 @@ TEST(CopyTasks, ALayoutNoPathTakesIsRefusedAtSubmitNamingTheTask) {
 TEST(EmptyTensors, EveryOpTakesThemAndDoesWhatItDefines) {
   loom::Runtime rt(cpu(2));
   loom::test::expect_empty_tensors_work(rt);
+}
+
+// The process's CPU time, all threads, in seconds.
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// The README: loom's threads spin only briefly after work (2 ms at most),
+// then sleep, "and an idle runtime takes next to no CPU time". One thread
+// left spinning would take a whole core: the bound is a quarter of one.
+TEST(RuntimeIdle, AnIdleRuntimeTakesNextToNoCpuTime) {
+  loom::Runtime rt(cpu(4));
+  loom::Graph g;
+  for (int i = 0; i < 8; ++i) g.host("work " + std::to_string(i), [] {});
+  for (int i = 0; i < 20; ++i) rt.submit(g).wait();
+  std::this_thread::sleep_for(50ms);  // past every spin
+  const double cpu_before = process_cpu_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(300ms);
+  const double cpu = process_cpu_seconds() - cpu_before;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(cpu, 0.25 * wall) << "an idle runtime took " << cpu << " s of CPU time in " << wall
+                              << " s";
 }
 
 }  // namespace
