@@ -29,10 +29,9 @@ struct Executable::Impl {
   std::shared_ptr<const detail::CapturedGraphs> captured;
   std::vector<std::size_t> segment_of_step;  // into captured->segments; npos for other steps
   Graph replay;                              // what run() submits
-  // What run_n(times) submits, kept for the next call with the same count
-  // (when it is small):
-  // built and prepared anew, its graph cost more than ten replays of a
-  // 1000-node graph on the host (550 µs to build, 330 to admit, H100).
+  // What run_n(times) submitted last, kept (when small) for the next call
+  // with the same count: built and admitted anew each call, it cost ~1 ms of
+  // host time at 1000 nodes (550 µs to build, 330 to admit, H100).
   struct Repeated {
     int times = 0;
     Graph graph;

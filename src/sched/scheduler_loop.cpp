@@ -126,13 +126,14 @@ bool SchedulerLoop::sleep_or_spin(bool progress, bool waiting_on_device) {
   // 2 ms copy, whose end the callback reported, finished ~0.25 ms after its
   // kernel would alone), and the stream's next work waits behind it.
   const auto idle = now - last_progress_;
-  // After device work the spin lasts as long as over it: the next replay of
+  // Over device work and after it the spin lasts as long (last_device_wait_
+  // is now while device work is watched): the next replay of
   // a training loop comes within milliseconds, and a sleeping scheduler cost
   // it 20-27 µs to wake and a cold launch path (H100, a compiled replay
   // submitted 1.1 ms after the last one ended), while its waiter and a
   // worker spin through the same 2 ms already.
   const bool after_device = now - last_device_wait_ < kDeviceSpin;
-  if (idle < (waiting_on_device || after_device ? kDeviceSpin : kIdleSpin)) {
+  if (idle < (after_device ? kDeviceSpin : kIdleSpin)) {
     // A worker spins as long, to publish the device run's end at once
     // (asleep, it cost a wake-up a run: tens of µs on the GPU machines).
     if (waiting_on_device) machine_->keep_a_worker_warm(last_progress_ + kDeviceSpin);
