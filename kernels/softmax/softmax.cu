@@ -13,7 +13,6 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
-#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -23,7 +22,6 @@ namespace cg = cooperative_groups;
 }  // namespace loom::kernels::softmax_detail
 
 #include "softmax/softmax_kernels.cuh"
-#include "softmax/softmax_streamed.cuh"
 
 namespace loom::kernels {
 namespace {
@@ -187,114 +185,9 @@ void launch_cluster_row(const T* x, T* y, const SoftmaxShape& s, std::int64_t sl
   });
 }
 
-// How the streamed kernel (softmax_streamed.cuh) takes a shape: clusters
-// of `cluster` blocks, `slice_bytes` of each row a block, `clusters`
-// clusters at once, `shared_bytes` of dynamic shared memory a block.
-struct StreamedPlan {
-  int cluster = 0;
-  std::int64_t slice_bytes = 0;
-  int clusters = 0;
-  std::size_t shared_bytes = 0;
-};
-
-// The clusters of `cluster` blocks with `shared_bytes` each that fit on the
-// current device at once (0: none), asked of the driver once a device, a
-// cluster size and a multiple of 16 KiB of shared memory. The first ask on a
-// device lets the kernel take clusters of 16 and all the shared memory its
-// stages can use.
-template <class T>
-int streamed_clusters_that_fit(int cluster, std::size_t shared_bytes) {
-  constexpr int kDevices = 16;
-  constexpr int kSizes = 3;  // 4, 8, 16
-  constexpr std::size_t kStep = 16 * 1024;
-  constexpr int kSteps = static_cast<int>(kStreamStages * kStreamMaxSlice / kStep) + 1;
-  static std::array<std::atomic<int>, kDevices * kSizes * kSteps> known{};  // 0 unknown, -1 none
-  static std::array<std::atomic<bool>, kDevices> prepared{};
-  const auto kernel = softmax_streamed_rows<T>;
-  int device = 0;
-  LOOM_KERNEL_CHECK(cudaGetDevice(&device));
-  const int size_index = cluster == 4 ? 0 : cluster == 8 ? 1 : 2;
-  const int step = static_cast<int>((shared_bytes + kStep - 1) / kStep);
-  const bool cacheable = device >= 0 && device < kDevices && step < kSteps;
-  const std::size_t key = static_cast<std::size_t>((device * kSizes + size_index) * kSteps + step);
-  if (cacheable) {
-    if (const int n = known[key].load(std::memory_order_relaxed); n != 0) return n > 0 ? n : 0;
-  }
-  if (!cacheable || !prepared[static_cast<std::size_t>(device)].load()) {
-    LOOM_KERNEL_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    LOOM_KERNEL_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(kStreamStages * kStreamMaxSlice)));
-    if (cacheable) prepared[static_cast<std::size_t>(device)].store(true);
-  }
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(cluster));
-  config.blockDim = dim3(kStreamThreads);
-  config.dynamicSmemBytes = static_cast<std::size_t>(step) * kStep;
-  cudaLaunchAttribute shape{};
-  shape.id = cudaLaunchAttributeClusterDimension;
-  shape.val.clusterDim.x = static_cast<unsigned>(cluster);
-  shape.val.clusterDim.y = 1;
-  shape.val.clusterDim.z = 1;
-  config.attrs = &shape;
-  config.numAttrs = 1;
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
-    (void)cudaGetLastError();  // a cluster shape this device refuses: not a fault
-    clusters = 0;
-  }
-  if (cacheable) known[key].store(clusters > 0 ? clusters : -1, std::memory_order_relaxed);
-  return clusters;
-}
-
-// Whether the streamed kernel takes this shape, and how: at least
-// kClusterMinRows rows longer than a block row, x and y rows on 16-byte
-// boundaries and a whole number of 16 bytes long, a slice of at most
-// kStreamMaxSlice at 16 blocks, and a device that runs clusters.
-template <class T>
-std::optional<StreamedPlan> streamed_plan(const void* x, const void* y, const SoftmaxShape& s) {
-  constexpr auto kSize = static_cast<std::int64_t>(sizeof(T));
-  const auto aligned = [](const void* p) {
-    return reinterpret_cast<std::uintptr_t>(p) % kVectorBytes == 0;
-  };
-  if (s.rows < kClusterMinRows || s.cols <= kRegisterRowMax) return std::nullopt;
-  if (!aligned(x) || !aligned(y) || (s.cols * kSize) % kVectorBytes != 0 ||
-      (s.x_row_stride * kSize) % kVectorBytes != 0 ||
-      (s.y_row_stride * kSize) % kVectorBytes != 0) {
-    return std::nullopt;
-  }
-  const std::int64_t row_bytes = s.cols * kSize;
-  const auto slice_for = [&](int blocks) {
-    const std::int64_t share = (row_bytes + blocks - 1) / blocks;
-    return (share + kVectorBytes - 1) / kVectorBytes * kVectorBytes;
-  };
-  int cluster = kStreamMinCluster;
-  while (cluster < kStreamMaxCluster && slice_for(cluster) > kStreamSliceAim) cluster *= 2;
-  const std::int64_t slice = slice_for(cluster);
-  // Every block's share must be non-empty: true for rows this long.
-  if (slice > kStreamMaxSlice || (cluster - 1) * slice >= row_bytes) return std::nullopt;
-  if (!device_runs_clusters()) return std::nullopt;
-  const auto shared_bytes = static_cast<std::size_t>(kStreamStages * stream_stage_bytes(slice));
-  const int fit = streamed_clusters_that_fit<T>(cluster, shared_bytes);
-  if (fit <= 0) return std::nullopt;
-  // No more clusters than rows: every cluster has a row.
-  const auto clusters = static_cast<int>(std::min<std::int64_t>(fit, s.rows));
-  return StreamedPlan{cluster, slice, clusters, shared_bytes};
-}
-
-template <class T>
-void launch_streamed(const T* x, T* y, const SoftmaxShape& s, const StreamedPlan& plan,
-                     cudaStream_t stream) {
-  loom::detail::launch_on_stream_in_clusters(
-      dim3(static_cast<unsigned>(plan.cluster)), stream, softmax_streamed_rows<T>,
-      dim3(static_cast<unsigned>(plan.clusters * plan.cluster)), dim3(kStreamThreads),
-      plan.shared_bytes, x, y, s.rows, s.cols, s.x_row_stride, s.y_row_stride,
-      static_cast<int>(plan.slice_bytes));
-}
-
 template <class T>
 void launch_fused(const T* x, T* y, const SoftmaxShape& s, void* workspace, bool wide,
-                  cudaStream_t stream, bool may_stream = true) {
+                  cudaStream_t stream) {
   const std::int64_t cols = s.cols;
   // Rows are sized by their virtual length: a peeled row may need a pack more.
   const std::int64_t span = row_span<T>(x, s, wide);
@@ -313,11 +206,6 @@ void launch_fused(const T* x, T* y, const SoftmaxShape& s, void* workspace, bool
     if (span <= 8 * 512) return launch_block_row<T, 8>(x, y, s, span, wide, stream);
     if (span <= 16 * 512) return launch_block_row<T, 16>(x, y, s, span, wide, stream);
     return launch_block_row<T, 32>(x, y, s, span, wide, stream);
-  }
-  if (may_stream) {
-    if (const auto plan = streamed_plan<T>(x, y, s)) {
-      return launch_streamed<T>(x, y, s, *plan, stream);
-    }
   }
   const std::int64_t slice = cluster_slice(span, wide ? kWide<T> : 1);
   if (slice <= kRegisterRowMax && s.rows >= kClusterMinRows && device_runs_clusters()) {
@@ -352,7 +240,7 @@ void launch_fused(const T* x, T* y, const SoftmaxShape& s, void* workspace, bool
 
 template <class T>
 void launch(const void* xv, void* yv, const SoftmaxShape& s, void* workspace,
-            SoftmaxVariant variant, cudaStream_t stream, bool may_stream = true) {
+            SoftmaxVariant variant, cudaStream_t stream) {
   const auto* x = static_cast<const T*>(xv);
   auto* y = static_cast<T*>(yv);
   const bool wide = packs_line_up<T>(xv, yv, s);
@@ -372,9 +260,7 @@ void launch(const void* xv, void* yv, const SoftmaxShape& s, void* workspace,
                                        threads, 0, x, y, s.cols, s.x_row_stride, s.y_row_stride);
       });
       break;
-    case SoftmaxVariant::fused:
-      launch_fused<T>(x, y, s, workspace, wide, stream, may_stream);
-      break;
+    case SoftmaxVariant::fused: launch_fused<T>(x, y, s, workspace, wide, stream); break;
   }
 }
 
@@ -389,37 +275,16 @@ std::size_t softmax_workspace_bytes(const SoftmaxShape& shape, SoftmaxVariant va
   return static_cast<std::size_t>(shape.rows * split_chunks(shape)) * sizeof(MaxSum);
 }
 
-namespace {
-
-void launch_checked(const void* x, void* y, DType dtype, const SoftmaxShape& shape, void* workspace,
-                    StreamView stream, SoftmaxVariant variant, bool may_stream) {
+void softmax(const void* x, void* y, DType dtype, const SoftmaxShape& shape, void* workspace,
+             StreamView stream, SoftmaxVariant variant) {
   if (dtype != DType::f32 && dtype != DType::bf16) reject_dtype(dtype);
   if (shape.rows <= 0 || shape.cols <= 0) return;
   if (dtype == DType::f32) {
-    launch<float>(x, y, shape, workspace, variant, stream, may_stream);
+    launch<float>(x, y, shape, workspace, variant, stream);
   } else {
-    launch<bf16_bits>(x, y, shape, workspace, variant, stream, may_stream);
+    launch<bf16_bits>(x, y, shape, workspace, variant, stream);
   }
   LOOM_KERNEL_CHECK_LAUNCH("softmax kernel launch");
-}
-
-}  // namespace
-
-void softmax(const void* x, void* y, DType dtype, const SoftmaxShape& shape, void* workspace,
-             StreamView stream, SoftmaxVariant variant) {
-  launch_checked(x, y, dtype, shape, workspace, stream, variant, true);
-}
-
-void softmax_unstreamed(const void* x, void* y, DType dtype, const SoftmaxShape& shape,
-                        void* workspace, StreamView stream) {
-  launch_checked(x, y, dtype, shape, workspace, stream, SoftmaxVariant::fused, false);
-}
-
-bool softmax_streams(const void* x, const void* y, DType dtype, const SoftmaxShape& shape) {
-  if (shape.rows <= 0 || shape.cols <= 0) return false;
-  if (dtype == DType::f32) return streamed_plan<float>(x, y, shape).has_value();
-  if (dtype == DType::bf16) return streamed_plan<bf16_bits>(x, y, shape).has_value();
-  return false;
 }
 
 }  // namespace loom::kernels

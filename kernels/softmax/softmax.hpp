@@ -25,12 +25,7 @@
 //          a warp a row for rows up to 1024, a block a row up to 32768, and
 //          on compute capability 9.0 and later a cluster of 8 blocks a row up
 //          to 262144 when there are at least 32 rows (the blocks combine the
-//          row's maximum and sum through distributed shared memory). Where
-//          such rows start on 16-byte boundaries and are a whole number of 16
-//          bytes long (up to 1 MiB), persistent clusters of 4 to 16 blocks
-//          stream them through shared memory instead (softmax_streamed.cuh):
-//          bulk copies bring in a block's slices of the next two rows while
-//          it reduces and writes the current one. Other
+//          row's maximum and sum through distributed shared memory). Other
 //          long rows take the online kernel with one block an SM (its second
 //          read mostly hits L2) when there are many rows, or, for a few long
 //          rows, split the row across blocks: each block's partial (max, sum)
@@ -77,17 +72,6 @@ std::size_t softmax_workspace_bytes(const SoftmaxShape& shape, SoftmaxVariant va
 /// another dtype.
 void softmax(const void* x, void* y, DType dtype, const SoftmaxShape& shape, void* workspace,
              StreamView stream, SoftmaxVariant variant = kSoftmaxDefault);
-
-/// Whether softmax() with the fused variant streams this shape through
-/// shared memory on the current device (softmax_streamed.cuh), for tests
-/// that must reach that kernel.
-bool softmax_streams(const void* x, const void* y, DType dtype, const SoftmaxShape& shape);
-
-/// softmax() with the fused variant as it ran before streaming: long aligned
-/// rows take the one-row-a-cluster kernel. For benchmarks that compare the
-/// two in one run; softmax() is the way in.
-void softmax_unstreamed(const void* x, void* y, DType dtype, const SoftmaxShape& shape,
-                        void* workspace, StreamView stream);
 
 /// The CPU reference: double-precision math, rounded once to the output
 /// dtype (bf16 as common/convert.hpp rounds it). Host pointers.

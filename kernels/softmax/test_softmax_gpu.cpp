@@ -3,8 +3,7 @@
 // rows, split rows), contiguous, strided (aligned and not) and in place;
 // outputs poisoned with NaN first and the gaps between strided rows checked
 // untouched; special rows (magnitudes of 80, -inf entries, a row of -inf
-// only); long aligned rows that stream through shared memory; then the op
-// through a graph on the CUDA backend.
+// only); then the op through a graph on the CUDA backend.
 #include "support/gpu.hpp"
 
 #include "common/convert.hpp"
@@ -222,41 +221,6 @@ TEST_P(SoftmaxGpu, LargeMagnitudesMinusInfinityAndARowOfMinusInfinity) {
     check({dtype(), 6, cols, cols, cols, false, Rows::extreme}, variant());
   }
   check({dtype(), 300, 40000, 40000, 40000, false, Rows::extreme}, variant());
-}
-
-// Long rows on 16-byte boundaries, a whole number of 16 bytes long, stream
-// through shared memory in persistent clusters (softmax_streamed.cuh) of 4,
-// 8 and 16 blocks: fewer rows than clusters, and many more (each block's
-// stages wrap several times and their barriers change phase), strided, in
-// place, and special rows (a first slice of NaN, a row of -inf only).
-TEST(SoftmaxStreamedGpu, LongAlignedRowsMatchTheReference) {
-  LOOM_REQUIRE_GPU();
-  const std::vector<Case> cases = {
-      {DType::bf16, 200, 40000, 40000, 40000, false, Rows::random},     // 4 blocks
-      {DType::f32, 32, 40000, 40000, 40000, false, Rows::random},       // 8
-      {DType::f32, 700, 40000, 40000, 40000, false, Rows::random},      // 8, wrapping
-      {DType::bf16, 500, 100000, 100000, 100000, false, Rows::random},  // 8
-      {DType::f32, 64, 262144, 262144, 262144, false, Rows::random},    // 16, 64 KiB slices
-      {DType::bf16, 64, 524288, 524288, 524288, false, Rows::random},   // 16
-      {DType::f32, 300, 100000, 100008, 100016, false, Rows::random},   // strided
-      {DType::bf16, 300, 100000, 100008, 100008, true, Rows::random},   // in place
-      {DType::f32, 300, 40000, 40000, 40000, false, Rows::extreme},
-      {DType::bf16, 100, 200000, 200000, 200000, false, Rows::extreme},
-  };
-  // Any 16-byte aligned pointers: whether the shape streams does not depend
-  // on where.
-  alignas(16) static std::uint8_t somewhere[32];
-  for (const Case& c : cases) {
-    const SoftmaxShape shape{c.rows, c.cols, c.x_stride, c.in_place ? c.x_stride : c.y_stride};
-    ASSERT_TRUE(loom::kernels::softmax_streams(somewhere, somewhere + 16, c.dtype, shape))
-        << describe(c, SoftmaxVariant::fused) << ": not streamed";
-    check(c, SoftmaxVariant::fused);
-  }
-  // Off a boundary, or a row not a whole number of 16 bytes: the cluster rows.
-  const SoftmaxShape odd{64, 40001, 40001, 40001};
-  EXPECT_FALSE(loom::kernels::softmax_streams(somewhere, somewhere + 16, DType::f32, odd));
-  const SoftmaxShape even{64, 40000, 40000, 40000};
-  EXPECT_FALSE(loom::kernels::softmax_streams(somewhere + 4, somewhere + 20, DType::f32, even));
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, SoftmaxGpu,
