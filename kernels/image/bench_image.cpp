@@ -157,14 +157,16 @@ BENCHMARK(BM_BoxBlur)
     ->Iterations(3)
     ->Unit(benchmark::kMicrosecond);
 
-// The sliding (kernel 0) or banded (kernel 1) kernel with segments of
+// The sliding (kernel 0), banded (kernel 1) or streaming (kernel 2, what
+// tiled runs for radius 1..7) kernel with segments of
 // `segment_rows` rows (0: the kernel's own choice, named in the label): a
 // segment first reads 2r rows to fill its window, so long segments read
 // less, but leave fewer warps to cover DRAM's latency. For choosing
 // box_blur_sliding_segment_rows()'s and box_blur_banded_segment_rows()'s rules.
 void BM_BoxBlurSegments(benchmark::State& state) {
   if (skip_without_gpu(state)) return;
-  const bool banded = state.range(0) == 1;
+  const int kernel = static_cast<int>(state.range(0));
+  const bool banded = kernel == 1;
   const int radius = static_cast<int>(state.range(1));
   const int segment_rows = static_cast<int>(state.range(2));
   loom::detail::Stream stream(0, 0);
@@ -172,7 +174,10 @@ void BM_BoxBlurSegments(benchmark::State& state) {
   double ms = 0;
   for (auto _ : state) {
     ms = time_ms(stream, [&](int i) {
-      if (banded) {
+      if (kernel == 2) {
+        loom::kernels::box_blur_stream(r.input(i), r.output(i), 1, kSide, kSide, radius,
+                                       stream.view(), segment_rows);
+      } else if (banded) {
         loom::kernels::box_blur_banded(r.input(i), r.output(i), 1, kSide, kSide, radius,
                                        stream.view(), segment_rows);
       } else {
@@ -187,17 +192,19 @@ void BM_BoxBlurSegments(benchmark::State& state) {
   int sms = 0;
   LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const int chosen =
-      banded ? loom::kernels::box_blur_banded_segment_rows(1, kSide, kSide, radius, sms)
-             : loom::kernels::box_blur_sliding_segment_rows(1, kSide, kSide, radius, sms);
+      kernel == 2 ? loom::kernels::box_blur_stream_segment_rows(1, kSide, radius)
+      : banded    ? loom::kernels::box_blur_banded_segment_rows(1, kSide, kSide, radius, sms)
+                  : loom::kernels::box_blur_sliding_segment_rows(1, kSide, kSide, radius, sms);
   const int rows = segment_rows > 0 ? segment_rows : chosen;
-  state.SetLabel(std::string(banded ? "banded" : "sliding") + " r=" + std::to_string(radius) +
-                 " segment_rows=" + std::to_string(rows) + (segment_rows > 0 ? "" : " (chosen)") +
-                 " 4096x4096");
+  const char* name = kernel == 2 ? "stream (tiled)" : banded ? "banded" : "sliding";
+  state.SetLabel(std::string(name) + " r=" + std::to_string(radius) + " segment_rows=" +
+                 std::to_string(rows) + (segment_rows > 0 ? "" : " (chosen)") + " 4096x4096");
 }
 BENCHMARK(BM_BoxBlurSegments)
     ->ArgNames({"kernel", "radius", "segment_rows"})
     ->ArgsProduct({{0}, {3, 8, 32, 64, 127}, {0, 16, 32, 64, 128, 256}})
     ->ArgsProduct({{1}, {3, 8, 32, 64, 127}, {0, 16, 32, 64, 128, 256}})
+    ->ArgsProduct({{2}, {1, 3, 5, 7}, {0, 4, 8, 12, 16, 24, 32, 64}})
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMicrosecond);

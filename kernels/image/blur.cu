@@ -16,6 +16,8 @@ namespace loom::kernels {
 namespace {
 
 constexpr unsigned kMaxGridYZ = 65535;
+// The streaming kernel indexes rows and columns with ints.
+constexpr std::int64_t kMaxExtent = std::int64_t{1} << 30;
 
 // --- naive -------------------------------------------------------------------
 
@@ -263,18 +265,31 @@ void launch_tiled(const std::uint8_t* src, std::uint8_t* dst, int planes, int he
 
 template <int R>
 void launch_stream(const std::uint8_t* src, std::uint8_t* dst, int planes, int height, int width,
-                   StreamView stream) {
-  using blur_detail::kSegmentRows;
+                   int segment_rows, StreamView stream) {
   using blur_detail::kStripBytes;
   using blur_detail::kStripsPerWarp;
   const int strips = width / kStripBytes;
   const dim3 grid(
       static_cast<unsigned>((strips + kStripsPerWarp - 1) / kStripsPerWarp),
-      std::min<unsigned>(static_cast<unsigned>((height + kSegmentRows - 1) / kSegmentRows),
+      std::min<unsigned>(static_cast<unsigned>((height + segment_rows - 1) / segment_rows),
                          kMaxGridYZ),
       std::min<unsigned>(static_cast<unsigned>(planes), kMaxGridYZ));
   loom::detail::launch_on_stream(stream, blur_detail::blur_stream<R>, grid,
-                                 dim3(blur_detail::kWarpLanes), 0, src, dst, planes, height, width);
+                                 dim3(blur_detail::kWarpLanes), 0, src, dst, planes, height, width,
+                                 segment_rows);
+}
+
+void launch_stream(const std::uint8_t* src, std::uint8_t* dst, int planes, int height, int width,
+                   int radius, int segment_rows, StreamView stream) {
+  switch (radius) {
+    case 1: launch_stream<1>(src, dst, planes, height, width, segment_rows, stream); break;
+    case 2: launch_stream<2>(src, dst, planes, height, width, segment_rows, stream); break;
+    case 3: launch_stream<3>(src, dst, planes, height, width, segment_rows, stream); break;
+    case 4: launch_stream<4>(src, dst, planes, height, width, segment_rows, stream); break;
+    case 5: launch_stream<5>(src, dst, planes, height, width, segment_rows, stream); break;
+    case 6: launch_stream<6>(src, dst, planes, height, width, segment_rows, stream); break;
+    default: launch_stream<7>(src, dst, planes, height, width, segment_rows, stream); break;
+  }
 }
 
 void launch_naive(const std::uint8_t* src, std::uint8_t* dst, int planes, int height, int width,
@@ -335,6 +350,34 @@ void launch_separable(const std::uint8_t* src, std::uint8_t* dst, std::int64_t p
 
 }  // namespace
 
+bool box_blur_stream_takes(std::int64_t height, std::int64_t width, int radius, const void* src,
+                           const void* dst) noexcept {
+  return radius >= 1 && radius <= kBlurTiledMaxRadius && width % 16 == 0 && height >= 2 &&
+         height <= kMaxExtent && width <= kMaxExtent && aligned(src, 16) && aligned(dst, 16);
+}
+
+int box_blur_stream_segment_rows(std::int64_t planes, std::int64_t height, int radius) noexcept {
+  (void)planes;
+  (void)radius;
+  return static_cast<int>(std::min<std::int64_t>(blur_detail::kSegmentRows, height));
+}
+
+void box_blur_stream(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes,
+                     std::int64_t height, std::int64_t width, int radius, StreamView stream,
+                     int segment_rows) {
+  if (planes == 0 || height == 0 || width == 0) return;
+  if (!box_blur_stream_takes(height, width, radius, src, dst)) {
+    throw InvalidArgument(
+        "box_blur: the streaming kernel takes radius 1.." + std::to_string(kBlurTiledMaxRadius) +
+        ", widths a multiple of 16, at least 2 rows and 16-byte aligned pointers; got radius " +
+        std::to_string(radius) + " over " + std::to_string(height) + " x " + std::to_string(width));
+  }
+  if (segment_rows <= 0) segment_rows = box_blur_stream_segment_rows(planes, height, radius);
+  launch_stream(src, dst, static_cast<int>(planes), static_cast<int>(height),
+                static_cast<int>(width), radius, segment_rows, stream);
+  LOOM_KERNEL_CHECK_LAUNCH("box_blur kernel launch");
+}
+
 std::size_t box_blur_workspace_bytes(std::int64_t planes, std::int64_t height, std::int64_t width,
                                      int radius, BlurVariant variant) noexcept {
   if (resolved(variant, radius) != BlurVariant::separable) return 0;
@@ -373,15 +416,8 @@ void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, s
   if (variant == BlurVariant::naive || radius < 1 || radius > kBlurTiledMaxRadius) {
     launch_naive(src, dst, p, h, w, radius, stream);
   } else if (streams) {
-    switch (radius) {
-      case 1: launch_stream<1>(src, dst, p, h, w, stream); break;
-      case 2: launch_stream<2>(src, dst, p, h, w, stream); break;
-      case 3: launch_stream<3>(src, dst, p, h, w, stream); break;
-      case 4: launch_stream<4>(src, dst, p, h, w, stream); break;
-      case 5: launch_stream<5>(src, dst, p, h, w, stream); break;
-      case 6: launch_stream<6>(src, dst, p, h, w, stream); break;
-      default: launch_stream<7>(src, dst, p, h, w, stream); break;
-    }
+    launch_stream(src, dst, p, h, w, radius, box_blur_stream_segment_rows(planes, height, radius),
+                  stream);
   } else {
     switch (radius) {
       case 1: launch_tiled<1>(src, dst, p, h, w, access, stream); break;

@@ -120,6 +120,23 @@ void box_blur_sliding(const std::uint8_t* src, std::uint8_t* dst, std::int64_t p
                       std::int64_t height, std::int64_t width, int radius, StreamView stream,
                       int segment_rows = 0);
 
+/// Whether the streaming kernel (what `tiled` runs where it can) takes the
+/// image: radius 1..kBlurTiledMaxRadius, a width that is a multiple of 16, at
+/// least 2 rows, extents up to 2^30, 16-byte aligned pointers.
+bool box_blur_stream_takes(std::int64_t height, std::int64_t width, int radius, const void* src,
+                           const void* dst) noexcept;
+
+/// The rows a warp of the streaming kernel writes, as box_blur() chooses them.
+int box_blur_stream_segment_rows(std::int64_t planes, std::int64_t height, int radius) noexcept;
+
+/// The streaming kernel with segments of `segment_rows` rows (0: as box_blur()
+/// chooses them), for benchmarks that sweep it; box_blur() with
+/// BlurVariant::tiled is the usual way in. @throws InvalidArgument where
+/// box_blur_stream_takes() is false; CudaError if the launch fails.
+void box_blur_stream(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes,
+                     std::int64_t height, std::int64_t width, int radius, StreamView stream,
+                     int segment_rows = 0);
+
 /// Whether the banded kernel takes the image: radius 0..127, a width that is
 /// a multiple of 16, extents up to 2^30, 16-byte aligned pointers.
 bool box_blur_banded_takes(std::int64_t height, std::int64_t width, int radius, const void* src,

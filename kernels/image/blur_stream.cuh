@@ -19,8 +19,9 @@ namespace {
 constexpr int kStripBytes = 16;
 constexpr int kWarpLanes = 32;
 constexpr int kStripsPerWarp = kWarpLanes - 2;
-// Rows a warp writes: short enough for ~9 warps an SM on a 4096-row image,
-// long enough that the 2R halo rows (re-read from L2) stay a small share.
+// Rows a warp writes by default (stream_segment_rows() chooses per image):
+// short enough for ~9 warps an SM on a 4096-row image, long enough that the
+// 2R halo rows (re-read from L2) stay a small share.
 constexpr int kSegmentRows = 32;
 // Rows loaded ahead of their use: with ~9 warps an SM, ~40 KB in flight.
 constexpr int kAhead = 8;
@@ -165,14 +166,14 @@ __device__ __forceinline__ void emit_row(const unsigned (&cs)[8], std::uint8_t* 
   }
 }
 
-// Grid: x over groups of kStripsPerWarp strips, y over row segments, z over
-// planes (y and z stride when they pass the grid's limits). Needs width % 16
-// == 0, height >= 2 (so that cy >= 2: the reciprocals need a divisor of at
-// least 2) and 16-byte aligned pointers.
+// Grid: x over groups of kStripsPerWarp strips, y over segments of
+// `segment_rows` rows (>= 1), z over planes (y and z stride when they pass
+// the grid's limits). Needs width % 16 == 0, height >= 2 (so that cy >= 2:
+// the reciprocals need a divisor of at least 2) and 16-byte aligned pointers.
 template <int R>
 __global__ void __launch_bounds__(kWarpLanes)
     blur_stream(const std::uint8_t* __restrict__ gSrc, std::uint8_t* __restrict__ gDst, int planes,
-                int height, int width) {
+                int height, int width, int segment_rows) {
   using S = StreamShape<R>;
   constexpr int kN = S::kRing;
   const int lane = static_cast<int>(threadIdx.x);
@@ -181,7 +182,7 @@ __global__ void __launch_bounds__(kWarpLanes)
   const bool in_image = strip >= 0 && strip < strips;
   const bool owner = lane >= 1 && lane <= kStripsPerWarp && strip < strips;
   const int x = strip * kStripBytes;
-  const int segments = (height + kSegmentRows - 1) / kSegmentRows;
+  const int segments = (height + segment_rows - 1) / segment_rows;
   const std::size_t plane_size = static_cast<std::size_t>(height) * width;
 
   for (int plane = static_cast<int>(blockIdx.z); plane < planes;
@@ -190,8 +191,8 @@ __global__ void __launch_bounds__(kWarpLanes)
     std::uint8_t* gOut = gDst + plane * plane_size;
     for (int segment = static_cast<int>(blockIdx.y); segment < segments;
          segment += static_cast<int>(gridDim.y)) {
-      const int y0 = segment * kSegmentRows;
-      const int rows_out = imin(kSegmentRows, height - y0);
+      const int y0 = segment * segment_rows;
+      const int rows_out = imin(segment_rows, height - y0);
       const int rows_in = rows_out + 2 * R;
       // Input row i of the segment is image row y0 - R + i; outside the
       // image (or past what the segment needs) it reads as zeros.

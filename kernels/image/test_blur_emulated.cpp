@@ -47,25 +47,24 @@ void run_grid(dim3 grid, const std::function<void()>& kernel) {
 
 template <int R>
 void launch(const std::uint8_t* src, std::uint8_t* dst, int planes, int h, int w, unsigned max_y,
-            unsigned max_z) {
+            unsigned max_z, int segment_rows) {
   const int strips = w / emu::kStripBytes;
-  const dim3 grid(
-      static_cast<unsigned>((strips + emu::kStripsPerWarp - 1) / emu::kStripsPerWarp),
-      std::min(static_cast<unsigned>((h + emu::kSegmentRows - 1) / emu::kSegmentRows), max_y),
-      std::min(static_cast<unsigned>(planes), max_z));
-  run_grid(grid, [&] { emu::blur_stream<R>(src, dst, planes, h, w); });
+  const dim3 grid(static_cast<unsigned>((strips + emu::kStripsPerWarp - 1) / emu::kStripsPerWarp),
+                  std::min(static_cast<unsigned>((h + segment_rows - 1) / segment_rows), max_y),
+                  std::min(static_cast<unsigned>(planes), max_z));
+  run_grid(grid, [&] { emu::blur_stream<R>(src, dst, planes, h, w, segment_rows); });
 }
 
 void launch(int r, const std::uint8_t* src, std::uint8_t* dst, int planes, int h, int w,
-            unsigned max_y, unsigned max_z) {
+            unsigned max_y, unsigned max_z, int segment_rows = emu::kSegmentRows) {
   switch (r) {
-    case 1: launch<1>(src, dst, planes, h, w, max_y, max_z); break;
-    case 2: launch<2>(src, dst, planes, h, w, max_y, max_z); break;
-    case 3: launch<3>(src, dst, planes, h, w, max_y, max_z); break;
-    case 4: launch<4>(src, dst, planes, h, w, max_y, max_z); break;
-    case 5: launch<5>(src, dst, planes, h, w, max_y, max_z); break;
-    case 6: launch<6>(src, dst, planes, h, w, max_y, max_z); break;
-    default: launch<7>(src, dst, planes, h, w, max_y, max_z); break;
+    case 1: launch<1>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
+    case 2: launch<2>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
+    case 3: launch<3>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
+    case 4: launch<4>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
+    case 5: launch<5>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
+    case 6: launch<6>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
+    default: launch<7>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
   }
 }
 
@@ -73,6 +72,7 @@ struct Case {
   int planes, h, w;
   unsigned max_y = 65535;  // smaller: blocks stride over segments and planes
   unsigned max_z = 65535;
+  int segment_rows = emu::kSegmentRows;
 };
 
 void check(const Case& c, int r, std::mt19937_64& rng) {
@@ -87,7 +87,7 @@ void check(const Case& c, int r, std::mt19937_64& rng) {
   loom::kernels::box_blur_reference(src.data(), want.data(), c.planes, c.h, c.w, r);
   // 16 bytes of poison past the end: a store past the image would show.
   Bytes got(n + 16, 0xA5);
-  launch(r, src.data(), got.data(), c.planes, c.h, c.w, c.max_y, c.max_z);
+  launch(r, src.data(), got.data(), c.planes, c.h, c.w, c.max_y, c.max_z, c.segment_rows);
   std::size_t bad = 0;
   std::size_t first = n;
   for (std::size_t i = 0; i < n; ++i) {
@@ -98,7 +98,7 @@ void check(const Case& c, int r, std::mt19937_64& rng) {
   }
   for (std::size_t i = n; i < got.size(); ++i) bad += got[i] != 0xA5 ? 1 : 0;
   EXPECT_EQ(bad, 0U) << "r=" << r << " planes=" << c.planes << " " << c.h << "x" << c.w
-                     << " first mismatch at " << first;
+                     << " segments of " << c.segment_rows << " first mismatch at " << first;
 }
 
 TEST(BlurStreamEmulated, MatchesTheReferenceAtEveryRadius) {
@@ -116,6 +116,18 @@ TEST(BlurStreamEmulated, MatchesTheReferenceAtEveryRadius) {
 TEST(BlurStreamEmulated, WholeSegmentsAcrossAWideImage) {
   auto rng = std::mt19937_64(loom::test::fresh_seed());
   check({1, 64, 512}, 3, rng);
+}
+
+// Segments of any length: one row, shorter than the window, than the ring of
+// rows in flight, and not dividing the height; with a grid that strides.
+TEST(BlurStreamEmulated, SegmentsOfAnyLength) {
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  for (int rows : {1, 2, 5, 8, 13, 16, 24, 64}) {
+    for (int r : {1, 3, 7}) {
+      check({1, 37, 48, 65535, 65535, rows}, r, rng);
+      check({2, 30, 64, 3, 1, rows}, r, rng);
+    }
+  }
 }
 
 TEST(BlurStreamDivision, TheReciprocalIsExactForEveryWindowSum) {

@@ -230,9 +230,10 @@ TEST(BlurSlidingGpu, ThinAndTinyImages) {
 // stream)): the segment length changes which rows a warp or block walks,
 // never the result.
 template <class Launch>
-void expect_every_segment_length_same(std::int64_t h, std::int64_t w, Launch launch) {
+void expect_every_segment_length_same(std::int64_t h, std::int64_t w, Launch launch,
+                                      std::vector<int> radii = {3, 16, 64, 127}) {
   auto rng = loom::test::random_engine();
-  for (int r : {3, 16, 64, 127}) {
+  for (int r : radii) {
     const Bytes src = random_bytes(static_cast<std::size_t>(h * w), rng);
     Bytes want(src.size());
     loom::kernels::box_blur_reference(src.data(), want.data(), 1, h, w, r);
@@ -259,6 +260,18 @@ TEST(BlurSlidingGpu, EverySegmentLengthGivesTheSameImage) {
                                      loom::kernels::box_blur_sliding(src, dst, 1, h, w, r, stream,
                                                                      rows);
                                    });
+}
+
+// The streaming kernel (what tiled runs for radius 1..7).
+TEST(BlurStreamGpu, EverySegmentLengthGivesTheSameImage) {
+  LOOM_REQUIRE_GPU();
+  expect_every_segment_length_same(517, 1024,
+                                   [](const std::uint8_t* src, std::uint8_t* dst, std::int64_t h,
+                                      std::int64_t w, int r, int rows, loom::StreamView stream) {
+                                     loom::kernels::box_blur_stream(src, dst, 1, h, w, r, stream,
+                                                                    rows);
+                                   },
+                                   {1, 3, 7});
 }
 
 // The banded kernel (a block a band of 1024 columns): every radius on an
