@@ -488,6 +488,56 @@ TEST(CompileDagGpu, RunNReplaysKTimesInOneRun) {
   EXPECT_THROW((void)exe.run_n(-1), loom::InvalidArgument);
 }
 
+// An executable of one kernel replays as that kernel's launch, not a graph
+// launch: plain, bound to other tensors (re-pointed, the placeholders left
+// alone), back on the placeholders, and k times in one run.
+TEST(CompileDagGpu, OneKernelReplaysAsItsLaunchPlainBoundAndRepeated) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  constexpr std::int64_t n = 4099;
+  auto in = rt.tensor<float>({n});
+  auto out = rt.tensor<float>({n});
+  loom::Graph g;
+  g.add(affine_task(in, out, 3.0F, 0.0F));  // 3 in, rounded once either way
+  auto exe = rt.compile(g);
+  const auto in_values = random_values(n);
+  upload(rt, in, in_values);
+  upload(rt, out, std::vector<float>(n, std::nanf("")));
+  exe.run().wait();
+  auto got = read_back(rt, out);
+  for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], 3.0F * in_values[i]) << i;
+  upload(rt, out, std::vector<float>(n, std::nanf("")));
+  auto in2 = rt.tensor<float>({n});
+  auto out2 = rt.tensor<float>({n});
+  const auto in2_values = random_values(n);
+  upload(rt, in2, in2_values);
+  exe.run({{in, in2}, {out, out2}}).wait();
+  got = read_back(rt, out2);
+  for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], 3.0F * in2_values[i]) << i;
+  for (float v : read_back(rt, out)) ASSERT_TRUE(std::isnan(v));
+  exe.run().wait();
+  got = read_back(rt, out);
+  for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], 3.0F * in_values[i]) << i;
+
+  auto x = rt.tensor<float>({n});
+  loom::Graph once;
+  once.add(plus_one(x, x));
+  auto step = rt.compile(once);
+  const auto start = random_values(n);
+  upload(rt, x, start);
+  step.run_n(5).wait();
+  step.run().wait();
+  got = read_back(rt, x);
+  for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], plus_ones(start[i], 6)) << i;
+  auto x2 = rt.tensor<float>({n});
+  upload(rt, x2, in2_values);
+  step.run({{x, x2}}).wait();
+  got = read_back(rt, x2);
+  for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], plus_ones(in2_values[i], 1)) << i;
+  got = read_back(rt, x);
+  for (std::int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], plus_ones(start[i], 6)) << i;
+}
+
 namespace {
 
 struct Span {
