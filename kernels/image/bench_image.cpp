@@ -192,7 +192,7 @@ void BM_BoxBlurSegments(benchmark::State& state) {
   int sms = 0;
   LOOM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const int chosen =
-      kernel == 2 ? loom::kernels::box_blur_stream_segment_rows(1, kSide, radius)
+      kernel == 2 ? loom::kernels::box_blur_stream_segment_rows(1, kSide, kSide, radius)
       : banded    ? loom::kernels::box_blur_banded_segment_rows(1, kSide, kSide, radius, sms)
                   : loom::kernels::box_blur_sliding_segment_rows(1, kSide, kSide, radius, sms);
   const int rows = segment_rows > 0 ? segment_rows : chosen;
@@ -204,7 +204,7 @@ BENCHMARK(BM_BoxBlurSegments)
     ->ArgNames({"kernel", "radius", "segment_rows"})
     ->ArgsProduct({{0}, {3, 8, 32, 64, 127}, {0, 16, 32, 64, 128, 256}})
     ->ArgsProduct({{1}, {3, 8, 32, 64, 127}, {0, 16, 32, 64, 128, 256}})
-    ->ArgsProduct({{2}, {1, 3, 5, 7}, {0, 4, 8, 12, 16, 24, 32, 64}})
+    ->ArgsProduct({{2}, {1, 2, 3, 4, 5, 6, 7}, {0, 8, 12, 16, 20, 24, 28, 32}})
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMicrosecond);

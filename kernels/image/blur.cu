@@ -1,6 +1,7 @@
 #include "image/blur.hpp"
 
 #include "common/check.hpp"
+#include "common/device_limits.hpp"
 #include "common/launch.hpp"
 #include "image/blur_separable.cuh"
 #include "image/blur_stream.cuh"
@@ -8,6 +9,8 @@
 #include <loom/error.hpp>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -279,6 +282,34 @@ void launch_stream(const std::uint8_t* src, std::uint8_t* dst, int planes, int h
                                  segment_rows);
 }
 
+// The warps (one-warp blocks) of the streaming kernel at radius r that an
+// SM holds at once: its registers decide (116 a thread at r = 1, 223 at
+// r = 7 on sm_90). Asked once a device and radius.
+int stream_warps_per_sm(int r) {
+  constexpr int kDevices = 64;
+  static std::array<std::atomic<int>, kDevices * kBlurTiledMaxRadius> cache{};
+  int device = 0;
+  LOOM_KERNEL_CHECK(cudaGetDevice(&device));
+  const bool cached = device >= 0 && device < kDevices;
+  const auto key = static_cast<std::size_t>(device * kBlurTiledMaxRadius + r - 1);
+  if (cached) {
+    if (const int known = cache[key].load(std::memory_order_relaxed); known > 0) return known;
+  }
+  const void* kernels[] = {reinterpret_cast<const void*>(blur_detail::blur_stream<1>),
+                           reinterpret_cast<const void*>(blur_detail::blur_stream<2>),
+                           reinterpret_cast<const void*>(blur_detail::blur_stream<3>),
+                           reinterpret_cast<const void*>(blur_detail::blur_stream<4>),
+                           reinterpret_cast<const void*>(blur_detail::blur_stream<5>),
+                           reinterpret_cast<const void*>(blur_detail::blur_stream<6>),
+                           reinterpret_cast<const void*>(blur_detail::blur_stream<7>)};
+  int blocks = 0;
+  LOOM_KERNEL_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernels[r - 1],
+                                                                  blur_detail::kWarpLanes, 0));
+  blocks = std::max(blocks, 1);
+  if (cached) cache[key].store(blocks, std::memory_order_relaxed);
+  return blocks;
+}
+
 void launch_stream(const std::uint8_t* src, std::uint8_t* dst, int planes, int height, int width,
                    int radius, int segment_rows, StreamView stream) {
   switch (radius) {
@@ -356,10 +387,15 @@ bool box_blur_stream_takes(std::int64_t height, std::int64_t width, int radius, 
          height <= kMaxExtent && width <= kMaxExtent && aligned(src, 16) && aligned(dst, 16);
 }
 
-int box_blur_stream_segment_rows(std::int64_t planes, std::int64_t height, int radius) noexcept {
-  (void)planes;
-  (void)radius;
-  return static_cast<int>(std::min<std::int64_t>(blur_detail::kSegmentRows, height));
+int box_blur_stream_segment_rows(std::int64_t planes, std::int64_t height, std::int64_t width,
+                                 int radius) {
+  if (planes <= 0 || height <= 0 || width <= 0) return 0;
+  const int r = std::clamp(radius, 1, kBlurTiledMaxRadius);
+  const std::int64_t groups = (width / blur_detail::kStripBytes + blur_detail::kStripsPerWarp - 1) /
+                              blur_detail::kStripsPerWarp;
+  const std::int64_t slots =
+      static_cast<std::int64_t>(device_multiprocessors()) * stream_warps_per_sm(r);
+  return blur_detail::stream_segment_rows(planes * height * groups, slots, r);
 }
 
 void box_blur_stream(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes,
@@ -372,7 +408,7 @@ void box_blur_stream(const std::uint8_t* src, std::uint8_t* dst, std::int64_t pl
         ", widths a multiple of 16, at least 2 rows and 16-byte aligned pointers; got radius " +
         std::to_string(radius) + " over " + std::to_string(height) + " x " + std::to_string(width));
   }
-  if (segment_rows <= 0) segment_rows = box_blur_stream_segment_rows(planes, height, radius);
+  if (segment_rows <= 0) segment_rows = box_blur_stream_segment_rows(planes, height, width, radius);
   launch_stream(src, dst, static_cast<int>(planes), static_cast<int>(height),
                 static_cast<int>(width), radius, segment_rows, stream);
   LOOM_KERNEL_CHECK_LAUNCH("box_blur kernel launch");
@@ -416,8 +452,8 @@ void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, s
   if (variant == BlurVariant::naive || radius < 1 || radius > kBlurTiledMaxRadius) {
     launch_naive(src, dst, p, h, w, radius, stream);
   } else if (streams) {
-    launch_stream(src, dst, p, h, w, radius, box_blur_stream_segment_rows(planes, height, radius),
-                  stream);
+    launch_stream(src, dst, p, h, w, radius,
+                  box_blur_stream_segment_rows(planes, height, width, radius), stream);
   } else {
     switch (radius) {
       case 1: launch_tiled<1>(src, dst, p, h, w, access, stream); break;

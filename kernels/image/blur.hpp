@@ -126,8 +126,11 @@ void box_blur_sliding(const std::uint8_t* src, std::uint8_t* dst, std::int64_t p
 bool box_blur_stream_takes(std::int64_t height, std::int64_t width, int radius, const void* src,
                            const void* dst) noexcept;
 
-/// The rows a warp of the streaming kernel writes, as box_blur() chooses them.
-int box_blur_stream_segment_rows(std::int64_t planes, std::int64_t height, int radius) noexcept;
+/// The rows a warp of the streaming kernel writes, as box_blur() chooses them
+/// on the current device (blur_stream.cuh's stream_segment_rows). @throws
+/// CudaError if the device cannot be asked.
+int box_blur_stream_segment_rows(std::int64_t planes, std::int64_t height, std::int64_t width,
+                                 int radius);
 
 /// The streaming kernel with segments of `segment_rows` rows (0: as box_blur()
 /// chooses them), for benchmarks that sweep it; box_blur() with

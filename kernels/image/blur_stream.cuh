@@ -19,10 +19,34 @@ namespace {
 constexpr int kStripBytes = 16;
 constexpr int kWarpLanes = 32;
 constexpr int kStripsPerWarp = kWarpLanes - 2;
-// Rows a warp writes by default (stream_segment_rows() chooses per image):
-// short enough for ~9 warps an SM on a 4096-row image, long enough that the
-// 2R halo rows (re-read from L2) stay a small share.
+// Rows a warp writes where the tests name none; box_blur() takes
+// stream_segment_rows().
 constexpr int kSegmentRows = 32;
+
+// The rows a warp writes, for `rows_x_groups` (planes x rows x groups of
+// kStripsPerWarp strips) on a device that holds `slots` of the kernel's
+// one-warp blocks at once. Its registers (116 a thread at R = 1, 223 at
+// R = 7) leave 9-17 warps an SM, too few for DRAM's latency, so every warp
+// the device holds should run, and a block that finds no room waits a whole
+// segment: for R <= 3 the segments are as short as one wave of blocks
+// allows; past that the 2R halo rows a segment re-reads cost more, and
+// segments about 2.5 waves deep did best. From a sweep of 4, 8, 12, 16, 24,
+// 32 and 64 rows on 4096 x 4096 (H100, 2026-12-07; fraction of the floor):
+// R = 1: 24 rows 0.758 (16 rows, 1.03 waves, 0.674; 32 rows 0.672);
+// R = 3: 24 rows 0.683 (16: 0.574, 32: 0.576); R = 5: 12 rows 0.538 (32:
+// 0.415); R = 7: 12 rows 0.502 (32: 0.390). Multiples of 4, 4 to 32 rows.
+__host__ __device__ constexpr int stream_segment_rows(std::int64_t rows_x_groups,
+                                                      std::int64_t slots, int r) {
+  if (slots <= 0) return kSegmentRows;
+  const std::int64_t waves_x4 = r <= 3 ? 4 : 10;  // waves of blocks, times 4
+  const std::int64_t blocks = slots * waves_x4;   // ... times 4
+  // R <= 3: rounded up, so that the blocks fit the wave; else to the nearest.
+  const std::int64_t rows = r <= 3 ? (rows_x_groups * 4 + blocks - 1) / blocks
+                                   : (rows_x_groups * 4 + blocks / 2) / blocks;
+  const std::int64_t fours = r <= 3 ? (rows + 3) / 4 : (rows + 2) / 4;
+  const std::int64_t clamped = fours < 1 ? 1 : fours > 8 ? 8 : fours;
+  return static_cast<int>(clamped * 4);
+}
 // Rows loaded ahead of their use: with ~9 warps an SM, ~40 KB in flight.
 constexpr int kAhead = 8;
 constexpr unsigned kFullMask = 0xFFFFFFFFU;

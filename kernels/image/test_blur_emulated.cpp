@@ -130,6 +130,27 @@ TEST(BlurStreamEmulated, SegmentsOfAnyLength) {
   }
 }
 
+// The segment rule: for R <= 3 as short as one wave of blocks allows (the
+// blocks fit the slots), past that about 2.5 waves; multiples of 4 from 4 to
+// 32 rows. The slots are an H100's for 4096 x 4096 (9 groups of strips).
+TEST(BlurStreamSegments, OneWaveToR3ThenAboutTwoAndAHalf) {
+  const std::int64_t rows_x_groups = 4096 * 9;
+  const std::int64_t slots[] = {132 * 17, 132 * 13, 132 * 12, 132 * 10, 132 * 9, 132 * 9, 132 * 9};
+  const int want[] = {20, 24, 24, 12, 12, 12, 12};
+  for (int r = 1; r <= 7; ++r) {
+    const int rows = emu::stream_segment_rows(rows_x_groups, slots[r - 1], r);
+    EXPECT_EQ(rows, want[r - 1]) << "r=" << r;
+    if (r <= 3) {
+      const std::int64_t blocks = (4096 + rows - 1) / rows * 9;
+      EXPECT_LE(blocks, slots[r - 1]) << "r=" << r << ": more blocks than one wave";
+    }
+  }
+  EXPECT_EQ(emu::stream_segment_rows(40, 2244, 1), 4);  // a small image
+  EXPECT_EQ(emu::stream_segment_rows(40, 1188, 7), 4);
+  EXPECT_EQ(emu::stream_segment_rows(std::int64_t{1} << 40, 2244, 3), 32);  // a huge one
+  EXPECT_EQ(emu::stream_segment_rows(36864, 0, 3), emu::kSegmentRows);      // no device figure
+}
+
 TEST(BlurStreamDivision, TheReciprocalIsExactForEveryWindowSum) {
   // Interior pixels: the area's reciprocal, for each tiled radius.
   for (int r = 1; r <= loom::kernels::kBlurTiledMaxRadius; ++r) {

@@ -16,7 +16,6 @@
 #include <loom/error.hpp>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -50,10 +49,6 @@ void set_launch_bytes(const CapturedSegment& segment, std::size_t index,
 
 void CapturedSegment::launch(cudaStream_t stream,
                              const std::shared_ptr<const Repointing>& repointing) {
-  if (nodes == 1 && launches.size() == 1) {
-    launch_the_kernel(stream, repointing);
-    return;
-  }
   if (applied != repointing) {
     // Back to the placeholders' pointers where the last launch differed,
     // then this launch's; an update never touches a launch in flight.
@@ -72,31 +67,6 @@ void CapturedSegment::launch(cudaStream_t stream,
     }
   }
   LOOM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-}
-
-void CapturedSegment::launch_the_kernel(cudaStream_t stream,
-                                        const std::shared_ptr<const Repointing>& repointing) {
-  const DescribedLaunch& only = launches.front();
-  const std::vector<unsigned char>* bytes = &only.record.bytes;
-  if (repointing) {
-    for (const auto& change : repointing->changes) {
-      if (change.launch == 0) bytes = &change.bytes;
-    }
-  }
-  // At most a kernel's parameters: no allocation a launch.
-  constexpr std::size_t kMaxParams = 64;
-  std::array<void*, kMaxParams> args{};
-  const auto& params = only.record.params;
-  if (params.size() > kMaxParams) {
-    throw InternalError("a described launch with more than 64 parameters");
-  }
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    args[i] = const_cast<unsigned char*>(bytes->data() + params[i].offset);
-  }
-  const cudaKernelNodeParams& node = only.params;
-  LOOM_CUDA_CHECK(cudaLaunchKernel(node.func, node.gridDim, node.blockDim,
-                                   params.empty() ? nullptr : args.data(), node.sharedMemBytes,
-                                   stream));
 }
 
 namespace {

@@ -95,14 +95,8 @@ struct CapturedSegment {
   std::shared_ptr<const Repointing> applied;
 
   /// Launches the exec on `stream` with `repointing`'s pointers (null: the
-  /// placeholders'), re-pointing only what differs from the last launch. A
-  /// graph of one described kernel is launched as that kernel instead, with
-  /// the same configuration and parameters: a one-op replay then costs what a
-  /// raw launch costs (a graph launch cost more, on the host and the device).
+  /// placeholders'), re-pointing only what differs from the last launch.
   void launch(cudaStream_t stream, const std::shared_ptr<const Repointing>& repointing);
-
- private:
-  void launch_the_kernel(cudaStream_t stream, const std::shared_ptr<const Repointing>& repointing);
 };
 
 /// The instantiated graphs of an executable and the memory they use; kept

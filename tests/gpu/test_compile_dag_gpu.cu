@@ -488,10 +488,10 @@ TEST(CompileDagGpu, RunNReplaysKTimesInOneRun) {
   EXPECT_THROW((void)exe.run_n(-1), loom::InvalidArgument);
 }
 
-// An executable of one kernel replays as that kernel's launch, not a graph
-// launch: plain, bound to other tensors (re-pointed, the placeholders left
-// alone), back on the placeholders, and k times in one run.
-TEST(CompileDagGpu, OneKernelReplaysAsItsLaunchPlainBoundAndRepeated) {
+// An executable of one kernel (a one-node graph): plain, bound to other
+// tensors (re-pointed, the placeholders left alone), back on the
+// placeholders, and k times in one run.
+TEST(CompileDagGpu, OneKernelExecutableReplaysPlainBoundAndRepeated) {
   LOOM_REQUIRE_GPU();
   loom::Runtime rt;
   constexpr std::int64_t n = 4099;
