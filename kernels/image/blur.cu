@@ -395,7 +395,7 @@ int box_blur_stream_segment_rows(std::int64_t planes, std::int64_t height, std::
                               blur_detail::kStripsPerWarp;
   const std::int64_t slots =
       static_cast<std::int64_t>(device_multiprocessors()) * stream_warps_per_sm(r);
-  return blur_detail::stream_segment_rows(planes * height * groups, slots, r);
+  return blur_detail::stream_segment_rows(planes, height, groups, slots, r);
 }
 
 void box_blur_stream(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes,

@@ -23,29 +23,35 @@ constexpr int kStripsPerWarp = kWarpLanes - 2;
 // stream_segment_rows().
 constexpr int kSegmentRows = 32;
 
-// The rows a warp writes, for `rows_x_groups` (planes x rows x groups of
-// kStripsPerWarp strips) on a device that holds `slots` of the kernel's
-// one-warp blocks at once. Its registers (116 a thread at R = 1, 223 at
-// R = 7) leave 9-17 warps an SM, too few for DRAM's latency, so every warp
-// the device holds should run, and a block that finds no room waits a whole
-// segment: for R <= 3 the segments are as short as one wave of blocks
-// allows; past that the 2R halo rows a segment re-reads cost more, and
-// segments about 2.5 waves deep did best. From a sweep of 4, 8, 12, 16, 24,
-// 32 and 64 rows on 4096 x 4096 (H100, 2026-12-07; fraction of the floor):
-// R = 1: 24 rows 0.758 (16 rows, 1.03 waves, 0.674; 32 rows 0.672);
-// R = 3: 24 rows 0.683 (16: 0.574, 32: 0.576); R = 5: 12 rows 0.538 (32:
-// 0.415); R = 7: 12 rows 0.502 (32: 0.390). Multiples of 4, 4 to 32 rows.
-__host__ __device__ constexpr int stream_segment_rows(std::int64_t rows_x_groups,
-                                                      std::int64_t slots, int r) {
-  if (slots <= 0) return kSegmentRows;
-  const std::int64_t waves_x4 = r <= 3 ? 4 : 10;  // waves of blocks, times 4
-  const std::int64_t blocks = slots * waves_x4;   // ... times 4
-  // R <= 3: rounded up, so that the blocks fit the wave; else to the nearest.
-  const std::int64_t rows = r <= 3 ? (rows_x_groups * 4 + blocks - 1) / blocks
-                                   : (rows_x_groups * 4 + blocks / 2) / blocks;
-  const std::int64_t fours = r <= 3 ? (rows + 3) / 4 : (rows + 2) / 4;
-  const std::int64_t clamped = fours < 1 ? 1 : fours > 8 ? 8 : fours;
-  return static_cast<int>(clamped * 4);
+// The rows a warp writes, for `planes` planes of `height` rows and `groups`
+// groups of kStripsPerWarp strips, on a device that holds `slots` of the
+// kernel's one-warp blocks at once. Its registers (116 a thread at R = 1,
+// 223 at R = 7) leave few warps an SM, too few for DRAM's latency, and a
+// block that finds no room waits for one to end: the time is about the
+// waves of blocks times the rows each warp walks (its segment and the 2R
+// halo rows above and below), which this takes least of, over 4, 8, ..., 32
+// rows (the shorter on a tie). On 4096 x 4096 (H100, 2026-12-07) it picks
+// what the sweeps found best: 20 rows at R = 1 (0.76 of the floor; 16 rows,
+// just past one wave, 0.67), 24 at R = 2 and 3 (0.73, 0.69; 20 rows, two
+// waves, 0.60 and 0.56), 20 at R = 4..7 (0.55 to 0.50; 16 rows 0.49 to
+// 0.45, 32 rows 0.39 at R = 7).
+__host__ __device__ constexpr int stream_segment_rows(std::int64_t planes, std::int64_t height,
+                                                      std::int64_t groups, std::int64_t slots,
+                                                      int r) {
+  if (slots <= 0 || planes <= 0 || height <= 0 || groups <= 0) return kSegmentRows;
+  int best = 4;
+  std::int64_t best_cost = -1;
+  for (int rows = 4; rows <= 32; rows += 4) {
+    const std::int64_t blocks = (height + rows - 1) / rows * planes * groups;
+    const std::int64_t waves = (blocks + slots - 1) / slots;
+    const std::int64_t walked = (height < rows ? height : rows) + 2 * r;
+    const std::int64_t cost = waves * walked;
+    if (best_cost < 0 || cost < best_cost) {
+      best = rows;
+      best_cost = cost;
+    }
+  }
+  return best;
 }
 // Rows loaded ahead of their use: with ~9 warps an SM, ~40 KB in flight.
 constexpr int kAhead = 8;

@@ -130,25 +130,22 @@ TEST(BlurStreamEmulated, SegmentsOfAnyLength) {
   }
 }
 
-// The segment rule: for R <= 3 as short as one wave of blocks allows (the
-// blocks fit the slots), past that about 2.5 waves; multiples of 4 from 4 to
-// 32 rows. The slots are an H100's for 4096 x 4096 (9 groups of strips).
-TEST(BlurStreamSegments, OneWaveToR3ThenAboutTwoAndAHalf) {
-  const std::int64_t rows_x_groups = 4096 * 9;
-  const std::int64_t slots[] = {132 * 17, 132 * 13, 132 * 12, 132 * 10, 132 * 9, 132 * 9, 132 * 9};
-  const int want[] = {20, 24, 24, 12, 12, 12, 12};
+// The segment rule: the fewest waves of blocks times the rows a warp walks
+// (its segment and 2R halo rows), over 4..32 rows. 4096 x 4096 is 9 groups
+// of strips; the slots are an H100's (its occupancy for R = 1, 2, 3, and 7
+// or 8 blocks an SM past that).
+TEST(BlurStreamSegments, FewestWavesTimesRowsWalked) {
+  const std::int64_t slots[] = {132 * 17, 132 * 13, 132 * 12, 132 * 8, 132 * 8, 132 * 7, 132 * 7};
+  const int want[] = {20, 24, 24, 20, 20, 20, 20};
   for (int r = 1; r <= 7; ++r) {
-    const int rows = emu::stream_segment_rows(rows_x_groups, slots[r - 1], r);
-    EXPECT_EQ(rows, want[r - 1]) << "r=" << r;
-    if (r <= 3) {
-      const std::int64_t blocks = (4096 + rows - 1) / rows * 9;
-      EXPECT_LE(blocks, slots[r - 1]) << "r=" << r << ": more blocks than one wave";
-    }
+    EXPECT_EQ(emu::stream_segment_rows(1, 4096, 9, slots[r - 1], r), want[r - 1]) << "r=" << r;
   }
-  EXPECT_EQ(emu::stream_segment_rows(40, 2244, 1), 4);  // a small image
-  EXPECT_EQ(emu::stream_segment_rows(40, 1188, 7), 4);
-  EXPECT_EQ(emu::stream_segment_rows(std::int64_t{1} << 40, 2244, 3), 32);  // a huge one
-  EXPECT_EQ(emu::stream_segment_rows(36864, 0, 3), emu::kSegmentRows);      // no device figure
+  // One wave where it fits (R = 3: 24 rows, 1539 blocks of 1584; 20 rows
+  // would take two); a small image: the shortest segments, all in one wave;
+  // many planes: the longest (the halo's share is what is left to save).
+  EXPECT_EQ(emu::stream_segment_rows(1, 40, 1, 2244, 3), 4);
+  EXPECT_EQ(emu::stream_segment_rows(100, 4096, 9, 1584, 3), 32);
+  EXPECT_EQ(emu::stream_segment_rows(1, 4096, 9, 0, 3), emu::kSegmentRows);  // no device figure
 }
 
 TEST(BlurStreamDivision, TheReciprocalIsExactForEveryWindowSum) {
