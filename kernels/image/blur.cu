@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace loom::kernels {
@@ -282,6 +283,21 @@ void launch_stream(const std::uint8_t* src, std::uint8_t* dst, int planes, int h
                                  segment_rows);
 }
 
+// Calls f(std::integral_constant<int, R>) for radius r of the tiled kernels
+// (1..kBlurTiledMaxRadius; r is checked by the caller).
+template <class F>
+void with_tiled_radius(int r, F&& f) {
+  switch (r) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 5: f(std::integral_constant<int, 5>{}); break;
+    case 6: f(std::integral_constant<int, 6>{}); break;
+    default: f(std::integral_constant<int, 7>{}); break;
+  }
+}
+
 // The warps (one-warp blocks) of the streaming kernel at radius r that an
 // SM holds at once: its registers decide (116 a thread at r = 1, 223 at
 // r = 7 on sm_90). Asked once a device and radius.
@@ -295,16 +311,11 @@ int stream_warps_per_sm(int r) {
   if (cached) {
     if (const int known = cache[key].load(std::memory_order_relaxed); known > 0) return known;
   }
-  const void* kernels[] = {reinterpret_cast<const void*>(blur_detail::blur_stream<1>),
-                           reinterpret_cast<const void*>(blur_detail::blur_stream<2>),
-                           reinterpret_cast<const void*>(blur_detail::blur_stream<3>),
-                           reinterpret_cast<const void*>(blur_detail::blur_stream<4>),
-                           reinterpret_cast<const void*>(blur_detail::blur_stream<5>),
-                           reinterpret_cast<const void*>(blur_detail::blur_stream<6>),
-                           reinterpret_cast<const void*>(blur_detail::blur_stream<7>)};
   int blocks = 0;
-  LOOM_KERNEL_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernels[r - 1],
-                                                                  blur_detail::kWarpLanes, 0));
+  with_tiled_radius(r, [&](auto radius) {
+    LOOM_KERNEL_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks, blur_detail::blur_stream<decltype(radius)::value>, blur_detail::kWarpLanes, 0));
+  });
   blocks = std::max(blocks, 1);
   if (cached) cache[key].store(blocks, std::memory_order_relaxed);
   return blocks;
@@ -312,15 +323,9 @@ int stream_warps_per_sm(int r) {
 
 void launch_stream(const std::uint8_t* src, std::uint8_t* dst, int planes, int height, int width,
                    int radius, int segment_rows, StreamView stream) {
-  switch (radius) {
-    case 1: launch_stream<1>(src, dst, planes, height, width, segment_rows, stream); break;
-    case 2: launch_stream<2>(src, dst, planes, height, width, segment_rows, stream); break;
-    case 3: launch_stream<3>(src, dst, planes, height, width, segment_rows, stream); break;
-    case 4: launch_stream<4>(src, dst, planes, height, width, segment_rows, stream); break;
-    case 5: launch_stream<5>(src, dst, planes, height, width, segment_rows, stream); break;
-    case 6: launch_stream<6>(src, dst, planes, height, width, segment_rows, stream); break;
-    default: launch_stream<7>(src, dst, planes, height, width, segment_rows, stream); break;
-  }
+  with_tiled_radius(radius, [&](auto r) {
+    launch_stream<decltype(r)::value>(src, dst, planes, height, width, segment_rows, stream);
+  });
 }
 
 void launch_naive(const std::uint8_t* src, std::uint8_t* dst, int planes, int height, int width,
@@ -455,15 +460,9 @@ void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, s
     launch_stream(src, dst, p, h, w, radius,
                   box_blur_stream_segment_rows(planes, height, width, radius), stream);
   } else {
-    switch (radius) {
-      case 1: launch_tiled<1>(src, dst, p, h, w, access, stream); break;
-      case 2: launch_tiled<2>(src, dst, p, h, w, access, stream); break;
-      case 3: launch_tiled<3>(src, dst, p, h, w, access, stream); break;
-      case 4: launch_tiled<4>(src, dst, p, h, w, access, stream); break;
-      case 5: launch_tiled<5>(src, dst, p, h, w, access, stream); break;
-      case 6: launch_tiled<6>(src, dst, p, h, w, access, stream); break;
-      default: launch_tiled<7>(src, dst, p, h, w, access, stream); break;
-    }
+    with_tiled_radius(radius, [&](auto r) {
+      launch_tiled<decltype(r)::value>(src, dst, p, h, w, access, stream);
+    });
   }
   LOOM_KERNEL_CHECK_LAUNCH("box_blur kernel launch");
 }

@@ -13,8 +13,10 @@
 //          memory (every input byte read (2r+1)^2 times, mostly from L1/L2).
 //   tiled  when the width is a multiple of 16, the height at least 2 and
 //          both pointers 16-byte aligned: a stream down the image. A block
-//          is one warp; each lane owns a 16-column strip and walks down 32
-//          rows, one 16-byte load and one 16-byte store a row: the vertical
+//          is one warp; each lane owns a 16-column strip and walks down a
+//          segment of rows (as many as keep the fewest waves of blocks times
+//          rows walked, blur_stream.cuh: 20-24 on an H100 at 4096 x 4096),
+//          one 16-byte load and one 16-byte store a row: the vertical
 //          window slides in registers (a ring of rows loaded 8 rows ahead),
 //          column sums are packed two 16-bit sums to a word, and the
 //          horizontal window takes the neighbouring strips' column sums by
