@@ -61,6 +61,16 @@ bool waits_for(const std::shared_ptr<RunState>& run, const RunState* waiter) {
   return false;
 }
 
+bool run_handed_end(RunState& s) noexcept {
+  int handed = RunState::kEndHanded;
+  if (!s.end_handoff.compare_exchange_strong(handed, RunState::kEndTaken,
+                                             std::memory_order_acq_rel)) {
+    return false;
+  }
+  s.end_run(s.end_machine, s.end_of);
+  return true;
+}
+
 }  // namespace detail
 
 const detail::RunState& Future::state() const {
@@ -85,13 +95,27 @@ namespace {
 constexpr auto kDeviceWaitSpin = std::chrono::milliseconds(2);
 constexpr auto kHostWaitSpin = std::chrono::microseconds(50);
 
-void spin_briefly_for(const detail::RunState& s) {
+// The first waiter to spin offers to take the run's end (RunState's
+// end_handoff); if the scheduling thread hands it over, the waiter runs it
+// here, with no worker's wake-up in between.
+void spin_briefly_for(detail::RunState& s) {
   if (detail::current_thread_role() != nullptr) return;  // loom's threads wait their own way
   const auto until =
       std::chrono::steady_clock::now() +
       (s.waits_on_device ? std::chrono::microseconds(kDeviceWaitSpin) : kHostWaitSpin);
+  int none = detail::RunState::kNoEndWaiter;
+  const bool offered = s.end_handoff.compare_exchange_strong(
+      none, detail::RunState::kEndWaiterSpins, std::memory_order_acq_rel);
   while (!s.published.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
+    if (offered && detail::run_handed_end(s)) return;
     std::this_thread::yield();
+  }
+  if (!offered) return;
+  // Withdraw the offer; if the end was handed over meanwhile, it is ours.
+  int spinning = detail::RunState::kEndWaiterSpins;
+  if (!s.end_handoff.compare_exchange_strong(spinning, detail::RunState::kNoEndWaiter,
+                                             std::memory_order_acq_rel)) {
+    detail::run_handed_end(s);
   }
 }
 
@@ -99,7 +123,9 @@ void spin_briefly_for(const detail::RunState& s) {
 
 void Future::wait() const {
   const auto& s = state();
-  spin_briefly_for(s);
+  // The hand-off's fields are atomics or written before it: a waiter may
+  // take part through a const Future.
+  spin_briefly_for(const_cast<detail::RunState&>(s));
   auto& cv = const_cast<std::condition_variable&>(s.done_cv);
   const auto done = [&] { return s.done; };
   std::unique_lock lock(s.mutex);

@@ -385,12 +385,39 @@ void RunMachine::finish(std::unique_ptr<Run> owned) {
       run.times.device_origin_us = device_->trace_origin_us(run, *mark);
   }
   // The run's last references to its tensors (and so perhaps their memory)
-  // are dropped on a worker, never here, and before the run is published:
-  // once wait() returns, the run holds nothing (take() works). High
-  // priority: user host work must not hold back a run's end. The job is two
-  // pointers, which std::function keeps without allocating.
+  // are dropped on a worker or on the thread spinning in its wait(), never
+  // here, and before the run is published: once wait() returns, the run
+  // holds nothing (take() works). High priority: user host work must not
+  // hold back a run's end. The job is two pointers, which std::function
+  // keeps without allocating.
   Run* raw = owned.release();
+  if (hand_end_to_waiter(raw)) return;
   workers_->post(Priority::high, [this, raw](int) { end_on_worker(raw); });
+}
+
+bool RunMachine::hand_end_to_waiter(Run* run) noexcept {
+  RunState& s = *run->state;
+  if (s.end_handoff.load(std::memory_order_acquire) != RunState::kEndWaiterSpins) return false;
+  // Only this thread writes them, and the waiter reads them only once the
+  // exchange below succeeds (release); after a failed one nobody does.
+  s.end_run = &RunMachine::end_for_waiter;
+  s.end_machine = this;
+  s.end_of = run;
+  int expected = RunState::kEndWaiterSpins;
+  return s.end_handoff.compare_exchange_strong(expected, RunState::kEndHanded,
+                                               std::memory_order_acq_rel);
+}
+
+void RunMachine::end_for_waiter(void* machine, void* run) noexcept {
+  // The same end as a worker's (the machine lives while the run is not
+  // published); a failure there is logged, as a worker's job's would be.
+  try {
+    static_cast<RunMachine*>(machine)->end_on_worker(static_cast<Run*>(run));
+  } catch (const std::exception& e) {
+    logger().error("a run's end failed on its waiter's thread: {}", e.what());
+  } catch (...) {
+    logger().error("a run's end failed on its waiter's thread: a non-standard exception");
+  }
 }
 
 bool RunMachine::park_behind_a_leader(Run* run) {

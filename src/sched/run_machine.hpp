@@ -115,6 +115,10 @@ class RunMachine {
   /// Parks `run`'s end with the first run it follows by its data that is not
   /// published yet (that run's end posts it again); false if there is none.
   bool park_behind_a_leader(Run* run);
+  /// Gives the run's end to the waiter spinning on its Future, if one is:
+  /// false if none is (then a worker ends it).
+  bool hand_end_to_waiter(Run* run) noexcept;
+  static void end_for_waiter(void* machine, void* run) noexcept;
   /// On a worker: the run's teardown (recycled into the spare runs), its
   /// trace, then its outcome published. `this` may be gone once it returns.
   void end_on_worker(Run* run);

@@ -48,7 +48,24 @@ struct RunState {
   // through Run::next_parked: parking allocates nothing and cannot throw),
   // parked until this run is published: then they go back to the workers.
   void* parked_ends = nullptr;
+  // The run's end, handed to the one waiter spinning on it (future.cpp),
+  // which then runs it on its own thread: the device's end reaches wait()'s
+  // return with one thread hand-off fewer (no worker in between).
+  std::atomic<int> end_handoff{kNoEndWaiter};
+  // Written before end_handoff turns kEndHanded, read after: how to end it.
+  void (*end_run)(void* machine, void* run) noexcept = nullptr;
+  void* end_machine = nullptr;
+  void* end_of = nullptr;
+
+  static constexpr int kNoEndWaiter = 0;     // the run's end goes to a worker
+  static constexpr int kEndWaiterSpins = 1;  // a waiter spins and would take it
+  static constexpr int kEndHanded = 2;       // the waiter is to run the end
+  static constexpr int kEndTaken = 3;        // the waiter ran it (or is running it)
 };
+
+/// The end handed to `s`'s spinning waiter, if any, run here once: true if
+/// this call ran it. The waiter's side of RunMachine::hand_end_to_waiter.
+bool run_handed_end(RunState& s) noexcept;
 
 /// A RunState as new (one per run), recycled: the state, its control block
 /// and the capacity of its vectors come back to a process-wide pool when

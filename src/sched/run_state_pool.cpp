@@ -125,6 +125,10 @@ class StatePool {
     state->wake_scheduler = nullptr;
     state->follows.clear();
     state->parked_ends = nullptr;
+    state->end_handoff.store(RunState::kNoEndWaiter, std::memory_order_relaxed);
+    state->end_run = nullptr;
+    state->end_machine = nullptr;
+    state->end_of = nullptr;
     if (!spare_.keep(state)) delete state;
   }
 

@@ -21,6 +21,7 @@
 #include <barrier>
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <future>
 #include <memory>
 #include <new>
@@ -455,6 +456,95 @@ TEST_F(RunMachineTest, AStickyCudaFaultPoisons) {
     EXPECT_EQ(e.task(), "other") << "the poisoning error names its task";
   }
   ASSERT_NO_FATAL_FAILURE(finish_and_wait(future));
+}
+
+// A thread spinning in wait() takes the run's end itself: with the only
+// worker held, the run still turns ready. (The waiter spins 2 ms on a run
+// with device work; a slow machine may miss that window, so a few tries.)
+TEST_F(RunMachineTest, AWaiterSpinningOnARunEndsItWhenEveryWorkerIsBusy) {
+  bool handed = false;
+  for (int attempt = 0; attempt < 20 && !handed; ++attempt) {
+    loom::Graph g;
+    g.host("only", [] {});
+    auto run = machine.make_run(loom::detail::make_prepared(g, {Placement::host}, 2), nullptr);
+    TaskRun* raw = run.get();
+    run->state->waits_on_device = true;  // the long spin
+    loom::detail::RunState* state = run->state.get();
+    const loom::Future future = loom::detail::FutureAccess::make(run->state);
+    machine.admit(std::move(run));
+    machine.start_ready_runs();
+    std::promise<void> release;
+    std::shared_future<void> released = release.get_future().share();
+    workers->post(loom::Priority::high, [released](int) { released.wait(); });
+    std::thread waiter([&] { future.wait(); });
+    const auto offer_by = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (state->end_handoff.load() == loom::detail::RunState::kNoEndWaiter &&
+           std::chrono::steady_clock::now() < offer_by) {
+      std::this_thread::yield();
+    }
+    machine.complete(*raw, 0);
+    ASSERT_TRUE(machine.finish_runs());
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (!future.ready() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    handed = future.ready();
+    release.set_value();  // a missed window: the worker ends it now
+    waiter.join();
+    EXPECT_TRUE(future.ready());
+  }
+  EXPECT_TRUE(handed) << "the run's end never reached the thread spinning in wait()";
+  machine.wait_idle();
+}
+
+// Runs end while their waiters spin, stop spinning or have not come yet,
+// on several workers, with runs parked behind the runs they follow: every
+// Future turns ready, in order, and none twice.
+TEST(RunMachinePublication, EndsHandedToWaitersAndToWorkersRaceSafely) {
+  loom::Runtime rt{loom::test::cpu(1)};
+  loom::detail::Poison poison;
+  FakeLauncher host;
+  auto workers = std::make_shared<loom::detail::WorkerPool>(3);
+  RunMachine machine{host, nullptr, poison, workers, ""};
+  auto x = rt.tensor<float>({4});
+  std::atomic<int> continued{0};
+  constexpr int kRuns = 300;
+  std::vector<loom::Future> futures;
+  std::deque<std::thread> waiters;
+  for (int i = 0; i < kRuns; ++i) {
+    loom::Graph g;
+    g.host("t", [] {}, {}, {x});  // each follows the one before
+    auto run = machine.make_run(loom::detail::make_prepared(g, {Placement::host}, 2), nullptr);
+    run->state->waits_on_device = i % 2 == 0;
+    TaskRun* raw = run.get();
+    loom::Future future = loom::detail::FutureAccess::make(run->state);
+    future.then([&](const loom::Future&) { ++continued; });
+    machine.admit(std::move(run));
+    machine.start_ready_runs();
+    ASSERT_TRUE(host.has_started(*raw));
+    futures.push_back(future);
+    waiters.emplace_back([future] { future.wait(); });
+    // 0 to ~60 µs: before the waiter spins, while it does, or after.
+    const auto lag = std::chrono::microseconds((i * 7) % 61);
+    const auto until = std::chrono::steady_clock::now() + lag;
+    while (std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    machine.complete(*raw, 0);
+    ASSERT_TRUE(machine.finish_runs());
+    // Up to three ends in flight: a run may end before the one it follows
+    // is published (its end is parked behind it).
+    if (waiters.size() > 3) {
+      waiters.front().join();
+      waiters.pop_front();
+      for (std::size_t j = 0; j + 3 < futures.size(); ++j) {
+        ASSERT_TRUE(futures[j].ready()) << "run " << j << " of " << i;
+      }
+    }
+  }
+  for (auto& w : waiters) w.join();
+  for (std::size_t j = 0; j < futures.size(); ++j) ASSERT_TRUE(futures[j].ready()) << "run " << j;
+  machine.wait_idle();
+  workers->shutdown();
+  EXPECT_EQ(continued.load(), kRuns);
 }
 
 // Launches nothing and records nothing: the test plays the launcher's part,
