@@ -145,14 +145,15 @@ BENCHMARK(BM_BoxBlur)
                     static_cast<int>(loom::kernels::BlurVariant::tiled_v1),
                     static_cast<int>(loom::kernels::BlurVariant::separable)},
                    {1, 3, 7, 8}})
-    // The radius sweep against the floor: automatic (tiled for 1..7, sliding
-    // for the others) and the sliding kernel itself at every radius, whose cost
-    // should hardly move with r (targets: ratio >= 0.7 at r = 3, >= 0.6 for
-    // every r <= 64; the naive kernel's grows as r squared: 963 us at r = 8).
+    // The radius sweep against the floor: automatic (tiled for 1..7, the
+    // streaming kernel to 15, sliding for the others) and the sliding kernel
+    // itself at every radius, whose cost should hardly move with r (targets:
+    // ratio >= 0.7 at r = 3, >= 0.6 for every r <= 64; the naive kernel's
+    // grows as r squared: 963 us at r = 8).
     ->ArgsProduct({{static_cast<int>(loom::kernels::BlurVariant::automatic),
                     static_cast<int>(loom::kernels::BlurVariant::sliding),
                     static_cast<int>(loom::kernels::BlurVariant::banded)},
-                   {0, 1, 3, 7, 8, 16, 32, 64, 127}})
+                   {0, 1, 3, 7, 8, 12, 15, 16, 32, 64, 127}})
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMicrosecond);
@@ -204,7 +205,7 @@ BENCHMARK(BM_BoxBlurSegments)
     ->ArgNames({"kernel", "radius", "segment_rows"})
     ->ArgsProduct({{0}, {3, 8, 32, 64, 127}, {0, 16, 32, 64, 128, 256}})
     ->ArgsProduct({{1}, {3, 8, 32, 64, 127}, {0, 16, 32, 64, 128, 256}})
-    ->ArgsProduct({{2}, {1, 2, 3, 4, 5, 6, 7}, {0, 8, 12, 16, 20, 24, 28, 32}})
+    ->ArgsProduct({{2}, {1, 2, 3, 4, 5, 6, 7, 8, 11, 15}, {0, 8, 12, 16, 20, 24, 28, 32}})
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMicrosecond);

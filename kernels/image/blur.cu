@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace loom::kernels {
@@ -298,21 +299,43 @@ void with_tiled_radius(int r, F&& f) {
   }
 }
 
+// Calls f(std::integral_constant<int, R>) for radius r of the streaming
+// kernel (1..kBlurStreamMaxRadius; r is checked by the caller).
+template <class F>
+void with_stream_radius(int r, F&& f) {
+  if (r <= kBlurTiledMaxRadius) {
+    with_tiled_radius(r, std::forward<F>(f));
+    return;
+  }
+  switch (r) {
+    case 8: f(std::integral_constant<int, 8>{}); break;
+    case 9: f(std::integral_constant<int, 9>{}); break;
+    case 10: f(std::integral_constant<int, 10>{}); break;
+    case 11: f(std::integral_constant<int, 11>{}); break;
+    case 12: f(std::integral_constant<int, 12>{}); break;
+    case 13: f(std::integral_constant<int, 13>{}); break;
+    case 14: f(std::integral_constant<int, 14>{}); break;
+    default: f(std::integral_constant<int, 15>{}); break;
+  }
+}
+static_assert(kBlurStreamMaxRadius == blur_detail::kStreamMaxRadius);
+
 // The warps (one-warp blocks) of the streaming kernel at radius r that an
-// SM holds at once: its registers decide (116 a thread at r = 1, 223 at
-// r = 7 on sm_90). Asked once a device and radius.
+// SM holds at once: its ring of rows in shared memory decides past r = 3
+// (4.6 KB a block at r = 1, 18.9 KB at r = 15; 32 blocks an H100 SM at
+// r = 1..3, 11 at r = 15). Asked once a device and radius.
 int stream_warps_per_sm(int r) {
   constexpr int kDevices = 64;
-  static std::array<std::atomic<int>, kDevices * kBlurTiledMaxRadius> cache{};
+  static std::array<std::atomic<int>, kDevices * kBlurStreamMaxRadius> cache{};
   int device = 0;
   LOOM_KERNEL_CHECK(cudaGetDevice(&device));
   const bool cached = device >= 0 && device < kDevices;
-  const auto key = static_cast<std::size_t>(device * kBlurTiledMaxRadius + r - 1);
+  const auto key = static_cast<std::size_t>(device * kBlurStreamMaxRadius + r - 1);
   if (cached) {
     if (const int known = cache[key].load(std::memory_order_relaxed); known > 0) return known;
   }
   int blocks = 0;
-  with_tiled_radius(r, [&](auto radius) {
+  with_stream_radius(r, [&](auto radius) {
     LOOM_KERNEL_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &blocks, blur_detail::blur_stream<decltype(radius)::value>, blur_detail::kWarpLanes, 0));
   });
@@ -323,7 +346,7 @@ int stream_warps_per_sm(int r) {
 
 void launch_stream(const std::uint8_t* src, std::uint8_t* dst, int planes, int height, int width,
                    int radius, int segment_rows, StreamView stream) {
-  with_tiled_radius(radius, [&](auto r) {
+  with_stream_radius(radius, [&](auto r) {
     launch_stream<decltype(r)::value>(src, dst, planes, height, width, segment_rows, stream);
   });
 }
@@ -388,14 +411,15 @@ void launch_separable(const std::uint8_t* src, std::uint8_t* dst, std::int64_t p
 
 bool box_blur_stream_takes(std::int64_t height, std::int64_t width, int radius, const void* src,
                            const void* dst) noexcept {
-  return radius >= 1 && radius <= kBlurTiledMaxRadius && width % 16 == 0 && height >= 2 &&
-         height <= kMaxExtent && width <= kMaxExtent && aligned(src, 16) && aligned(dst, 16);
+  return radius >= 1 && radius <= kBlurStreamMaxRadius && width % 16 == 0 && width > 2 * radius &&
+         height >= 2 && height <= kMaxExtent && width <= kMaxExtent && aligned(src, 16) &&
+         aligned(dst, 16);
 }
 
 int box_blur_stream_segment_rows(std::int64_t planes, std::int64_t height, std::int64_t width,
                                  int radius) {
   if (planes <= 0 || height <= 0 || width <= 0) return 0;
-  const int r = std::clamp(radius, 1, kBlurTiledMaxRadius);
+  const int r = std::clamp(radius, 1, kBlurStreamMaxRadius);
   const std::int64_t groups = (width / blur_detail::kStripBytes + blur_detail::kStripsPerWarp - 1) /
                               blur_detail::kStripsPerWarp;
   const std::int64_t slots =
@@ -409,8 +433,9 @@ void box_blur_stream(const std::uint8_t* src, std::uint8_t* dst, std::int64_t pl
   if (planes == 0 || height == 0 || width == 0) return;
   if (!box_blur_stream_takes(height, width, radius, src, dst)) {
     throw InvalidArgument(
-        "box_blur: the streaming kernel takes radius 1.." + std::to_string(kBlurTiledMaxRadius) +
-        ", widths a multiple of 16, at least 2 rows and 16-byte aligned pointers; got radius " +
+        "box_blur: the streaming kernel takes radius 1.." + std::to_string(kBlurStreamMaxRadius) +
+        ", widths a multiple of 16 and more than twice the radius, at least 2 rows and 16-byte "
+        "aligned pointers; got radius " +
         std::to_string(radius) + " over " + std::to_string(height) + " x " + std::to_string(width));
   }
   if (segment_rows <= 0) segment_rows = box_blur_stream_segment_rows(planes, height, width, radius);
@@ -429,6 +454,16 @@ void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, s
               std::int64_t width, int radius, StreamView stream, BlurVariant variant,
               void* workspace) {
   if (planes == 0 || height == 0 || width == 0) return;
+  // Past the tiled radii, automatic runs the streaming kernel where it takes
+  // the image (inside them, `tiled` does).
+  if (variant == BlurVariant::automatic && radius > kBlurTiledMaxRadius &&
+      box_blur_stream_takes(height, width, radius, src, dst)) {
+    launch_stream(src, dst, static_cast<int>(planes), static_cast<int>(height),
+                  static_cast<int>(width), radius,
+                  box_blur_stream_segment_rows(planes, height, width, radius), stream);
+    LOOM_KERNEL_CHECK_LAUNCH("box_blur kernel launch");
+    return;
+  }
   variant = resolved(variant, radius);
   if (variant == BlurVariant::banded) {
     if (box_blur_banded_takes(height, width, radius, src, dst)) {

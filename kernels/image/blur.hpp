@@ -14,18 +14,19 @@
 //   tiled  when the width is a multiple of 16, the height at least 2 and
 //          both pointers 16-byte aligned: a stream down the image. A block
 //          is one warp; each lane owns a 16-column strip and walks down a
-//          segment of rows (as many as keep the fewest waves of blocks times
-//          rows walked, blur_stream.cuh: 20-24 on an H100 at 4096 x 4096),
-//          one 16-byte load and one 16-byte store a row: the vertical
-//          window slides in registers (a ring of rows loaded 8 rows ahead),
-//          column sums are packed two 16-bit sums to a word, and the
-//          horizontal window takes the neighbouring strips' column sums by
-//          warp shuffles (lanes 0 and 31 only lend theirs). Every pixel
-//          divides by multiply-highs with reciprocals, compile-time
+//          segment of rows (blur_stream.cuh's rule: the fewest waves of
+//          blocks, then near 24 rows; 24 on an H100 at 4096 x 4096), one
+//          16-byte load and one 16-byte store a row: the vertical window
+//          slides over a ring of rows in shared memory, filled by cp.async
+//          6 rows ahead, column sums are packed two 16-bit sums to a word,
+//          and the horizontal window takes the neighbouring strips' column
+//          sums by warp shuffles (lanes 0 and 31 only lend theirs). Every
+//          pixel divides by multiply-highs with reciprocals, compile-time
 //          constants but in the R rows at the top and bottom. Other shapes
 //          and pointers run tiled_v1. The radius is a template parameter,
-//          1..kBlurTiledMaxRadius (the 16-bit window sums must not
-//          overflow); other radii run naive. The default.
+//          1..kBlurTiledMaxRadius here (other radii run naive); automatic
+//          also runs this kernel for radius 8..kBlurStreamMaxRadius, with
+//          32-bit window sums. The default.
 //   tiled_v1  a 128 x 64 output tile per block: the tile and its halo are
 //          loaded once into shared memory (16-byte vectors when the width is
 //          a multiple of 16, 4-byte words when it is a multiple of 4, with
@@ -81,13 +82,17 @@ namespace loom::kernels {
 
 using BlurVariant = loom::ops::BlurVariant;  // named by its table (loom/ops/variant.hpp)
 
-/// What BlurVariant::automatic runs for radius 1..kBlurTiledMaxRadius
-/// (sliding for the others).
+/// What BlurVariant::automatic runs for radius 1..kBlurTiledMaxRadius (the
+/// streaming kernel up to kBlurStreamMaxRadius where it takes the image,
+/// sliding for the others).
 inline constexpr BlurVariant kBlurDefault = BlurVariant::tiled;
 /// The largest radius any variant takes: sums stay well inside 32 bits.
 inline constexpr int kBlurMaxRadius = 127;
 /// The largest radius the tiled variants take; larger ones run naive.
 inline constexpr int kBlurTiledMaxRadius = 7;
+/// The largest radius the streaming kernel takes (automatic runs it up to
+/// here where it takes the image, the sliding kernel past it).
+inline constexpr int kBlurStreamMaxRadius = 15;
 
 /// Device scratch box_blur() needs for this image, radius and variant: the
 /// separable variant's 16-bit row sums (0 for the others).
@@ -122,9 +127,11 @@ void box_blur_sliding(const std::uint8_t* src, std::uint8_t* dst, std::int64_t p
                       std::int64_t height, std::int64_t width, int radius, StreamView stream,
                       int segment_rows = 0);
 
-/// Whether the streaming kernel (what `tiled` runs where it can) takes the
-/// image: radius 1..kBlurTiledMaxRadius, a width that is a multiple of 16, at
-/// least 2 rows, extents up to 2^30, 16-byte aligned pointers.
+/// Whether the streaming kernel (what `tiled` runs where it can, and
+/// automatic up to kBlurStreamMaxRadius) takes the image: radius
+/// 1..kBlurStreamMaxRadius, a width that is a multiple of 16 and more than
+/// twice the radius, at least 2 rows, extents up to 2^30, 16-byte aligned
+/// pointers.
 bool box_blur_stream_takes(std::int64_t height, std::int64_t width, int radius, const void* src,
                            const void* dst) noexcept;
 

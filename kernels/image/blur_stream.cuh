@@ -4,13 +4,15 @@
 // the CPU test can run it under an emulation of a warp (test_blur_emulated.cpp).
 //
 // A block is one warp; lane l owns a 16-column strip of the image and walks
-// down a segment of kSegmentRows output rows. Each row costs one 16-byte
-// load and one 16-byte store a lane: the vertical window slides in registers
-// (a ring of the last rows read, loaded kAhead rows ahead of their use), the
-// column sums of the strip are packed two 16-bit sums to a word, and the
-// horizontal window takes the R columns either side from the neighbouring
-// lanes by shuffles. Lanes 0 and 31 only lend their column sums: a warp
-// writes 30 strips, so no lane needs a neighbour outside its warp.
+// down a segment of output rows. Each row costs one 16-byte load and one
+// 16-byte store a lane: the vertical window slides over a ring of the last
+// rows read, kept in shared memory and filled by cp.async kAhead rows ahead
+// of their use (loads in flight hold no registers, so 11 to 32 warps fit an
+// SM), the column sums of the strip are packed two 16-bit sums to a word,
+// and the horizontal window takes the R columns either side from the
+// neighbouring lanes by shuffles. Lanes 0 and 31 only lend their column
+// sums: a warp writes 30 strips, so no lane needs a neighbour outside its
+// warp.
 #include <cstdint>
 
 namespace loom::kernels::blur_detail {
@@ -19,60 +21,80 @@ namespace {
 constexpr int kStripBytes = 16;
 constexpr int kWarpLanes = 32;
 constexpr int kStripsPerWarp = kWarpLanes - 2;
-// Rows a warp writes where the tests name none; box_blur() takes
-// stream_segment_rows().
-constexpr int kSegmentRows = 32;
+// Rows a warp writes where no device figure is known.
+constexpr int kSegmentRows = 24;
 
 // The rows a warp writes, for `planes` planes of `height` rows and `groups`
 // groups of kStripsPerWarp strips, on a device that holds `slots` of the
-// kernel's one-warp blocks at once. Its registers (116 a thread at R = 1,
-// 223 at R = 7) leave few warps an SM, too few for DRAM's latency, and a
-// block that finds no room waits for one to end: the time is about the
-// waves of blocks times the rows each warp walks (its segment and the 2R
-// halo rows above and below), which this takes least of, over 4, 8, ..., 32
-// rows (the shorter on a tie). On 4096 x 4096 (H100, 2026-12-07) it picks
-// what the sweeps found best: 20 rows at R = 1 (0.76 of the floor; 16 rows,
-// just past one wave, 0.67), 24 at R = 2 and 3 (0.73, 0.69; 20 rows, two
-// waves, 0.60 and 0.56), 20 at R = 4..7 (0.55 to 0.50; 16 rows 0.49 to
-// 0.45, 32 rows 0.39 at R = 7).
+// kernel's one-warp blocks at once, over 4, 8, ..., 32 rows:
+//  - where even kSegmentRows-row segments would fill under a quarter of the
+//    slots, the device is latency-bound: the fewest waves of blocks times
+//    the rows each warp walks (its segment and the 2R halo rows), the
+//    shorter on a tie;
+//  - else the fewest waves (a block that finds no room waits for a whole
+//    one to end), and among those the length nearest kSegmentRows (the
+//    longer on a tie): longer segments walk fewer halo rows in all, shorter
+//    ones keep more warps in flight.
+// On an H100 at 4096 x 4096 (2026-12-07) each pick was the best of the
+// sweep: 24 rows at R = 1..11 (0.82 of the floor at R = 1, 0.73 at R = 3,
+// 0.59 at R = 7; 16 rows: 0.74 / 0.65 / 0.54, 32 rows: 0.70 / 0.60 / 0.50),
+// and 28 at R = 15, where 24 rows would take two waves.
 __host__ __device__ constexpr int stream_segment_rows(std::int64_t planes, std::int64_t height,
                                                       std::int64_t groups, std::int64_t slots,
                                                       int r) {
   if (slots <= 0 || planes <= 0 || height <= 0 || groups <= 0) return kSegmentRows;
+  const auto blocks = [&](int rows) { return (height + rows - 1) / rows * planes * groups; };
+  const bool latency_bound = 4 * blocks(kSegmentRows) < slots;
   int best = 4;
+  std::int64_t best_waves = -1;
   std::int64_t best_cost = -1;
   for (int rows = 4; rows <= 32; rows += 4) {
-    const std::int64_t blocks = (height + rows - 1) / rows * planes * groups;
-    const std::int64_t waves = (blocks + slots - 1) / slots;
+    const std::int64_t waves = (blocks(rows) + slots - 1) / slots;
     const std::int64_t walked = (height < rows ? height : rows) + 2 * r;
-    const std::int64_t cost = waves * walked;
-    if (best_cost < 0 || cost < best_cost) {
+    const int off = rows > kSegmentRows ? rows - kSegmentRows : kSegmentRows - rows;
+    const int best_off = best > kSegmentRows ? best - kSegmentRows : kSegmentRows - best;
+    bool better = best_cost < 0;
+    if (!better && latency_bound) better = waves * walked < best_cost;
+    if (!better && !latency_bound) {
+      better = waves < best_waves || (waves == best_waves && off <= best_off);
+    }
+    if (better) {
       best = rows;
-      best_cost = cost;
+      best_waves = waves;
+      best_cost = waves * walked;
     }
   }
   return best;
 }
-// Rows loaded ahead of their use: with ~9 warps an SM, ~40 KB in flight.
-constexpr int kAhead = 8;
+// Rows whose copies are in flight ahead of their use (cp.async groups).
+constexpr int kAhead = 6;
 constexpr unsigned kFullMask = 0xFFFFFFFFU;
+
+// The radii the streaming kernels take: the R columns either side of a
+// strip lie in the neighbouring lanes' strips.
+constexpr int kStreamMaxRadius = 15;
+constexpr int kPackedMaxRadius = 7;
 
 constexpr int imin(int a, int b) { return a < b ? a : b; }
 constexpr int imax(int a, int b) { return a > b ? a : b; }
 
 template <int R>
 struct StreamShape {
-  static_assert(R >= 1 && R <= 7, "16-bit packed window sums need R <= 7");
+  static_assert(R >= 1 && R <= kStreamMaxRadius,
+                "the halo comes from one neighbouring lane's 16 columns");
+  // Window sums two to a word while (2R + 1)^2 255 fits 16 bits; 32-bit
+  // sums a column past that.
+  static constexpr bool kPacked = R <= kPackedMaxRadius;
   static constexpr int kWindow = 2 * R + 1;
   static constexpr unsigned kArea = kWindow * kWindow;
-  // Ring slots: the window's rows, the row leaving it and kAhead - 1 in flight.
+  // Ring rows: the window's, the row leaving it, and kAhead - 1 in flight.
   static constexpr int kRing = kWindow + kAhead;
   // Packed column-sum words lent by each neighbour: the R columns nearest it.
   static constexpr int kHaloWords = (R + 1) / 2;
   static constexpr int kExtWords = 8 + 2 * kHaloWords;
 };
 
-/// floor(n / c) for 2 <= c and n < 2^16 as floor(n * m / 2^32): with
+/// floor(n / c) for 2 <= c and n c < 2^32 as floor(n * m / 2^32): with
 /// m = floor((2^32 - 1) / c) + 1 the error m * c - 2^32 is at most c, so the
 /// product stays below the next multiple (test_blur_emulated.cpp checks
 /// every n and c the kernel takes).
@@ -125,13 +147,51 @@ __device__ __forceinline__ unsigned column_pair(const unsigned* ext, int u) {
   return (u % 2 == 0) ? ext[u / 2] : __byte_perm(ext[u / 2], ext[u / 2 + 1], 0x5432);
 }
 
-// The window sum of strip column j from the packed sums.
-__device__ __forceinline__ unsigned lane_sum(const unsigned (&sums)[8], int j) {
-  return (j % 2 == 0) ? (sums[j / 2] & 0xFFFFU) : (sums[j / 2] >> 16);
-}
-
 __device__ __forceinline__ unsigned pack_bytes(unsigned a, unsigned b, unsigned c, unsigned d) {
   return __byte_perm(__byte_perm(a, b, 0x0040), __byte_perm(c, d, 0x0040), 0x5410);
+}
+
+// The window sums of the strip's 16 columns plus `half` (the rounding),
+// from the extended row `ext` (column u is strip column u - 2 kHaloWords):
+// two columns a word while they fit 16 bits, unpacked at the end.
+template <int R>
+__device__ __forceinline__ void packed_window_sums(const unsigned* ext, unsigned half,
+                                                   unsigned (&sums)[kStripBytes]) {
+  constexpr int kOrigin = 2 * StreamShape<R>::kHaloWords;
+  unsigned s = half | (half << 16);
+#pragma unroll
+  for (int dc = -R; dc <= R; ++dc) s += column_pair(ext, kOrigin + dc);
+#pragma unroll
+  for (int m = 0; m < 8; ++m) {
+    if (m > 0) {
+      const int u = 2 * (m - 1) + kOrigin;
+      s += column_pair(ext, u + R + 1) + column_pair(ext, u + R + 2) - column_pair(ext, u - R) -
+           column_pair(ext, u - R + 1);
+    }
+    sums[2 * m] = s & 0xFFFFU;
+    sums[2 * m + 1] = s >> 16;
+  }
+}
+
+// The same past kPackedMaxRadius, 32 bits a column: at most 31^2 255 plus
+// the half, so the reciprocals stay exact (n e < 2^32 for every divisor's
+// error e, see blur_magic).
+template <int R>
+__device__ __forceinline__ void wide_window_sums(const unsigned* ext, unsigned half,
+                                                 unsigned (&sums)[kStripBytes]) {
+  constexpr int kOrigin = 2 * StreamShape<R>::kHaloWords;
+  const auto column = [&](int u) {
+    return (u % 2 == 0) ? (ext[u / 2] & 0xFFFFU) : (ext[u / 2] >> 16);
+  };
+  unsigned s = half;
+#pragma unroll
+  for (int dc = -R; dc <= R; ++dc) s += column(kOrigin + dc);
+  sums[0] = s;
+#pragma unroll
+  for (int j = 1; j < kStripBytes; ++j) {
+    s += column(kOrigin + j + R) - column(kOrigin + j - 1 - R);
+    sums[j] = s;
+  }
 }
 
 // One output row of the strip from its column sums (every lane calls it:
@@ -150,41 +210,29 @@ __device__ __forceinline__ void emit_row(const unsigned (&cs)[8], std::uint8_t* 
 #pragma unroll
   for (int h = 0; h < kH; ++h) ext[kH + 8 + h] = __shfl_down_sync(kFullMask, cs[h], 1);
 
-  // Window sums of columns 2m and 2m + 1, packed, with half the interior
-  // columns' count added for the rounding (below 2^16 a lane).
-  unsigned sums[8];
-  unsigned s = d.half | (d.half << 16);
-#pragma unroll
-  for (int dc = -R; dc <= R; ++dc) s += column_pair(ext, dc + 2 * kH);
-  sums[0] = s;
-#pragma unroll
-  for (int m = 0; m < 7; ++m) {
-    const int u = 2 * m + 2 * kH;
-    s += column_pair(ext, u + R + 1) + column_pair(ext, u + R + 2) - column_pair(ext, u - R) -
-         column_pair(ext, u - R + 1);
-    sums[m + 1] = s;
+  unsigned sums[kStripBytes];
+  if constexpr (S::kPacked) {
+    packed_window_sums<R>(ext, d.half, sums);
+  } else {
+    wide_window_sums<R>(ext, d.half, sums);
   }
-
-  unsigned q[16];
+  unsigned q[kStripBytes];
 #pragma unroll
-  for (int m = 0; m < 8; ++m) {
-    q[2 * m] = divide_by_magic(sums[m] & 0xFFFFU, d.magic);
-    q[2 * m + 1] = divide_by_magic(sums[m] >> 16, d.magic);
-  }
+  for (int j = 0; j < kStripBytes; ++j) q[j] = divide_by_magic(sums[j], d.magic);
   // The strips at the image's left and right edges redo their outer R
   // columns, whose windows have (j + R + 1) and (16 - j + R) columns in the
-  // image (the width is at least 16 > 2R, so no window passes both edges).
+  // image (no window passes both edges: the image is wider than 2R, see
+  // box_blur_stream_takes).
   if (x == 0) {
 #pragma unroll
     for (int j = 0; j < R; ++j) {
-      q[j] = edge_quotient(lane_sum(sums, j), static_cast<unsigned>(j + R + 1), count_y, d);
+      q[j] = edge_quotient(sums[j], static_cast<unsigned>(j + R + 1), count_y, d);
     }
   }
   if (x + kStripBytes == width) {
 #pragma unroll
     for (int j = kStripBytes - R; j < kStripBytes; ++j) {
-      q[j] =
-          edge_quotient(lane_sum(sums, j), static_cast<unsigned>(kStripBytes - j + R), count_y, d);
+      q[j] = edge_quotient(sums[j], static_cast<unsigned>(kStripBytes - j + R), count_y, d);
     }
   }
   unsigned words[4];
@@ -196,16 +244,42 @@ __device__ __forceinline__ void emit_row(const unsigned (&cs)[8], std::uint8_t* 
   }
 }
 
+__device__ __forceinline__ void copy_strip_async(uint4* slot, const std::uint8_t* src) {
+#if defined(__CUDA_ARCH__)
+  const auto to = static_cast<unsigned>(__cvta_generic_to_shared(slot));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(src) : "memory");
+#else
+  *slot = *reinterpret_cast<const uint4*>(src);
+#endif
+}
+
+__device__ __forceinline__ void commit_rows() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+// Waits until at most `Pending` of this lane's committed rows are in flight.
+template <int Pending>
+__device__ __forceinline__ void wait_rows() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+#endif
+}
+
 // Grid: x over groups of kStripsPerWarp strips, y over segments of
 // `segment_rows` rows (>= 1), z over planes (y and z stride when they pass
-// the grid's limits). Needs width % 16 == 0, height >= 2 (so that cy >= 2:
-// the reciprocals need a divisor of at least 2) and 16-byte aligned pointers.
+// the grid's limits). Needs width % 16 == 0 and more than 2R, height >= 2
+// (so that cy >= 2: the reciprocals need a divisor of at least 2) and
+// 16-byte aligned pointers. Each lane reads back only the 16 bytes it
+// copied, so its own cp.async.wait_group is the only ordering needed.
 template <int R>
 __global__ void __launch_bounds__(kWarpLanes)
     blur_stream(const std::uint8_t* __restrict__ gSrc, std::uint8_t* __restrict__ gDst, int planes,
                 int height, int width, int segment_rows) {
   using S = StreamShape<R>;
   constexpr int kN = S::kRing;
+  __shared__ uint4 ring[kN][kWarpLanes];
   const int lane = static_cast<int>(threadIdx.x);
   const int strips = width / kStripBytes;
   const int strip = static_cast<int>(blockIdx.x) * kStripsPerWarp + lane - 1;
@@ -214,6 +288,7 @@ __global__ void __launch_bounds__(kWarpLanes)
   const int x = strip * kStripBytes;
   const int segments = (height + segment_rows - 1) / segment_rows;
   const std::size_t plane_size = static_cast<std::size_t>(height) * width;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
 
   for (int plane = static_cast<int>(blockIdx.z); plane < planes;
        plane += static_cast<int>(gridDim.z)) {
@@ -224,45 +299,50 @@ __global__ void __launch_bounds__(kWarpLanes)
       const int y0 = segment * segment_rows;
       const int rows_out = imin(segment_rows, height - y0);
       const int rows_in = rows_out + 2 * R;
-      // Input row i of the segment is image row y0 - R + i; outside the
-      // image (or past what the segment needs) it reads as zeros.
-      const auto load = [&](int i) {
+      // Input row i (image row y0 - R + i) goes to slot (i + 1) % kN, as
+      // its own group; rows outside the image read as zeros, and rows past
+      // the segment's needs are never read (an empty group keeps the count).
+      const auto fetch = [&](int i) {
         const int y = y0 - R + i;
-        if (in_image && i < rows_in && y >= 0 && y < height) {
-          return *reinterpret_cast<const uint4*>(gIn + static_cast<std::size_t>(y) * width + x);
+        if (i < rows_in) {
+          uint4* slot = &ring[(i + 1) % kN][lane];
+          if (in_image && y >= 0 && y < height) {
+            copy_strip_async(slot, gIn + static_cast<std::size_t>(y) * width + x);
+          } else {
+            *slot = zero;
+          }
         }
-        return make_uint4(0, 0, 0, 0);
+        commit_rows();
       };
-      // Slot s holds the input row i with i % kN == s; slot kN - 1 starts as
-      // row -1, all zeros, which the first step drops.
-      uint4 ring[kN];
+      ring[0][lane] = zero;  // input row -1, which the first step drops
 #pragma unroll
-      for (int k = 0; k < kN - 1; ++k) ring[k] = load(k);
-      ring[kN - 1] = make_uint4(0, 0, 0, 0);
+      for (int i = 0; i < 2 * R + kAhead; ++i) fetch(i);
+      wait_rows<kAhead>();
       unsigned cs[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
-      for (int k = 0; k < 2 * R; ++k) slide_columns(cs, ring[k], make_uint4(0, 0, 0, 0));
+      for (int i = 0; i < 2 * R; ++i) slide_columns(cs, ring[i + 1][lane], zero);
 
-      for (int base = 0; base < rows_out; base += kN) {
-#pragma unroll
-        for (int k = 0; k < kN; ++k) {
-          const int t = base + k;  // output row y0 + t; the same on every lane
-          if (t >= rows_out) break;
-          // Enter input row t + 2R, leave row t - 1, and refill the slot.
-          slide_columns(cs, ring[(k + 2 * R) % kN], ring[(k + kN - 1) % kN]);
-          ring[(k + kN - 1) % kN] = load(t + kN - 1);
-          const int y = y0 + t;
-          // The same on every lane; all constants but in the R rows at the
-          // top and bottom.
-          const unsigned count_y = stream_window_count(y, R, height);
-          RowDivisors d{S::kArea / 2, blur_magic(S::kArea), blur_magic(S::kWindow)};
-          if (y - R < 0 || y + R >= height) {
-            d = RowDivisors{S::kWindow * count_y / 2, blur_magic(S::kWindow * count_y),
-                            blur_magic(count_y)};
-          }
-          emit_row<R>(cs, gOut + static_cast<std::size_t>(y) * width, x, width, count_y, d, owner);
+      int enter = (2 * R + 1) % kN;  // slot of input row t + 2R
+      int leave = 0;                 // slot of input row t - 1
+      for (int t = 0; t < rows_out; ++t) {
+        wait_rows<kAhead - 1>();
+        slide_columns(cs, ring[enter][lane], ring[leave][lane]);
+        // The leaving slot's values are in registers (the slide used them):
+        // it takes input row t + 2R + kAhead.
+        fetch(t + 2 * R + kAhead);
+        enter = enter + 1 == kN ? 0 : enter + 1;
+        leave = leave + 1 == kN ? 0 : leave + 1;
+        const int y = y0 + t;
+        const unsigned count_y = stream_window_count(y, R, height);
+        RowDivisors d{S::kArea / 2, blur_magic(S::kArea), blur_magic(S::kWindow)};
+        if (y - R < 0 || y + R >= height) {
+          d = RowDivisors{S::kWindow * count_y / 2, blur_magic(S::kWindow * count_y),
+                          blur_magic(count_y)};
         }
+        emit_row<R>(cs, gOut + static_cast<std::size_t>(y) * width, x, width, count_y, d, owner);
       }
+      // The next segment reuses the slots: no copy may still be landing.
+      wait_rows<0>();
     }
   }
 }

@@ -64,7 +64,15 @@ void launch(int r, const std::uint8_t* src, std::uint8_t* dst, int planes, int h
     case 4: launch<4>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
     case 5: launch<5>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
     case 6: launch<6>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
-    default: launch<7>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
+    case 7: launch<7>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
+    case 8: launch<8>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
+    case 9: launch<9>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
+    case 10: launch<10>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
+    case 11: launch<11>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
+    case 12: launch<12>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
+    case 13: launch<13>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
+    case 14: launch<14>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
+    default: launch<15>(src, dst, planes, h, w, max_y, max_z, segment_rows); break;
   }
 }
 
@@ -103,13 +111,21 @@ void check(const Case& c, int r, std::mt19937_64& rng) {
 
 TEST(BlurStreamEmulated, MatchesTheReferenceAtEveryRadius) {
   auto rng = std::mt19937_64(loom::test::fresh_seed());
-  // One strip (narrower than the widest window), one full warp of strips and
-  // one strip more, single rows, segments exact and not, and a grid that
-  // strides over segments and planes.
-  const Case cases[] = {{1, 5, 16},   {1, 2, 32},  {1, 33, 48},
-                        {1, 40, 496}, {1, 3, 496}, {2, 70, 64, 2, 1}};
-  for (int r = 1; r <= loom::kernels::kBlurTiledMaxRadius; ++r) {
-    for (const Case& c : cases) check(c, r, rng);
+  // One strip (narrower than the widest window: past radius 7, with 32-bit
+  // window sums, the narrowest image taken is two strips), one full warp of
+  // strips and one strip more, single rows, segments exact and not, shorter
+  // than the halo, and a grid that strides over segments and planes.
+  const Case cases[] = {{1, 5, 16},
+                        {1, 2, 32},
+                        {1, 33, 48},
+                        {1, 40, 496},
+                        {1, 3, 496},
+                        {2, 70, 64, 2, 1},
+                        {1, 64, 512, 65535, 65535, 7}};
+  for (int r = 1; r <= emu::kStreamMaxRadius; ++r) {
+    for (const Case& c : cases) {
+      if (c.w > 2 * r) check(c, r, rng);
+    }
   }
 }
 
@@ -130,27 +146,30 @@ TEST(BlurStreamEmulated, SegmentsOfAnyLength) {
   }
 }
 
-// The segment rule: the fewest waves of blocks times the rows a warp walks
-// (its segment and 2R halo rows), over 4..32 rows. 4096 x 4096 is 9 groups
-// of strips; the slots are an H100's (its occupancy for R = 1, 2, 3, and 7
-// or 8 blocks an SM past that).
-TEST(BlurStreamSegments, FewestWavesTimesRowsWalked) {
-  const std::int64_t slots[] = {132 * 17, 132 * 13, 132 * 12, 132 * 8, 132 * 8, 132 * 7, 132 * 7};
-  const int want[] = {20, 24, 24, 20, 20, 20, 20};
-  for (int r = 1; r <= 7; ++r) {
-    EXPECT_EQ(emu::stream_segment_rows(1, 4096, 9, slots[r - 1], r), want[r - 1]) << "r=" << r;
+// The segment rule. 4096 x 4096 is 9 groups of strips; the slots are an
+// H100's (its occupancy at each radius: shared memory decides past R = 3).
+// Where the blocks fill the device: the fewest waves, then the nearest to 24
+// rows (24 through R = 11; at R = 15 24 rows take two waves of 11 blocks an
+// SM, 28 one).
+TEST(BlurStreamSegments, FewestWavesThenNearestTheDefault) {
+  const int radii[] = {1, 2, 3, 4, 5, 6, 7, 8, 11, 15};
+  const int per_sm[] = {32, 32, 32, 26, 23, 21, 19, 18, 14, 11};
+  const int want[] = {24, 24, 24, 24, 24, 24, 24, 24, 24, 28};
+  for (std::size_t i = 0; i < std::size(radii); ++i) {
+    EXPECT_EQ(emu::stream_segment_rows(1, 4096, 9, 132 * per_sm[i], radii[i]), want[i])
+        << "r=" << radii[i];
   }
-  // One wave where it fits (R = 3: 24 rows, 1539 blocks of 1584; 20 rows
-  // would take two); a small image: the shortest segments, all in one wave;
-  // many planes: the longest (the halo's share is what is left to save).
+  // Many planes: the fewest waves alone decide (32 rows: 73 waves, 28: 84).
+  // A small image, far from filling the device: the fewest rows a warp
+  // walks, the shortest segments, all in one wave.
   EXPECT_EQ(emu::stream_segment_rows(1, 40, 1, 2244, 3), 4);
   EXPECT_EQ(emu::stream_segment_rows(100, 4096, 9, 1584, 3), 32);
   EXPECT_EQ(emu::stream_segment_rows(1, 4096, 9, 0, 3), emu::kSegmentRows);  // no device figure
 }
 
 TEST(BlurStreamDivision, TheReciprocalIsExactForEveryWindowSum) {
-  // Interior pixels: the area's reciprocal, for each tiled radius.
-  for (int r = 1; r <= loom::kernels::kBlurTiledMaxRadius; ++r) {
+  // Interior pixels: the area's reciprocal, for each streaming radius.
+  for (int r = 1; r <= emu::kStreamMaxRadius; ++r) {
     const auto area = static_cast<unsigned>((2 * r + 1) * (2 * r + 1));
     const std::uint32_t magic = emu::blur_magic(area);
     for (unsigned s = 0; s <= 255 * area; ++s) {
@@ -159,7 +178,7 @@ TEST(BlurStreamDivision, TheReciprocalIsExactForEveryWindowSum) {
     }
   }
   // And every count up to the largest area, for the claim in its comment.
-  for (unsigned c = 2; c <= 225; ++c) {
+  for (unsigned c = 2; c <= 961; ++c) {
     const std::uint32_t magic = emu::blur_magic(c);
     for (unsigned n = 0; n < (1U << 16); ++n) {
       ASSERT_EQ(emu::divide_by_magic(n, magic), n / c) << "n " << n << " count " << c;
@@ -170,7 +189,7 @@ TEST(BlurStreamDivision, TheReciprocalIsExactForEveryWindowSum) {
 TEST(BlurStreamDivision, EdgeColumnsDivideExactlyInEveryRow) {
   // Every count an edge strip's outer column meets (cx in R + 1..K, cy in
   // 2..K: heights of 1 run tiled_v1), every sum, against the plain formula.
-  for (unsigned r = 1; r <= loom::kernels::kBlurTiledMaxRadius; ++r) {
+  for (unsigned r = 1; r <= emu::kStreamMaxRadius; ++r) {
     const unsigned k = 2 * r + 1;
     for (unsigned cy = 2; cy <= k; ++cy) {
       const emu::RowDivisors d{k * cy / 2, emu::blur_magic(k * cy), emu::blur_magic(cy)};

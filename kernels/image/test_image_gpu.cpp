@@ -150,7 +150,7 @@ TEST_P(BlurGpu, MatchesTheReferenceBitForBitAtEveryRadius) {
   // row segments exact and not, images narrower than the window.
   const Size sizes[] = {{1, 1},  {1, 31},  {31, 1},    {5, 7},      {64, 128}, {65, 129}, {1, 32},
                         {2, 32}, {33, 16}, {127, 256}, {200, 4097}, {3, 1000}, {70, 496}};
-  for (int r : {0, 1, 2, 3, 4, 5, 7, 8, 20}) {
+  for (int r : {0, 1, 2, 3, 4, 5, 7, 8, 12, 15, 16, 20}) {
     for (const Size& s : sizes) check_blur(GetParam(), 1, s.h, s.w, r, 0);
   }
 }
@@ -168,7 +168,7 @@ TEST_P(BlurGpu, PlanesAndUnalignedPointers) {
 
 TEST_P(BlurGpu, SaturatedWindowsAtEveryRadius) {
   LOOM_REQUIRE_GPU();
-  for (int r = 1; r <= loom::kernels::kBlurTiledMaxRadius; ++r) {
+  for (int r = 1; r <= loom::kernels::kBlurStreamMaxRadius; ++r) {
     check_blur(GetParam(), 1, 70, 512, r, 0, true);
     check_blur(GetParam(), 2, 33, 496, r, 0, true);
   }
@@ -262,7 +262,7 @@ TEST(BlurSlidingGpu, EverySegmentLengthGivesTheSameImage) {
                                    });
 }
 
-// The streaming kernel (what tiled runs for radius 1..7).
+// The streaming kernel (what tiled runs for radius 1..7, automatic to 15).
 TEST(BlurStreamGpu, EverySegmentLengthGivesTheSameImage) {
   LOOM_REQUIRE_GPU();
   expect_every_segment_length_same(517, 1024,
@@ -271,7 +271,7 @@ TEST(BlurStreamGpu, EverySegmentLengthGivesTheSameImage) {
                                      loom::kernels::box_blur_stream(src, dst, 1, h, w, r, stream,
                                                                     rows);
                                    },
-                                   {1, 3, 7});
+                                   {1, 3, 7, 8, 15});
 }
 
 // The banded kernel (a block a band of 1024 columns): every radius on an

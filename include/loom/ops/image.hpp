@@ -27,7 +27,8 @@ struct VariantNames<GrayVariant> {
 
 /// box_blur's kernels (variant.hpp).
 enum class BlurVariant : std::uint8_t {
-  automatic,  ///< the fastest for the shape: tiled for radius 1..7, sliding for others
+  automatic,  ///< the fastest for the shape: tiled for radius 1..7, the streaming kernel
+              ///< to 15 (widths a multiple of 16, aligned), sliding for the others
   naive,      ///< a pixel a thread, every window read from global memory
   tiled,      ///< radius 1..7 (others run naive): a register-streaming kernel when the width
               ///< is a multiple of 16 and the data 16-byte aligned, else tiled_v1
