@@ -30,7 +30,7 @@ enum class BlurVariant : std::uint8_t {
   automatic,  ///< the fastest for the shape: tiled for radius 1..7, the streaming kernel
               ///< to 15 (widths a multiple of 16, aligned), sliding for the others
   naive,      ///< a pixel a thread, every window read from global memory
-  tiled,      ///< radius 1..7 (others run naive): a register-streaming kernel when the width
+  tiled,      ///< radius 1..7 (others run naive): a streaming kernel when the width
               ///< is a multiple of 16 and the data 16-byte aligned, else tiled_v1
   tiled_v1,   ///< shared-memory tiles; radius 1..7 (others run naive)
   separable,  ///< row sums into a workspace, then running sums down columns: two passes
