@@ -497,16 +497,30 @@ TEST_F(RunMachineTest, AWaiterSpinningOnARunEndsItWhenEveryWorkerIsBusy) {
   machine.wait_idle();
 }
 
+// A host-only machine on `n` workers, for runs whose ends race, and the
+// one tensor every run writes (each follows the one before).
+struct HostMachineOnWorkers {
+  explicit HostMachineOnWorkers(int n)
+      : workers(std::make_shared<loom::detail::WorkerPool>(n)),
+        machine(host, nullptr, poison, workers, "") {}
+  ~HostMachineOnWorkers() { workers->shutdown(); }
+  HostMachineOnWorkers(const HostMachineOnWorkers&) = delete;
+  HostMachineOnWorkers& operator=(const HostMachineOnWorkers&) = delete;
+
+  loom::Runtime rt{loom::test::cpu(1)};  // for tensors only
+  loom::detail::Poison poison;
+  FakeLauncher host;
+  std::shared_ptr<loom::detail::WorkerPool> workers;
+  RunMachine machine;
+  loom::Tensor x = rt.tensor<float>({4});
+};
+
 // Runs end while their waiters spin, stop spinning or have not come yet,
 // on several workers, with runs parked behind the runs they follow: every
 // Future turns ready, in order, and none twice.
 TEST(RunMachinePublication, EndsHandedToWaitersAndToWorkersRaceSafely) {
-  loom::Runtime rt{loom::test::cpu(1)};
-  loom::detail::Poison poison;
-  FakeLauncher host;
-  auto workers = std::make_shared<loom::detail::WorkerPool>(3);
-  RunMachine machine{host, nullptr, poison, workers, ""};
-  auto x = rt.tensor<float>({4});
+  HostMachineOnWorkers m(3);
+  auto& [rt, poison, host, workers, machine, x] = m;
   std::atomic<int> continued{0};
   constexpr int kRuns = 300;
   std::vector<loom::Future> futures;
@@ -559,12 +573,8 @@ class QuietLauncher final : public Launcher {
 // Runs over the same data finish one after another, and their ends race on
 // several workers: each still turns ready only after the runs before it.
 TEST(RunMachinePublication, ARunTurnsReadyOnlyAfterTheRunsItFollows) {
-  loom::Runtime rt{loom::test::cpu(1)};
-  loom::detail::Poison poison;
-  FakeLauncher host;
-  auto workers = std::make_shared<loom::detail::WorkerPool>(4);
-  RunMachine machine{host, nullptr, poison, workers, ""};
-  auto x = rt.tensor<float>({4});
+  HostMachineOnWorkers m(4);
+  auto& [rt, poison, host, workers, machine, x] = m;
   for (int round = 0; round < 50; ++round) {
     std::vector<loom::Future> futures;
     std::vector<TaskRun*> runs;
