@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 namespace loom::kernels {
@@ -284,39 +283,29 @@ void launch_stream(const std::uint8_t* src, std::uint8_t* dst, int planes, int h
                                  segment_rows);
 }
 
-// Calls f(std::integral_constant<int, R>) for radius r of the tiled kernels
-// (1..kBlurTiledMaxRadius; r is checked by the caller).
-template <class F>
-void with_tiled_radius(int r, F&& f) {
-  switch (r) {
-    case 1: f(std::integral_constant<int, 1>{}); break;
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    case 5: f(std::integral_constant<int, 5>{}); break;
-    case 6: f(std::integral_constant<int, 6>{}); break;
-    default: f(std::integral_constant<int, 7>{}); break;
+// Calls f(std::integral_constant<int, R>) for radius r in R..Max (Max for
+// any r past it; r is checked by the caller).
+template <int R, int Max, class F>
+void with_radius_in(int r, F& f) {
+  if constexpr (R == Max) {
+    f(std::integral_constant<int, R>{});
+  } else if (r <= R) {
+    f(std::integral_constant<int, R>{});
+  } else {
+    with_radius_in<R + 1, Max>(r, f);
   }
 }
 
-// Calls f(std::integral_constant<int, R>) for radius r of the streaming
-// kernel (1..kBlurStreamMaxRadius; r is checked by the caller).
+// For radius r of the tiled kernels (1..kBlurTiledMaxRadius).
+template <class F>
+void with_tiled_radius(int r, F&& f) {
+  with_radius_in<1, kBlurTiledMaxRadius>(r, f);
+}
+
+// For radius r of the streaming kernel (1..kBlurStreamMaxRadius).
 template <class F>
 void with_stream_radius(int r, F&& f) {
-  if (r <= kBlurTiledMaxRadius) {
-    with_tiled_radius(r, std::forward<F>(f));
-    return;
-  }
-  switch (r) {
-    case 8: f(std::integral_constant<int, 8>{}); break;
-    case 9: f(std::integral_constant<int, 9>{}); break;
-    case 10: f(std::integral_constant<int, 10>{}); break;
-    case 11: f(std::integral_constant<int, 11>{}); break;
-    case 12: f(std::integral_constant<int, 12>{}); break;
-    case 13: f(std::integral_constant<int, 13>{}); break;
-    case 14: f(std::integral_constant<int, 14>{}); break;
-    default: f(std::integral_constant<int, 15>{}); break;
-  }
+  with_radius_in<1, kBlurStreamMaxRadius>(r, f);
 }
 static_assert(kBlurStreamMaxRadius == blur_detail::kStreamMaxRadius);
 
