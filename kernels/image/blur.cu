@@ -447,10 +447,7 @@ void box_blur(const std::uint8_t* src, std::uint8_t* dst, std::int64_t planes, s
   // the image (inside them, `tiled` does).
   if (variant == BlurVariant::automatic && radius > kBlurTiledMaxRadius &&
       box_blur_stream_takes(height, width, radius, src, dst)) {
-    launch_stream(src, dst, static_cast<int>(planes), static_cast<int>(height),
-                  static_cast<int>(width), radius,
-                  box_blur_stream_segment_rows(planes, height, width, radius), stream);
-    LOOM_KERNEL_CHECK_LAUNCH("box_blur kernel launch");
+    box_blur_stream(src, dst, planes, height, width, radius, stream);
     return;
   }
   variant = resolved(variant, radius);

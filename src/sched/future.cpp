@@ -62,6 +62,9 @@ bool waits_for(const std::shared_ptr<RunState>& run, const RunState* waiter) {
 }
 
 bool run_handed_end(RunState& s) noexcept {
+  // A plain load first: the spin calls this each turn, and a failed exchange
+  // would take the line from the scheduling thread that reads it.
+  if (s.end_handoff.load(std::memory_order_acquire) != RunState::kEndHanded) return false;
   int handed = RunState::kEndHanded;
   if (!s.end_handoff.compare_exchange_strong(handed, RunState::kEndTaken,
                                              std::memory_order_acq_rel)) {
