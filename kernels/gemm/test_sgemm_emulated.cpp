@@ -1,5 +1,5 @@
 // The SGEMM kernels' own code, run on the CPU under a small emulation of
-// CUDA's execution model: every thread of a block is a std::thread, blocks
+// CUDA's execution model: every thread of a block is a fiber, blocks
 // run one after another (so a kernel's __shared__ arrays, made static, are
 // its block's), and __syncthreads is a barrier. It checks what a GPU run
 // would, the CuTe partitions, predicates and double buffering included, at

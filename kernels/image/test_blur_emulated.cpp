@@ -1,7 +1,7 @@
 // The streaming blur kernel's own code (blur_stream.cuh), the separable
 // running sums' (blur_separable.cuh), the sliding kernel's
 // (blur_sliding.cuh) and the banded kernel's (blur_banded.cuh), run on the CPU under the emulation
-// of CUDA threads (support/emulated_cuda.hpp): every thread of a block is a std::thread, blocks run
+// of CUDA threads (support/emulated_cuda.hpp): every thread of a block is a fiber, blocks run
 // one after another, and a shuffle is a write to a double-buffered exchange slot and a barrier. It
 // checks what a GPU run would (the strip and segment arithmetic, the ring of rows, the shuffles,
 // the running windows, the border counts, the divisions) against the CPU reference at small shapes;

@@ -4,8 +4,10 @@
 // index arithmetic, predicates and exchanges at small shapes. Timing and the
 // memory model are not emulated (the GPU tests cover those).
 //
-//  - Every thread of a block is a std::thread; blocks run one after another
-//    (so a kernel's __shared__ arrays, made static, are its block's).
+//  - Every thread of a block is a fiber (emulated_fibers.hpp: all on the
+//    calling thread, one at a time, switching where one waits); blocks run
+//    one after another (so a kernel's __shared__ arrays, made static, are
+//    its block's).
 //  - __syncthreads is a barrier of the block; __syncwarp, of the warp.
 //  - Warp shuffles exchange through double-buffered slots of their warp and
 //    a barrier of the warp's threads (threads 32 w .. 32 w + 31 of a block):
@@ -36,7 +38,6 @@
 
 #include <algorithm>
 #include <array>
-#include <barrier>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -45,8 +46,9 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
-#include <thread>
 #include <vector>
+
+#include "support/emulated_fibers.hpp"
 
 #define LOOM_EMULATED_CUDA 1
 #define LOOM_CLUSTER_BLOCK_SHARED(type, name) \
@@ -72,15 +74,41 @@ inline thread_local uint3 blockIdx{};
 inline dim3 blockDim;
 inline dim3 gridDim;
 
+// A barrier of emulated threads: a thread that arrives before the last
+// waits as a fiber (yields) until the last one arrives.
+class Barrier {
+ public:
+  using arrival_token = std::uint64_t;
+  explicit Barrier(std::ptrdiff_t count) : count_(count) {}
+  arrival_token arrive() {
+    const arrival_token token = generation_;
+    if (++arrived_ == count_) {
+      arrived_ = 0;
+      ++generation_;
+    }
+    fibers::made_progress();
+    return token;
+  }
+  void wait(arrival_token token) {
+    while (generation_ == token) fibers::yield();
+  }
+  void arrive_and_wait() { wait(arrive()); }
+
+ private:
+  std::ptrdiff_t count_;
+  std::ptrdiff_t arrived_ = 0;
+  arrival_token generation_ = 0;
+};
+
 namespace state {
 // This thread's block's barrier and warps (set by run_grid and run_clusters).
-inline thread_local std::barrier<>* block_barrier = nullptr;
+inline thread_local Barrier* block_barrier = nullptr;
 // A warp of the block: its threads' barrier and exchange slots. Shuffle k
 // writes buffer k % 2; a lane can reach shuffle k + 2 only after every lane
 // of its warp has passed shuffle k + 1's barrier, so after it read shuffle k.
 struct Warp {
   explicit Warp(std::ptrdiff_t lanes) : barrier(lanes) {}
-  std::barrier<> barrier;
+  Barrier barrier;
   std::array<std::array<unsigned, 32>, 2> exchange{};
 };
 inline thread_local std::vector<std::unique_ptr<Warp>>* warps = nullptr;
@@ -88,12 +116,23 @@ inline thread_local unsigned shuffles = 0;
 inline thread_local int thread_rank = 0;  // threadIdx linearized, as CUDA numbers a block's threads
 // The cluster run_clusters runs: its barrier, its size, and this thread's
 // block's rank in it.
-inline std::barrier<>* cluster_barrier = nullptr;
+inline Barrier* cluster_barrier = nullptr;
 inline unsigned cluster_blocks = 1;
 inline thread_local unsigned cluster_rank = 0;
 // This thread's arrival on the cluster's barrier (barrier_arrive), until it
 // waits (barrier_wait).
-inline thread_local std::optional<std::barrier<>::arrival_token> cluster_arrival;
+inline thread_local std::optional<Barrier::arrival_token> cluster_arrival;
+// What each emulated thread has of its own: the globals above, while it runs.
+struct ThreadState {
+  uint3 thread_idx{};
+  uint3 block_idx{};
+  Barrier* block_barrier = nullptr;
+  std::vector<std::unique_ptr<Warp>>* warps = nullptr;
+  unsigned shuffles = 0;
+  int thread_rank = 0;
+  unsigned cluster_rank = 0;
+  std::optional<Barrier::arrival_token> cluster_arrival;
+};
 // Every LOOM_CLUSTER_BLOCK_SHARED object: block r's at base + r * pitch.
 struct SharedObjects {
   const char* base;
@@ -240,45 +279,71 @@ inline std::unique_ptr<std::vector<std::unique_ptr<state::Warp>>> detail_make_wa
   return warps;
 }
 
-/// kernel() on every thread of every block of `grid`: one std::thread per
-/// thread of a block, walking the blocks together, with a barrier between
-/// blocks (their static "shared" arrays are reused).
+/// The switch hooks that keep each emulated thread's globals its own.
+inline fibers::SwitchHooks detail_thread_state_hooks(std::vector<state::ThreadState>& saved) {
+  return fibers::SwitchHooks{[&saved](unsigned i) {
+                               auto& s = saved[i];
+                               s.thread_idx = threadIdx;
+                               s.block_idx = blockIdx;
+                               s.block_barrier = state::block_barrier;
+                               s.warps = state::warps;
+                               s.shuffles = state::shuffles;
+                               s.thread_rank = state::thread_rank;
+                               s.cluster_rank = state::cluster_rank;
+                               s.cluster_arrival = state::cluster_arrival;
+                             },
+                             [&saved](unsigned i) {
+                               const auto& s = saved[i];
+                               threadIdx = s.thread_idx;
+                               blockIdx = s.block_idx;
+                               state::block_barrier = s.block_barrier;
+                               state::warps = s.warps;
+                               state::shuffles = s.shuffles;
+                               state::thread_rank = s.thread_rank;
+                               state::cluster_rank = s.cluster_rank;
+                               state::cluster_arrival = s.cluster_arrival;
+                             }};
+}
+
+/// kernel() on every thread of every block of `grid`: one fiber per thread
+/// of a block, walking the blocks together, with a barrier between blocks
+/// (their static "shared" arrays are reused).
 inline void run_grid(dim3 grid, dim3 block, const std::function<void()>& kernel) {
   blockDim = block;
   gridDim = grid;
   const unsigned threads = block.x * block.y * block.z;
   // On the heap: the global the emulated barrier calls reach must not point
   // at a local (g++ 13 rejects that even when it is reset before return).
-  auto barrier = std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(threads));
+  auto barrier = std::make_unique<Barrier>(static_cast<std::ptrdiff_t>(threads));
   auto warps = detail_make_warps(threads);
-  std::vector<std::thread> team;
-  team.reserve(threads);
-  for (unsigned t = 0; t < threads; ++t) {
-    team.emplace_back([&, t] {
-      state::block_barrier = barrier.get();
-      state::warps = warps.get();
-      state::cluster_rank = 0;
-      threadIdx = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-      state::thread_rank = static_cast<int>(t);
-      state::shuffles = 0;
-      for (unsigned bz = 0; bz < grid.z; ++bz) {
-        for (unsigned by = 0; by < grid.y; ++by) {
-          for (unsigned bx = 0; bx < grid.x; ++bx) {
-            blockIdx = uint3{bx, by, bz};
-            kernel();
-            barrier->arrive_and_wait();
+  std::vector<state::ThreadState> saved(threads);
+  fibers::run(
+      threads,
+      [&](unsigned t) {
+        state::block_barrier = barrier.get();
+        state::warps = warps.get();
+        state::cluster_rank = 0;
+        state::cluster_arrival.reset();
+        threadIdx = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+        state::thread_rank = static_cast<int>(t);
+        state::shuffles = 0;
+        for (unsigned bz = 0; bz < grid.z; ++bz) {
+          for (unsigned by = 0; by < grid.y; ++by) {
+            for (unsigned bx = 0; bx < grid.x; ++bx) {
+              blockIdx = uint3{bx, by, bz};
+              kernel();
+              barrier->arrive_and_wait();
+            }
           }
         }
-      }
-    });
-  }
-  for (auto& th : team) th.join();
+      },
+      detail_thread_state_hooks(saved));
 }
 
 /// kernel() on every thread of a one-dimensional grid of thread-block
 /// clusters of `cluster` blocks (grid.x a multiple of it): the blocks of a
-/// cluster run at once (one std::thread per thread of each), clusters one
-/// after another, with a barrier of the cluster between them.
+/// cluster run at once (one fiber per thread of each), clusters one after
+/// another, with a barrier of the cluster between them.
 inline void run_clusters(dim3 grid, dim3 block, unsigned cluster,
                          const std::function<void()>& kernel) {
   if (cluster == 0 || cluster > kMaxClusterBlocks || grid.x % cluster != 0 || grid.y != 1 ||
@@ -288,24 +353,31 @@ inline void run_clusters(dim3 grid, dim3 block, unsigned cluster,
   blockDim = block;
   gridDim = grid;
   const unsigned threads = block.x * block.y * block.z;
-  std::vector<std::unique_ptr<std::barrier<>>> barriers;
+  std::vector<std::unique_ptr<Barrier>> barriers;
   std::vector<std::unique_ptr<std::vector<std::unique_ptr<state::Warp>>>> warps;
   for (unsigned b = 0; b < cluster; ++b) {
-    barriers.push_back(std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(threads)));
+    barriers.push_back(std::make_unique<Barrier>(static_cast<std::ptrdiff_t>(threads)));
     warps.push_back(detail_make_warps(threads));
   }
-  auto cluster_barrier =
-      std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(threads * cluster));
+  auto cluster_barrier = std::make_unique<Barrier>(static_cast<std::ptrdiff_t>(threads * cluster));
   state::cluster_barrier = cluster_barrier.get();
   state::cluster_blocks = cluster;
-  std::vector<std::thread> team;
-  team.reserve(static_cast<std::size_t>(threads) * cluster);
-  for (unsigned b = 0; b < cluster; ++b) {
-    for (unsigned t = 0; t < threads; ++t) {
-      team.emplace_back([&, b, t] {
+  struct Reset {
+    ~Reset() {
+      state::cluster_barrier = nullptr;
+      state::cluster_blocks = 1;
+    }
+  } reset;
+  std::vector<state::ThreadState> saved(static_cast<std::size_t>(threads) * cluster);
+  fibers::run(
+      threads * cluster,
+      [&](unsigned i) {
+        const unsigned b = i / threads;
+        const unsigned t = i % threads;
         state::block_barrier = barriers[b].get();
         state::warps = warps[b].get();
         state::cluster_rank = b;
+        state::cluster_arrival.reset();
         threadIdx = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
         state::thread_rank = static_cast<int>(t);
         state::shuffles = 0;
@@ -314,12 +386,8 @@ inline void run_clusters(dim3 grid, dim3 block, unsigned cluster,
           kernel();
           cluster_barrier->arrive_and_wait();
         }
-      });
-    }
-  }
-  for (auto& th : team) th.join();
-  state::cluster_barrier = nullptr;
-  state::cluster_blocks = 1;
+      },
+      detail_thread_state_hooks(saved));
 }
 
 }  // namespace loom::emulated
