@@ -204,7 +204,16 @@ struct cluster_group {
 inline cluster_group this_cluster() { return {}; }
 }  // namespace cg
 
-inline void __syncthreads() { state::block_barrier->arrive_and_wait(); }
+inline void __syncthreads() {
+  if (state::block_barrier == nullptr) throw std::logic_error("__syncthreads outside run_grid");
+  state::block_barrier->arrive_and_wait();
+}
+
+// The caller's warp; outside a run there is none.
+inline state::Warp& current_warp() {
+  if (state::warps == nullptr) throw std::logic_error("a warp operation outside run_grid");
+  return *(*state::warps)[static_cast<std::size_t>(state::thread_rank / 32)];
+}
 
 inline int lane_id() { return state::thread_rank % 32; }
 
@@ -212,7 +221,7 @@ inline int lane_id() { return state::thread_rank % 32; }
 // the warp's lanes reads the caller's own value.
 inline unsigned shuffle_from(unsigned value, int source) {
   const int lane = lane_id();
-  auto& warp = *(*state::warps)[static_cast<std::size_t>(state::thread_rank / 32)];
+  auto& warp = current_warp();
   auto& slots = warp.exchange[state::shuffles++ % 2];
   slots[static_cast<std::size_t>(lane)] = value;
   warp.barrier.arrive_and_wait();
@@ -222,7 +231,7 @@ inline unsigned shuffle_from(unsigned value, int source) {
 // A barrier of the caller's warp (every lane must reach it, as with a full
 // mask on a GPU), which orders the warp's shared-memory accesses.
 inline void __syncwarp(unsigned /*mask*/ = 0xFFFFFFFFU) {
-  (*state::warps)[static_cast<std::size_t>(state::thread_rank / 32)]->barrier.arrive_and_wait();
+  current_warp().barrier.arrive_and_wait();
 }
 
 inline unsigned __shfl_up_sync(unsigned /*mask*/, unsigned value, int delta) {
@@ -279,30 +288,45 @@ inline std::unique_ptr<std::vector<std::unique_ptr<state::Warp>>> detail_make_wa
   return warps;
 }
 
+/// The caller's own thread-local state, put back when a run ends (however
+/// it ends): the fibers leave theirs in the globals, pointing at freed
+/// barriers.
+class KeepCallerThreadState {
+ public:
+  KeepCallerThreadState() { save(kept_); }
+  ~KeepCallerThreadState() { restore(kept_); }
+  KeepCallerThreadState(const KeepCallerThreadState&) = delete;
+  KeepCallerThreadState& operator=(const KeepCallerThreadState&) = delete;
+
+  static void save(state::ThreadState& s) {
+    s.thread_idx = threadIdx;
+    s.block_idx = blockIdx;
+    s.block_barrier = state::block_barrier;
+    s.warps = state::warps;
+    s.shuffles = state::shuffles;
+    s.thread_rank = state::thread_rank;
+    s.cluster_rank = state::cluster_rank;
+    s.cluster_arrival = state::cluster_arrival;
+  }
+  static void restore(const state::ThreadState& s) {
+    threadIdx = s.thread_idx;
+    blockIdx = s.block_idx;
+    state::block_barrier = s.block_barrier;
+    state::warps = s.warps;
+    state::shuffles = s.shuffles;
+    state::thread_rank = s.thread_rank;
+    state::cluster_rank = s.cluster_rank;
+    state::cluster_arrival = s.cluster_arrival;
+  }
+
+ private:
+  state::ThreadState kept_;
+};
+
 /// The switch hooks that keep each emulated thread's globals its own.
 inline fibers::SwitchHooks detail_thread_state_hooks(std::vector<state::ThreadState>& saved) {
-  return fibers::SwitchHooks{[&saved](unsigned i) {
-                               auto& s = saved[i];
-                               s.thread_idx = threadIdx;
-                               s.block_idx = blockIdx;
-                               s.block_barrier = state::block_barrier;
-                               s.warps = state::warps;
-                               s.shuffles = state::shuffles;
-                               s.thread_rank = state::thread_rank;
-                               s.cluster_rank = state::cluster_rank;
-                               s.cluster_arrival = state::cluster_arrival;
-                             },
-                             [&saved](unsigned i) {
-                               const auto& s = saved[i];
-                               threadIdx = s.thread_idx;
-                               blockIdx = s.block_idx;
-                               state::block_barrier = s.block_barrier;
-                               state::warps = s.warps;
-                               state::shuffles = s.shuffles;
-                               state::thread_rank = s.thread_rank;
-                               state::cluster_rank = s.cluster_rank;
-                               state::cluster_arrival = s.cluster_arrival;
-                             }};
+  return fibers::SwitchHooks{[&saved](unsigned i) { KeepCallerThreadState::save(saved[i]); },
+                             [&saved](unsigned i) { KeepCallerThreadState::restore(saved[i]); }};
 }
 
 /// kernel() on every thread of every block of `grid`: one fiber per thread
@@ -317,6 +341,7 @@ inline void run_grid(dim3 grid, dim3 block, const std::function<void()>& kernel)
   auto barrier = std::make_unique<Barrier>(static_cast<std::ptrdiff_t>(threads));
   auto warps = detail_make_warps(threads);
   std::vector<state::ThreadState> saved(threads);
+  const KeepCallerThreadState keep;
   fibers::run(
       threads,
       [&](unsigned t) {
@@ -369,6 +394,7 @@ inline void run_clusters(dim3 grid, dim3 block, unsigned cluster,
     }
   } reset;
   std::vector<state::ThreadState> saved(static_cast<std::size_t>(threads) * cluster);
+  const KeepCallerThreadState keep;
   fibers::run(
       threads * cluster,
       [&](unsigned i) {

@@ -8,6 +8,12 @@
 // every thread a trip through the OS scheduler. Fibers switch in user space:
 // the same tests, in order, deterministic, many times faster.
 //
+// Limits, where fibers differ from threads: a body must not wait at a
+// barrier inside a catch handler or while unwinding (the C++ runtime keeps
+// one stack of caught exceptions a thread, not a fiber); and the fibers a
+// failed run leaves waiting are dropped with their stacks, their locals'
+// destructors not run.
+//
 // Under AddressSanitizer and ThreadSanitizer every switch is announced
 // (their fiber interfaces), so that both follow the stacks. Each switch
 // orders the fibers for ThreadSanitizer, as running them one at a time does:
@@ -69,7 +75,6 @@ struct Fiber {
   void* stack = nullptr;  // the mapping: a guard page, then the stack
   std::size_t mapped = 0;
   bool done = false;
-  std::exception_ptr error;
 #if defined(LOOM_FIBERS_TSAN)
   void* tsan = nullptr;
 #endif
@@ -84,6 +89,7 @@ struct Team {
   unsigned current = 0;
   bool in_fiber = false;
   std::uint64_t progress = 0;  // barrier arrivals, for telling a deadlock
+  std::exception_ptr first_error;
   ucontext_t main{};
 #if defined(LOOM_FIBERS_ASAN)
   const void* main_bottom = nullptr;
@@ -129,7 +135,7 @@ inline void fiber_entry() {
   try {
     (*team->body)(team->current);
   } catch (...) {
-    self.error = std::current_exception();
+    if (!team->first_error) team->first_error = std::current_exception();
   }
   self.done = true;
   switch_to_scheduler(/*exiting=*/true);
@@ -169,6 +175,10 @@ inline void make_fiber(Fiber& f) {
   f.context.uc_stack.ss_size = f.stack_size();
   f.context.uc_link = nullptr;  // fiber_entry never returns: it switches out
   makecontext(&f.context, &fiber_entry, 0);
+  // The stack stays the fiber's, but the context must not name it: ASan's
+  // swapcontext interceptor clears the shadow of the target context's stack,
+  // which would wipe the red zones of every frame live on it at each switch.
+  f.context.uc_stack = {};
 #if defined(LOOM_FIBERS_TSAN)
   f.tsan = __tsan_create_fiber(0);
 #endif
@@ -237,9 +247,7 @@ inline void run(unsigned n, const std::function<void(unsigned)>& body, const Swi
     }
     deadlock = live > 0 && !ended && t.progress == before;
   }
-  for (const auto& f : t.fibers) {
-    if (f.error) std::rethrow_exception(f.error);
-  }
+  if (t.first_error) std::rethrow_exception(t.first_error);
   if (deadlock) {
     throw std::logic_error("emulated threads: " + std::to_string(live) +
                            " threads wait at barriers the others never reach");

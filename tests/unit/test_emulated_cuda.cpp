@@ -121,6 +121,36 @@ TEST(EmulatedCuda, AThrowingThreadFailsTheRunWithItsError) {
   }
 }
 
+TEST(EmulatedCuda, TheFirstErrorThrownIsTheOneRethrown) {
+  // Thread 3 throws after the barrier, thread 40 before it: 40's comes first
+  // in time, though 3 is the lower-numbered thread.
+  try {
+    emu::run_grid(dim3(1), dim3(64), [] {
+      if (emu::threadIdx.x == 40) throw std::runtime_error("thread 40");
+      emu::__syncthreads();
+      if (emu::threadIdx.x == 3) throw std::runtime_error("thread 3");
+    });
+    FAIL() << "the run returned";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "thread 40");
+  }
+}
+
+TEST(EmulatedCuda, TheCallersOwnIndicesSurviveARun) {
+  // A test may run a kernel's phases thread by thread, setting the indices
+  // itself around a run: the run leaves them as they were.
+  emu::threadIdx = uint3{7, 1, 0};
+  emu::blockIdx = uint3{5, 0, 0};
+  emu::run_grid(dim3(2), dim3(64), [] { emu::__syncthreads(); });
+  EXPECT_EQ(emu::threadIdx.x, 7U);
+  EXPECT_EQ(emu::threadIdx.y, 1U);
+  EXPECT_EQ(emu::blockIdx.x, 5U);
+  // And outside a run there is still no block to wait with.
+  EXPECT_THROW(emu::__syncthreads(), std::logic_error);
+  emu::threadIdx = uint3{};
+  emu::blockIdx = uint3{};
+}
+
 TEST(EmulatedCuda, AShuffleALaneNeverReachesIsADeadlockNotAHang) {
   // Lane 0 leaves before the shuffle its warp waits in: on a GPU, undefined;
   // here, an error once no thread can move.
