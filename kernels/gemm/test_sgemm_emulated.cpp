@@ -5,7 +5,7 @@
 // would, the CuTe partitions, predicates and double buffering included, at
 // small shapes and without a GPU; timing and memory-model effects are not
 // emulated (the GPU tests cover those).
-#include "gemm/sgemm.hpp"  // first: CUDA's headers define the qualifiers redefined below
+#include "gemm/test_sgemm_emulated.hpp"  // first: it brings CUDA's headers and the emulation
 
 #include <gtest/gtest.h>
 
@@ -20,16 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "support/emulated_cuda.hpp"
-
-namespace loom::kernels::sgemm_detail {
-using namespace loom::emulated;  // NOLINT: the kernel's code reads CUDA's names unqualified
-}  // namespace loom::kernels::sgemm_detail
-
-#include "gemm/sgemm_kernels.cuh"
-#include "gemm/sgemm_skinny.cuh"
-#include "gemm/sgemm_warp_tiled.cuh"
-
 namespace {
 
 namespace emu = loom::kernels::sgemm_detail;
@@ -39,29 +29,8 @@ using loom::kernels::SgemmWarpTile;
 using loom::test::gemm::HostMatrix;
 using loom::test::gemm::Order;
 
-unsigned tiles(std::int64_t extent, int tile) {
-  return static_cast<unsigned>((extent + tile - 1) / tile);
-}
-
 using loom::emulated::run_grid;
-
-template <class Cfg>
-void run_warp_tiled(const SgemmArgs& p) {
-  const auto slices = p.k_slice > 0 ? static_cast<unsigned>((p.k + p.k_slice - 1) / p.k_slice) : 1U;
-  const dim3 grid(tiles(p.n, Cfg::kBN), tiles(p.m, Cfg::kBM), slices);
-  const bool ak = p.a.col_stride == 1;
-  const bool bk = p.b.row_stride == 1;
-  const dim3 block(Cfg::kThreads);
-  if (ak && bk) {
-    run_grid(grid, block, [&] { emu::sgemm_warp_tiled_kernel<Cfg, true, true>(p); });
-  } else if (ak) {
-    run_grid(grid, block, [&] { emu::sgemm_warp_tiled_kernel<Cfg, true, false>(p); });
-  } else if (bk) {
-    run_grid(grid, block, [&] { emu::sgemm_warp_tiled_kernel<Cfg, false, true>(p); });
-  } else {
-    run_grid(grid, block, [&] { emu::sgemm_warp_tiled_kernel<Cfg, false, false>(p); });
-  }
-}
+using loom::test::sgemm_emulated::tiles;
 
 // sgemm()'s skinny launches, emulated: the same plan, one slice or several.
 void run_skinny(const SgemmArgs& p, bool with_workspace) {
@@ -107,10 +76,14 @@ void run(const SgemmArgs& p, SgemmVariant variant, SgemmWarpTile tile) {
       break;
     case SgemmVariant::warp_tiled:
       switch (tile) {
-        case SgemmWarpTile::t128x128x8: run_warp_tiled<emu::WarpTile128x128x8>(p); break;
-        case SgemmWarpTile::t128x128x16: run_warp_tiled<emu::WarpTile128x128x16>(p); break;
-        case SgemmWarpTile::t128x64x8: run_warp_tiled<emu::WarpTile128x64x8>(p); break;
-        case SgemmWarpTile::t64x64x8: run_warp_tiled<emu::WarpTile64x64x8>(p); break;
+        case SgemmWarpTile::t128x128x8:
+        case SgemmWarpTile::t128x128x16:
+          loom::test::sgemm_emulated::run_warp_tiled_wide(p, tile);
+          break;
+        case SgemmWarpTile::t128x64x8:
+        case SgemmWarpTile::t64x64x8:
+          loom::test::sgemm_emulated::run_warp_tiled_narrow(p, tile);
+          break;
       }
       break;
   }
@@ -282,7 +255,7 @@ TEST(SgemmEmulated, WarpTiledSplitAlongK) {
     split.c = got.ref<float>(got.data.data());
     split.k_slice = slice;
     split.partial = partial.data();
-    run_warp_tiled<emu::WarpTile64x64x8>(split);
+    loom::test::sgemm_emulated::run_warp_tiled_narrow(split, SgemmWarpTile::t64x64x8);
     run_grid(dim3(tiles(m * n, 256)), dim3(256),
              [&] { emu::sgemm_skinny_reduce(split, partial.data(), slices); });
     p.c = want.ref<float>(want.data.data());

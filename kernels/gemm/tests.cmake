@@ -1,7 +1,9 @@
 # kernels/gemm: its tests (tests/CMakeLists.txt includes this), with loom_add_gtest.
 loom_add_gtest(loom_gemm_tests LABEL cpu SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_gemm.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/test_sgemm_emulated.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/test_sgemm_emulated.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_sgemm_emulated_wide.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_sgemm_emulated_narrow.cpp)
 loom_add_gtest(loom_gemm_gpu_tests LABEL gpu SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_gemm_gpu.cpp
   ${CMAKE_CURRENT_LIST_DIR}/test_hgemm_gpu.cpp
@@ -20,5 +22,7 @@ if(NOT CUDAToolkit_INCLUDE_DIRS MATCHES "/cccl(;|$)")
     endif()
   endforeach()
 endif()
-set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/test_sgemm_emulated.cpp PROPERTIES
+set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/test_sgemm_emulated.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_sgemm_emulated_wide.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_sgemm_emulated_narrow.cpp PROPERTIES
   COMPILE_OPTIONS "${loom_emulated_options}")
