@@ -246,8 +246,31 @@ struct RowPacks {
   }
 };
 
+// An element's exponential, exp(v - m), computed 2^kExpBias times too
+// large: every sum of them is too, by the same power of two, so that the
+// outputs e / S are unchanged. The bias lets the exponential be one
+// MUFU.EX2 that flushes subnormal results (ex2.approx.ftz), where exp2f
+// spends three more instructions an element on the subnormal range
+// (bf16 rows are bound by instructions, not bytes): 2^(t + 24) is normal
+// for every t >= -150, below which the true exponential rounds to 0 in
+// f32 anyway, and the output's multiply by 1 / S, which does not flush,
+// still rounds to a subnormal where the result is one. Sums stay far below
+// the f32 range (a row of 2^31 elements sums to at most 2^55).
+constexpr float kExpBias = 24.0F;
+
+__device__ __forceinline__ float exp2_flushing(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2f(x);
+#endif
+}
+
+/// exp(v - m) * 2^kExpBias, with m_log2e = m log2(e).
 __device__ __forceinline__ float exp_shifted(float v, float m_log2e) {
-  return exp2f(fmaf(v, kLog2e, -m_log2e));
+  return exp2_flushing(fmaf(v, kLog2e, kExpBias - m_log2e));
 }
 
 // --- reductions --------------------------------------------------------------
@@ -290,11 +313,13 @@ struct MaxSum {
   float s;
 };
 
-// exp(from - to), exactly 1 when the maximum did not move: exp_shifted(m, m)
-// is 1 only to within an ulp, and a running sum rescaled by it pack after
-// pack would drift by that ulp each time.
+// exp(from - to), exactly 1 when the maximum did not move: exp(m - m)
+// computed is 1 only to within an ulp, and a running sum rescaled by it pack
+// after pack would drift by that ulp each time. Unbiased (it scales sums,
+// biased alike, and a cluster block's factor), and exp2f: it runs once a
+// pack or a block, not an element.
 __device__ __forceinline__ float rescale(float from, float to) {
-  return from == to ? 1.0F : exp_shifted(from, to * kLog2e);
+  return from == to ? 1.0F : exp2f(fmaf(from, kLog2e, -to * kLog2e));
 }
 
 __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {

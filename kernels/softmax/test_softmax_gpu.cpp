@@ -44,7 +44,9 @@ using loom::test::softmax::close;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-enum class Rows { random, extreme };
+// tiny: each row holds one 10 and, every fifth element, values 88 to 100
+// below it, whose outputs (e^-88 / S and less) are subnormal in f32 and bf16.
+enum class Rows { random, extreme, tiny };
 
 // Host rows as floats; for bf16 the values are first rounded to bf16 so
 // both sides see the same inputs.
@@ -62,9 +64,14 @@ std::vector<float> make_rows(const Case& c, std::mt19937_64& rng) {
   const float scale = c.kind == Rows::extreme ? 80.0F : 6.0F;
   std::uniform_real_distribution<float> dist(-scale, scale);
   std::uniform_int_distribution<int> pick(0, 9);
+  std::uniform_real_distribution<float> tiny_gap(88.0F, 100.0F);
   for (std::int64_t r = 0; r < c.rows; ++r) {
     for (std::int64_t j = 0; j < c.cols; ++j) {
       float v = dist(rng);
+      if (c.kind == Rows::tiny) {
+        if (j == c.cols / 2) v = 10.0F;
+        if (j % 5 == 1 && j != c.cols / 2) v = 10.0F - tiny_gap(rng);
+      }
       if (c.kind == Rows::extreme) {
         if (pick(rng) == 0) v = -kInf;                 // -inf entries contribute 0
         if (r == c.rows - 1 && c.rows > 1) v = -kInf;  // a row of -inf only: NaN
@@ -107,11 +114,21 @@ float element(const std::vector<std::uint8_t>& bytes, DType d, std::size_t i) {
   return loom::kernels::bf16_bits_to_f32(b);
 }
 
+// An output below the smallest normal float is not flushed to zero: within
+// 2 % and two of the dtype's subnormal steps (2^-149 for f32, 2^-133 for
+// bf16) of the reference. close() alone would take 0 for any of them.
+bool subnormal_close(float got, float want, DType d) {
+  if (!(want > 0.0F && want < std::numeric_limits<float>::min())) return true;
+  const float step = std::ldexp(1.0F, d == DType::f32 ? -149 : -133);
+  return got > 0.0F && std::fabs(got - want) <= 0.02F * want + 2.0F * step;
+}
+
 std::string describe(const Case& c, SoftmaxVariant v) {
   return std::string(to_string(v)) + " " + std::string(loom::to_string(c.dtype)) + " " +
          std::to_string(c.rows) + "x" + std::to_string(c.cols) + " strides " +
          std::to_string(c.x_stride) + "/" + std::to_string(c.y_stride) +
-         (c.in_place ? " in place" : "") + (c.kind == Rows::extreme ? " extreme" : "");
+         (c.in_place ? " in place" : "") + (c.kind == Rows::extreme ? " extreme" : "") +
+         (c.kind == Rows::tiny ? " tiny" : "");
 }
 
 // `offset`: x and y start that many elements into their buffers, whose
@@ -156,7 +173,8 @@ void check(const Case& c, SoftmaxVariant variant, std::int64_t offset = 0) {
       const auto i = static_cast<std::size_t>(r * shape.y_row_stride + j);
       bool ok = true;
       if (j < c.cols) {
-        ok = close(element(got, c.dtype, i), element(want, c.dtype, i), c.dtype);
+        ok = close(element(got, c.dtype, i), element(want, c.dtype, i), c.dtype) &&
+             subnormal_close(element(got, c.dtype, i), element(want, c.dtype, i), c.dtype);
       } else if (c.in_place) {
         ok = std::memcmp(got.data() + i * eb, x_bytes.data() + i * eb, eb) == 0;
       } else {
@@ -221,6 +239,16 @@ TEST_P(SoftmaxGpu, LargeMagnitudesMinusInfinityAndARowOfMinusInfinity) {
     check({dtype(), 6, cols, cols, cols, false, Rows::extreme}, variant());
   }
   check({dtype(), 300, 40000, 40000, 40000, false, Rows::extreme}, variant());
+}
+
+// Outputs in the subnormal range survive (the kernels' exponentials flush
+// subnormals; their bias must keep these), at every length class.
+TEST_P(SoftmaxGpu, SubnormalOutputsAreKept) {
+  LOOM_REQUIRE_GPU();
+  for (const auto& s : std::vector<std::array<std::int64_t, 2>>{
+           {4, 17}, {5, 1000}, {4, 4097}, {3, 30000}, {34, 40001}, {2, 100003}, {1, 1000003}}) {
+    check({dtype(), s[0], s[1], s[1], s[1], false, Rows::tiny}, variant());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, SoftmaxGpu,
