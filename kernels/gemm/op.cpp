@@ -169,7 +169,8 @@ class Matmul final : public Op {
     }
     for (std::int64_t b = 0; b < batch_of(c_); ++b) {
       const kernels::SgemmArgs p = sgemm_args(b);
-      const auto tile = kernels::default_warp_tile(p.m, p.n, ctx.properties().sm_count);
+      const bool fused = p.bias.data != nullptr || p.activation != kernels::SgemmActivation::none;
+      const auto tile = kernels::default_warp_tile(p.m, p.n, ctx.properties().sm_count, fused);
       const auto variant = variant_ == MatmulVariant::automatic ? kernels::choose_sgemm_variant(p)
                                                                 : sgemm_variant(variant_);
       const std::size_t bytes = kernels::sgemm_workspace_bytes(p, variant, tile);

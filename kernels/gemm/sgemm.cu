@@ -84,16 +84,21 @@ bool unit_stride_operands(const SgemmArgs& p) {
 // Below this K, choose_sgemm_variant picks the one-thread-an-element kernel.
 constexpr std::int64_t kTinyK = 16;
 
-SgemmWarpTile default_warp_tile(std::int64_t m, std::int64_t n, int sm_count) noexcept {
+SgemmWarpTile default_warp_tile(std::int64_t m, std::int64_t n, int sm_count,
+                                bool fused_epilogue) noexcept {
   const auto blocks = [&](int bm, int bn) {
     return static_cast<std::int64_t>(tiles(m, bm)) * tiles(n, bn);
   };
-  // Measured on the H200 (bench_gemm, 2026-12-03): with a wave or more of
-  // 128 x 128 blocks, BK = 16 beats BK = 8 (45.2 against 39.1 TFLOP/s at
-  // 4096^3, 36.5 against 33.5 at 3000 x 5000 x 1000: half the barriers a K
-  // step, despite a few spilled bytes); below a wave, 64 x 64 blocks keep more
-  // warps on each SM (26.2 TFLOP/s at 1024^3 against 19.2 for 128 x 128 x 16).
-  return blocks(128, 128) >= sm_count ? SgemmWarpTile::t128x128x16 : SgemmWarpTile::t64x64x8;
+  // With a wave or more of 128 x 128 blocks: plain products run the plain
+  // kernel, where BK = 16 beats BK = 8 (4096^3, H100, 2026-12-07: 0.89 /
+  // 0.90 / 0.78 / 0.93 of cuBLAS against 0.81 / 0.82 / 0.80 / 0.89 by
+  // layout; H200 at 2026-12-03, the same kernel then: 45.2 against 39.1
+  // TFLOP/s); the general kernel, whose fused epilogue takes registers its
+  // loop needs, runs BK = 8 faster (0.81 against 0.73 on the H100). Below
+  // a wave, 64 x 64 blocks keep more warps on each SM (26.2 TFLOP/s at
+  // 1024^3 against 19.2 for 128 x 128 x 16, H200).
+  if (blocks(128, 128) < sm_count) return SgemmWarpTile::t64x64x8;
+  return fused_epilogue ? SgemmWarpTile::t128x128x8 : SgemmWarpTile::t128x128x16;
 }
 
 SgemmVariant choose_sgemm_variant(const SgemmArgs& args) noexcept {

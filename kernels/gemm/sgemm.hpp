@@ -123,9 +123,11 @@ constexpr std::array<std::size_t, 5> SgemmArgs::loom_pointer_offsets() {
 static_assert(std::is_standard_layout_v<SgemmArgs>, "offsetof needs a standard layout");
 
 /// The warp-tiled tile the default picks for a shape: the largest whose
-/// blocks still fill the GPU's SMs (a first guess, to be tuned from
-/// bench_gemm's tile sweep).
-SgemmWarpTile default_warp_tile(std::int64_t m, std::int64_t n, int sm_count) noexcept;
+/// blocks still fill the GPU's SMs; at 128 x 128, K steps of 16 for plain
+/// products and of 8 where a bias or an activation is fused (measured:
+/// bench/RESULTS.md, 2026-12-07).
+SgemmWarpTile default_warp_tile(std::int64_t m, std::int64_t n, int sm_count,
+                                bool fused_epilogue = false) noexcept;
 
 /// The variant for a shape: skinny where C has at most 32 columns or rows
 /// (and K is not empty), else the default. A first rule, to be tuned from

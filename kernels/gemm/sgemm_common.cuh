@@ -30,6 +30,11 @@ __device__ inline auto tensor_c(const SgemmArgs& p) {
                      make_stride(p.c.row_stride, p.c.col_stride));
 }
 
+/// c = alpha * acc + beta * c, where beta == 0 leaves c unread (it may be NaN).
+__device__ __forceinline__ void store_scaled(float& c, float acc, float alpha, float beta) {
+  c = beta == 0.0F ? alpha * acc : fmaf(beta, c, alpha * acc);
+}
+
 /// c = act(alpha * acc + beta * c + bias(m, n)), where beta == 0 leaves c
 /// unread (it may be NaN). The branches are on values every thread shares.
 __device__ __forceinline__ void store_epilogue(float& c, float acc, std::int64_t m, std::int64_t n,

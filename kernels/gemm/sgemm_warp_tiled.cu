@@ -20,6 +20,13 @@ void launch_layout(const SgemmArgs& p, StreamView stream) {
   // Split along K: a slice of the grid's z a slice of K (p.k_slice set).
   const auto slices = p.k_slice > 0 ? static_cast<unsigned>((p.k + p.k_slice - 1) / p.k_slice) : 1U;
   const dim3 grid(tiles(p.n, Cfg::kBN), tiles(p.m, Cfg::kBM), slices);
+  if constexpr (Cfg::kPlainKernel) {
+    if (plain_product(p)) {
+      loom::detail::launch_on_stream(stream, sgemm_warp_tiled_kernel<Cfg, AKMajor, BKMajor, true>,
+                                     grid, Cfg::kThreads, 0, p);
+      return;
+    }
+  }
   loom::detail::launch_on_stream(stream, sgemm_warp_tiled_kernel<Cfg, AKMajor, BKMajor>, grid,
                                  Cfg::kThreads, 0, p);
 }

@@ -62,6 +62,10 @@ struct WarpTileConfig {
   // still starts 16-byte aligned.
   static constexpr int kPadM = BM + kVec;
   static constexpr int kPadN = BN + kVec;
+  // Whether plain products get their own kernel (below): the tiles of large
+  // products, where the K loop's registers decide; the small tiles keep one
+  // kernel, and the instantiations stay bounded.
+  static constexpr bool kPlainKernel = BM == 128 && BN == 128;
 };
 
 /// The operand (rows, K) as a tensor whose contiguous mode is static, so
@@ -116,10 +120,21 @@ __device__ inline SgemmArgs slice_of(const SgemmArgs& args) {
   return p;
 }
 
-template <class Cfg, bool AKMajor, bool BKMajor>
+/// Whether a product is plain: C = alpha A B + beta C over the whole of K,
+/// with no bias, no activation and no split. Host and device.
+__host__ __device__ inline bool plain_product(const SgemmArgs& p) {
+  return p.k_slice == 0 && p.bias.data == nullptr && p.activation == SgemmActivation::none;
+}
+
+// Plain (plain_product): the kernel without the split's prologue and with
+// an alpha/beta store. The general kernel's prologue and fused epilogue
+// (bias, relu, gelu_tanh) cost registers that its K loop needs: at 4096^3
+// on an H100, 128 x 128 x 16 ran at 0.73-0.81 of cuBLAS in the general
+// form and 0.89-0.93 in this one (bench/RESULTS.md, 2026-12-07).
+template <class Cfg, bool AKMajor, bool BKMajor, bool Plain = false>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     sgemm_warp_tiled_kernel(SgemmArgs args) {
-  const SgemmArgs p = slice_of(args);
+  const SgemmArgs p = Plain ? args : slice_of(args);
   using BM = Int<Cfg::kBM>;
   using BN = Int<Cfg::kBN>;
   using BK = Int<Cfg::kBK>;
@@ -242,7 +257,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     if (has_next) store_tile(stage ^ 1);
     __syncthreads();
   }
-  store_predicated(tCrC, tCgC, tCcC, shape(mC), p);
+  if constexpr (Plain) {
+    CUTE_UNROLL
+    for (int i = 0; i < size(tCrC); ++i) {
+      if (elem_less(tCcC(i), shape(mC))) store_scaled(tCgC(i), tCrC(i), p.alpha, p.beta);
+    }
+  } else {
+    store_predicated(tCrC, tCgC, tCcC, shape(mC), p);
+  }
 }
 
 // The tiles the benchmark sweeps (SgemmWarpTile).

@@ -113,6 +113,7 @@ TEST(SgemmDispatch, DefaultTileFillsTheSms) {
   using loom::kernels::default_warp_tile;
   using loom::kernels::SgemmWarpTile;
   EXPECT_EQ(default_warp_tile(4096, 4096, 132), SgemmWarpTile::t128x128x16);
+  EXPECT_EQ(default_warp_tile(4096, 4096, 132, true), SgemmWarpTile::t128x128x8);  // fused epilogue
   EXPECT_EQ(default_warp_tile(1024, 1024, 132), SgemmWarpTile::t64x64x8);  // 64 blocks of 128
   EXPECT_EQ(default_warp_tile(256, 256, 132), SgemmWarpTile::t64x64x8);
   EXPECT_EQ(default_warp_tile(1, 1, 132), SgemmWarpTile::t64x64x8);

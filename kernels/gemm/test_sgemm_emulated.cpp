@@ -95,6 +95,7 @@ struct Case {
   std::int64_t pad = 0;
   std::int64_t offset = 0;  // misaligns A and B: the scalar residue path everywhere
   float alpha = 1.5F, beta = -0.5F;
+  bool bias_relu = false;  // a bias a column and relu: the general warp_tiled kernel
 };
 
 void check(const Case& t, SgemmVariant variant, SgemmWarpTile tile, std::mt19937_64& rng) {
@@ -119,18 +120,30 @@ void check(const Case& t, SgemmVariant variant, SgemmWarpTile tile, std::mt19937
   p.a = a.ref<const float>(abuf.data() + t.offset);
   p.b = b.ref<const float>(bbuf.data() + t.offset);
   p.c = got.ref<float>(got.data.data());
+  std::vector<float> bias(static_cast<std::size_t>(t.n));
+  for (std::size_t j = 0; j < bias.size(); ++j) bias[j] = 0.25F * static_cast<float>(j % 7) - 0.75F;
+  if (t.bias_relu) {
+    p.bias = {bias.data(), 0, 1};
+    p.activation = loom::kernels::SgemmActivation::relu;
+  }
   run(p, variant, tile);
   p.a = a.ref<const float>(a.data.data());
   p.b = b.ref<const float>(b.data.data());
   p.c = expected.ref<float>(expected.data.data());
   loom::kernels::sgemm_reference(p);
-  const HostMatrix mag =
-      loom::test::gemm::magnitudes(a, b, c0, t.alpha, t.beta == 0.0F ? 0.0F : t.beta);
+  HostMatrix mag = loom::test::gemm::magnitudes(a, b, c0, t.alpha, t.beta == 0.0F ? 0.0F : t.beta);
+  if (t.bias_relu) {
+    for (std::int64_t i = 0; i < t.m; ++i) {
+      for (std::int64_t j = 0; j < t.n; ++j)
+        mag.at(i, j) += std::fabs(bias[static_cast<std::size_t>(j)]);
+    }
+  }
   std::string first;
   EXPECT_EQ(loom::test::gemm::count_mismatches(got, expected, mag, t.k, &first), 0)
       << to_string(variant) << " " << to_string(tile) << " " << t.m << "x" << t.n << "x" << t.k
       << " A " << to_string(t.a) << " B " << to_string(t.b) << " C " << to_string(t.c) << " pad "
-      << t.pad << " offset " << t.offset << " beta " << t.beta << "; first " << first;
+      << t.pad << " offset " << t.offset << " beta " << t.beta << (t.bias_relu ? " bias, relu" : "")
+      << "; first " << first;
 }
 
 // Shapes that cross tile edges in every dimension, kept small: the
@@ -174,6 +187,22 @@ TEST(SgemmEmulated, WarpTiled128x128x8) {
 
 TEST(SgemmEmulated, WarpTiled128x128x16) {
   check_layouts(SgemmVariant::warp_tiled, SgemmWarpTile::t128x128x16, 129, 128, 40);
+}
+
+// The 128 x 128 tiles run a kernel of their own for plain products
+// (alpha A B + beta C): the general one, with its fused epilogue, for the
+// rest, in every layout.
+TEST(SgemmEmulated, WarpTiled128x128GeneralKernelWithABiasAndRelu) {
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  for (SgemmWarpTile tile : {SgemmWarpTile::t128x128x8, SgemmWarpTile::t128x128x16}) {
+    for (Order oa : {Order::row_major, Order::col_major}) {
+      for (Order ob : {Order::row_major, Order::col_major}) {
+        Case c{136, 130, 37, oa, ob, Order::row_major};
+        c.bias_relu = true;
+        check(c, SgemmVariant::warp_tiled, tile, rng);
+      }
+    }
+  }
 }
 
 TEST(SgemmEmulated, WarpTiled128x64x8) {
