@@ -257,6 +257,7 @@ struct RowPacks {
 // still rounds to a subnormal where the result is one. Sums stay far below
 // the f32 range (a row of 2^31 elements sums to at most 2^55).
 constexpr float kExpBias = 24.0F;
+constexpr float kExpUnbias = 0x1p-24F;  // 2^-kExpBias
 
 __device__ __forceinline__ float exp2_flushing(float x) {
 #if defined(__CUDA_ARCH__)
@@ -264,7 +265,10 @@ __device__ __forceinline__ float exp2_flushing(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 #else
-  return exp2f(x);
+  // The CPU emulation flushes as the instruction does, so that its tests
+  // see what the bias must keep.
+  const float y = exp2f(x);
+  return y < 0x1p-126F ? 0.0F : y;
 #endif
 }
 
@@ -507,10 +511,14 @@ struct ClusterScope {
   __device__ float max(float v) const { return block.max(v); }
   __device__ float sum(float v) const { return block.sum(v); }
 
-  /// exp(m - M) / S for this block's (m, s); NaN where the whole row is
-  /// -inf (as a block row gives). The kernel arrived on the cluster's
-  /// barrier at its start: the wait here means every block of the cluster
-  /// runs, so that its shared memory may be written.
+  /// exp(m - M) / S for this block's (m, s), S unbiased (the sums' 2^24
+  /// taken out, exactly): the block's exponentials are unbiased by a
+  /// separate multiply (output_of), since exp(m - M) / S can be subnormal
+  /// where a block's maximum lies far below the row's, and 2^-24 of it
+  /// would flush outputs that are not. NaN where the whole row is -inf (as
+  /// a block row gives). The kernel arrived on the cluster's barrier at its
+  /// start: the wait here means every block of the cluster runs, so that
+  /// its shared memory may be written.
   __device__ float scale(float m, float s) const {
     cg::cluster_group cluster = cg::this_cluster();
     cluster.barrier_wait();
@@ -524,7 +532,7 @@ struct ClusterScope {
     MaxSum row{-INFINITY, 0.0F};
     for (unsigned b = 0; b < cluster.num_blocks(); ++b) row = merge(row, sParts[b]);
     if (row.m == -INFINITY) return __int_as_float(0x7FC00000);
-    return rescale(m, row.m) / row.s;
+    return rescale(m, row.m) / (row.s * kExpUnbias);
   }
 };
 #endif
@@ -549,11 +557,13 @@ __device__ __forceinline__ float factor_of(const Scope& scope, float m, float s)
   }
 }
 
-// An output from its exponential: a row of -inf gives NaN (the factor);
-// merging once, its exponentials are 0 and the factor NaN already.
+// An output from its (biased) exponential: a row of -inf gives NaN (the
+// factor); merging once, its exponentials are 0 and the factor NaN already,
+// and the factor unbiased (ClusterScope::scale): the exponential is
+// unbiased first, exactly but where it is subnormal.
 template <class Scope>
 __device__ __forceinline__ float output_of(float e, float m, float factor) {
-  if constexpr (Scope::kMergesOnce) return e * factor;
+  if constexpr (Scope::kMergesOnce) return e * kExpUnbias * factor;
   return m == -INFINITY ? factor : e * factor;
 }
 

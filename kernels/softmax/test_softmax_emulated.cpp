@@ -39,6 +39,7 @@ namespace emu = loom::kernels::softmax_detail;
 using loom::DType;
 using loom::kernels::SoftmaxShape;
 using loom::test::softmax::close;
+using loom::test::softmax::subnormal_close;
 using bf16_bits = std::uint16_t;
 
 template <class T>
@@ -146,8 +147,9 @@ void expect_reference(const char* what, const Layout& l,
     const std::int64_t j = rel >= 0 ? rel % y_stride : -1;
     bool ok = false;
     if (r >= 0 && r < l.rows && j < l.cols) {
-      ok = close(to_float(y_base[i]), to_float(want[static_cast<std::size_t>(r * y_stride + j)]),
-                 kDType<T>);
+      const float w = to_float(want[static_cast<std::size_t>(r * y_stride + j)]);
+      ok = close(to_float(y_base[i]), w, kDType<T>) &&
+           subnormal_close(to_float(y_base[i]), w, kDType<T>);
     } else if (l.in_place) {
       ok = std::memcmp(&y_base[i], &before[i], sizeof(T)) == 0;
     } else {
@@ -365,6 +367,27 @@ TYPED_TEST(SoftmaxEmulated, NaNAndInfinitiesInEveryRowPath) {
   StreamedRows<TypeParam, kWide<TypeParam>>::run(l);
   SplitRows<TypeParam, kWide<TypeParam>>::run(
       {5, 2 * emu::kChunk + 11, 2 * emu::kChunk + 11, 2 * emu::kChunk + 11, 0, 0, false});
+}
+
+// Outputs below the smallest normal float (e^-88 .. e^-100 of the row's
+// maximum) are kept in every row path: the exponentials flush subnormal
+// results (the emulation as the instruction), and their bias must make up
+// for it.
+TYPED_TEST(SoftmaxEmulated, SubnormalOutputsAreKeptInEveryRowPath) {
+  std::mt19937_64 rng(loom::test::fresh_seed());
+  std::uniform_real_distribution<float> gap(88.0F, 100.0F);
+  const WithSpecialValues special([&](std::int64_t, std::int64_t j, float, float v) {
+    if (j == 2) return 10.0F;
+    return j % 5 == 1 ? 10.0F - gap(rng) : v;
+  });
+  for (std::int64_t cols : {std::int64_t{33}, std::int64_t{248}}) {
+    WarpRows<TypeParam, kWide<TypeParam>>::run({3, cols, cols, cols, 0, 0, false});
+  }
+  BlockRows<TypeParam, kWide<TypeParam>>::run({2, 504, 504, 504, 0, 0, false});
+  ClusterRows<TypeParam, kWide<TypeParam>>::run({2, 7000, 7000, 7000, 0, 0, false});
+  StreamedRows<TypeParam, kWide<TypeParam>>::run({2, 1003, 1003, 1003, 0, 0, false});
+  SplitRows<TypeParam, kWide<TypeParam>>::run(
+      {2, 2 * emu::kChunk + 11, 2 * emu::kChunk + 11, 2 * emu::kChunk + 11, 0, 0, false});
 }
 
 TYPED_TEST(SoftmaxEmulated, NaiveAndOnlineRowsAtOffsetsAcrossAPack) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -32,6 +33,17 @@ inline bool close(float got, float want, DType d) {
   const float tol =
       d == DType::f32 ? 1e-6F + 1e-5F * std::fabs(want) : 1e-6F + 1e-2F * std::fabs(want);
   return std::fabs(got - want) <= tol;
+}
+
+/// Whether an output the reference puts below the smallest normal float
+/// (subnormal: the kernels' exponentials flush those, their bias must keep
+/// them) came out within 2 % and two of the dtype's subnormal steps (2^-149
+/// for f32, 2^-133 for bf16), not 0: close() alone takes 0 for any of them.
+/// True for every other output.
+inline bool subnormal_close(float got, float want, DType d) {
+  if (!(want > 0.0F && want < std::numeric_limits<float>::min())) return true;
+  const float step = std::ldexp(1.0F, d == DType::f32 ? -149 : -133);
+  return got > 0.0F && std::fabs(got - want) <= 0.02F * want + 2.0F * step;
 }
 
 /// n values uniform in [-8, 8]: wide enough that the maximum's subtraction matters.
