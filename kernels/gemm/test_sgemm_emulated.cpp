@@ -149,17 +149,22 @@ void check(const Case& t, SgemmVariant variant, SgemmWarpTile tile, std::mt19937
 // Shapes that cross tile edges in every dimension, kept small: the
 // emulation starts a thread per CUDA thread.
 void check_layouts(SgemmVariant variant, SgemmWarpTile tile, std::int64_t m, std::int64_t n,
-                   std::int64_t k) {
+                   std::int64_t k, bool bias_relu = false) {
   auto rng = std::mt19937_64(loom::test::fresh_seed());
+  std::vector<Case> cases;
   for (Order oa : {Order::row_major, Order::col_major}) {
     for (Order ob : {Order::row_major, Order::col_major}) {
-      check({m, n, k, oa, ob, Order::row_major}, variant, tile, rng);
+      cases.push_back({m, n, k, oa, ob, Order::row_major});
     }
   }
-  check({m, n, k, Order::col_major, Order::row_major, Order::col_major, 3, 0, 1.0F, 0.0F}, variant,
-        tile, rng);
-  check({m, n, k, Order::row_major, Order::col_major, Order::row_major, 4, 1, -2.0F, 1.0F}, variant,
-        tile, rng);
+  cases.push_back(
+      {m, n, k, Order::col_major, Order::row_major, Order::col_major, 3, 0, 1.0F, 0.0F});
+  cases.push_back(
+      {m, n, k, Order::row_major, Order::col_major, Order::row_major, 4, 1, -2.0F, 1.0F});
+  for (Case c : cases) {
+    c.bias_relu = bias_relu;
+    check(c, variant, tile, rng);
+  }
 }
 
 TEST(SgemmEmulated, Naive) {
@@ -191,18 +196,11 @@ TEST(SgemmEmulated, WarpTiled128x128x16) {
 
 // The 128 x 128 tiles run a kernel of their own for plain products
 // (alpha A B + beta C): the general one, with its fused epilogue, for the
-// rest, in every layout.
+// rest, here in every layout, with beta 0 over a NaN C, a column-major or
+// padded C, and misaligned operands.
 TEST(SgemmEmulated, WarpTiled128x128GeneralKernelWithABiasAndRelu) {
-  auto rng = std::mt19937_64(loom::test::fresh_seed());
-  for (SgemmWarpTile tile : {SgemmWarpTile::t128x128x8, SgemmWarpTile::t128x128x16}) {
-    for (Order oa : {Order::row_major, Order::col_major}) {
-      for (Order ob : {Order::row_major, Order::col_major}) {
-        Case c{136, 130, 37, oa, ob, Order::row_major};
-        c.bias_relu = true;
-        check(c, SgemmVariant::warp_tiled, tile, rng);
-      }
-    }
-  }
+  check_layouts(SgemmVariant::warp_tiled, SgemmWarpTile::t128x128x8, 136, 130, 37, true);
+  check_layouts(SgemmVariant::warp_tiled, SgemmWarpTile::t128x128x16, 129, 128, 40, true);
 }
 
 TEST(SgemmEmulated, WarpTiled128x64x8) {
@@ -284,13 +282,24 @@ TEST(SgemmEmulated, WarpTiledSplitAlongK) {
     split.c = got.ref<float>(got.data.data());
     split.k_slice = slice;
     split.partial = partial.data();
-    loom::test::sgemm_emulated::run_warp_tiled_narrow(split, SgemmWarpTile::t64x64x8);
-    run_grid(dim3(tiles(m * n, 256)), dim3(256),
-             [&] { emu::sgemm_skinny_reduce(split, partial.data(), slices); });
     p.c = want.ref<float>(want.data.data());
     loom::kernels::sgemm_reference(p);
-    for (std::size_t i = 0; i < got.data.size(); ++i) {
-      ASSERT_NEAR(got.data[i], want.data[i], 1e-3) << i << " A " << to_string(oa);
+    const std::vector<float> c0 = got.data;
+    // A small tile and a 128 x 128 one (whose split runs its general kernel).
+    for (SgemmWarpTile tile : {SgemmWarpTile::t64x64x8, SgemmWarpTile::t128x128x16}) {
+      got.data = c0;
+      std::fill(partial.begin(), partial.end(), std::nanf(""));
+      if (tile == SgemmWarpTile::t64x64x8) {
+        loom::test::sgemm_emulated::run_warp_tiled_narrow(split, tile);
+      } else {
+        loom::test::sgemm_emulated::run_warp_tiled_wide(split, tile);
+      }
+      run_grid(dim3(tiles(m * n, 256)), dim3(256),
+               [&] { emu::sgemm_skinny_reduce(split, partial.data(), slices); });
+      for (std::size_t i = 0; i < got.data.size(); ++i) {
+        ASSERT_NEAR(got.data[i], want.data[i], 1e-3)
+            << i << " A " << to_string(oa) << " tile " << to_string(tile);
+      }
     }
   }
 }

@@ -67,6 +67,7 @@ std::vector<float> make_rows(const Case& c, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> dist(-scale, scale);
   std::uniform_int_distribution<int> pick(0, 9);
   std::uniform_real_distribution<float> tiny_gap(88.0F, 100.0F);
+  std::uniform_real_distribution<float> tiny_gap_bf16(80.0F, 92.0F);
   for (std::int64_t r = 0; r < c.rows; ++r) {
     for (std::int64_t j = 0; j < c.cols; ++j) {
       float v = dist(rng);
@@ -75,7 +76,10 @@ std::vector<float> make_rows(const Case& c, std::mt19937_64& rng) {
         // maximum lies ~90 below the row's.
         if (r == c.rows - 1 && c.rows > 1) v = -kInf;
         if (j == c.cols / 2) v = 10.0F;
-        if (j % 5 == 1 && j != c.cols / 2) v = 10.0F - tiny_gap(rng);
+        if (j % 5 == 1 && j != c.cols / 2) {
+          // bf16's subnormals end at 2^-133 (e^-92): nearer gaps for it.
+          v = 10.0F - (c.dtype == DType::bf16 ? tiny_gap_bf16(rng) : tiny_gap(rng));
+        }
       }
       if (c.kind == Rows::extreme) {
         if (pick(rng) == 0) v = -kInf;                 // -inf entries contribute 0
