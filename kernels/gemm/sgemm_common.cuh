@@ -30,16 +30,16 @@ __device__ inline auto tensor_c(const SgemmArgs& p) {
                      make_stride(p.c.row_stride, p.c.col_stride));
 }
 
-/// c = alpha * acc + beta * c, where beta == 0 leaves c unread (it may be NaN).
-__device__ __forceinline__ void store_scaled(float& c, float acc, float alpha, float beta) {
-  c = beta == 0.0F ? alpha * acc : fmaf(beta, c, alpha * acc);
+/// alpha * acc + beta * c, where beta == 0 leaves c unread (it may be NaN).
+__device__ __forceinline__ float scaled(float acc, const float& c, float alpha, float beta) {
+  return beta == 0.0F ? alpha * acc : fmaf(beta, c, alpha * acc);
 }
 
 /// c = act(alpha * acc + beta * c + bias(m, n)), where beta == 0 leaves c
 /// unread (it may be NaN). The branches are on values every thread shares.
 __device__ __forceinline__ void store_epilogue(float& c, float acc, std::int64_t m, std::int64_t n,
                                                const SgemmArgs& p) {
-  float v = p.beta == 0.0F ? p.alpha * acc : fmaf(p.beta, c, p.alpha * acc);
+  float v = scaled(acc, c, p.alpha, p.beta);
   if (p.bias.data != nullptr) v += p.bias.data[m * p.bias.row_stride + n * p.bias.col_stride];
   switch (p.activation) {
     case SgemmActivation::relu: v = map_fn::loom_map_relu(v); break;
@@ -61,14 +61,20 @@ __device__ __forceinline__ void load_predicated(const TG& g, const TC& cg, TS&& 
 }
 
 /// Stores one thread's accumulators to its partition of C, masked to
-/// `bounds`, through the epilogue (cg(i) is element i's (m, n)).
-template <class TR, class TG, class TC, class Bounds>
+/// `bounds`, through the epilogue (cg(i) is element i's (m, n)); Plain: a
+/// plain product's (alpha and beta only, no bias or activation).
+template <bool Plain = false, class TR, class TG, class TC, class Bounds>
 __device__ __forceinline__ void store_predicated(const TR& r, TG&& g, const TC& cg,
                                                  const Bounds& bounds, const SgemmArgs& p) {
   using namespace cute;
   CUTE_UNROLL
   for (int i = 0; i < size(r); ++i) {
-    if (elem_less(cg(i), bounds)) store_epilogue(g(i), r(i), get<0>(cg(i)), get<1>(cg(i)), p);
+    if (!elem_less(cg(i), bounds)) continue;
+    if constexpr (Plain) {
+      g(i) = scaled(r(i), g(i), p.alpha, p.beta);
+    } else {
+      store_epilogue(g(i), r(i), get<0>(cg(i)), get<1>(cg(i)), p);
+    }
   }
 }
 

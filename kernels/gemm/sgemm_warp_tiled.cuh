@@ -257,14 +257,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
     if (has_next) store_tile(stage ^ 1);
     __syncthreads();
   }
-  if constexpr (Plain) {
-    CUTE_UNROLL
-    for (int i = 0; i < size(tCrC); ++i) {
-      if (elem_less(tCcC(i), shape(mC))) store_scaled(tCgC(i), tCrC(i), p.alpha, p.beta);
-    }
-  } else {
-    store_predicated(tCrC, tCgC, tCcC, shape(mC), p);
-  }
+  store_predicated<Plain>(tCrC, tCgC, tCcC, shape(mC), p);
 }
 
 // The tiles the benchmark sweeps (SgemmWarpTile).

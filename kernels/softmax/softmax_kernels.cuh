@@ -256,8 +256,9 @@ struct RowPacks {
 // f32 anyway, and the output's multiply by 1 / S, which does not flush,
 // still rounds to a subnormal where the result is one. Sums stay far below
 // the f32 range (a row of 2^31 elements sums to at most 2^55).
-constexpr float kExpBias = 24.0F;
-constexpr float kExpUnbias = 0x1p-24F;  // 2^-kExpBias
+constexpr int kExpBiasBits = 24;
+constexpr float kExpBias = kExpBiasBits;
+constexpr float kExpUnbias = 1.0F / static_cast<float>(1 << kExpBiasBits);  // exact
 
 __device__ __forceinline__ float exp2_flushing(float x) {
 #if defined(__CUDA_ARCH__)

@@ -28,25 +28,21 @@ inline std::vector<float> reference(const std::vector<float>& x, std::int64_t ro
 /// Whether a kernel's output element matches the reference's, by dtype:
 /// f32 to 1e-5 relative, bf16 to 1e-2 (its 8-bit mantissa), NaN to NaN,
 /// down to the smallest normal floats: the absolute floor is 2^-124, so a
-/// tiny output off by a factor (a scale lost in a merge) still fails.
-/// Subnormal outputs are within the floor; subnormal_close checks them.
+/// tiny output off by a factor (a scale lost in a merge) still fails. An
+/// output the reference puts below the smallest normal float (the kernels'
+/// exponentials flush those; their bias must keep them) is within 2 % and
+/// two of the dtype's subnormal steps (2^-149 for f32, 2^-133 for bf16),
+/// and not 0.
 inline bool close(float got, float want, DType d) {
   if (std::isnan(want)) return std::isnan(got);
   if (std::isnan(got)) return false;
+  if (want > 0.0F && want < std::numeric_limits<float>::min()) {
+    const float step = std::ldexp(1.0F, d == DType::f32 ? -149 : -133);
+    return got > 0.0F && std::fabs(got - want) <= 0.02F * want + 2.0F * step;
+  }
   const float floor = std::ldexp(1.0F, -124);
   const float tol = (d == DType::f32 ? 1e-5F : 1e-2F) * std::fabs(want) + floor;
   return std::fabs(got - want) <= tol;
-}
-
-/// Whether an output the reference puts below the smallest normal float
-/// (subnormal: the kernels' exponentials flush those, their bias must keep
-/// them) came out within 2 % and two of the dtype's subnormal steps (2^-149
-/// for f32, 2^-133 for bf16), not 0: close() alone takes 0 for any of them.
-/// True for every other output.
-inline bool subnormal_close(float got, float want, DType d) {
-  if (!(want > 0.0F && want < std::numeric_limits<float>::min())) return true;
-  const float step = std::ldexp(1.0F, d == DType::f32 ? -149 : -133);
-  return got > 0.0F && std::fabs(got - want) <= 0.02F * want + 2.0F * step;
 }
 
 /// n values uniform in [-8, 8]: wide enough that the maximum's subtraction matters.
