@@ -4,7 +4,9 @@
 //
 // Arguments: variant, warp tile (warp_tiled only), m, n, k, layout (bit 0: A
 // column-major, bit 1: B column-major, bit 2: loom's epilogue adds a bias
-// along rows and applies relu, cuBLAS's product stays plain). Counters: loom
+// along rows and applies relu, cuBLAS's product stays plain; bit 3: loom gets
+// no workspace, so both-K-major products read A as it is instead of copying
+// it M-major first). Counters: loom
 // and cuBLAS TFLOP/s, their ratio (> 1: loom faster), and the largest
 // difference from cuBLAS's result relative to the largest |C| (a check that
 // the timed kernel is right; not kept with the epilogue).
@@ -141,6 +143,7 @@ void BM_Sgemm(benchmark::State& state) {
   const bool a_col = (state.range(5) & 1) != 0;
   const bool b_col = (state.range(5) & 2) != 0;
   const bool epilogue = (state.range(5) & 4) != 0;  // a bias along rows and relu
+  const bool no_workspace = (state.range(5) & 8) != 0;
 
   std::mt19937 rng(42);
   DeviceMatrix a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n));
@@ -181,10 +184,12 @@ void BM_Sgemm(benchmark::State& state) {
     stop.synchronize();
     return stop.elapsed_ms_since(start) / reps;
   };
-  DeviceMatrix workspace(loom::kernels::sgemm_workspace_bytes(p, variant, tile) / sizeof(float) +
-                         1);
+  const std::size_t workspace_bytes =
+      no_workspace ? 0 : loom::kernels::sgemm_workspace_bytes(p, variant, tile);
+  DeviceMatrix workspace(workspace_bytes / sizeof(float) + 1);
   const auto run_loom = [&] {
-    loom::kernels::sgemm(p, stream.view(), variant, tile, workspace.data());
+    loom::kernels::sgemm(p, stream.view(), variant, tile,
+                         workspace_bytes > 0 ? workspace.data() : nullptr);
   };
   const auto run_cublas = [&] { cublas.sgemm(ref); };
 
@@ -210,6 +215,7 @@ void BM_Sgemm(benchmark::State& state) {
   if (variant == SgemmVariant::warp_tiled) label << " " << to_string(tile);
   label << " A " << (a_col ? "col" : "row") << " B " << (b_col ? "col" : "row");
   if (epilogue) label << " + bias, relu";
+  if (no_workspace) label << ", no workspace";
   state.SetLabel(label.str());
 }
 
@@ -437,6 +443,13 @@ void sgemm_arguments(benchmark::internal::Benchmark* b) {
   for (int layout = 1; layout < 4; ++layout) {
     for (int t : {0, 1}) b->Args({warp, t, 4096, 4096, 4096, layout});
   }
+  // Both operands K-major without the M-major copy of A, and at other sizes
+  // both ways: what the copy costs and gains.
+  for (int t : {0, 1}) b->Args({warp, t, 4096, 4096, 4096, 2 | 8});
+  for (std::int64_t s : {2048, 8192}) {
+    for (int layout : {2, 2 | 8}) b->Args({warp, 1, s, s, s, layout});
+  }
+  for (int layout : {2, 2 | 8}) b->Args({warp, 1, 4096, 1024, 4096, layout});
   // The fused epilogue (layout bit 2: a bias along rows and relu) at 4096^3
   // and at the step's first layer, against the plain product's time.
   b->Args({warp, 1, 4096, 4096, 4096, 4});

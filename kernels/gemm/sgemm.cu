@@ -7,6 +7,7 @@
 #include "common/launch.hpp"
 #include "gemm/sgemm_kernels.cuh"
 #include "gemm/sgemm_skinny.cuh"
+#include "gemm/sgemm_transpose.cuh"
 #include "gemm/sgemm_warp_tiled.hpp"
 
 #include <loom/error.hpp>
@@ -79,6 +80,26 @@ bool unit_stride_operands(const SgemmArgs& p) {
          (p.b.row_stride == 1 || p.b.col_stride == 1);
 }
 
+bool wide_tile(SgemmWarpTile tile) {
+  return tile == SgemmWarpTile::t128x128x8 || tile == SgemmWarpTile::t128x128x16;
+}
+
+// A copied M-major into the workspace (sgemm_transpose.cuh), and the product
+// run on the copy.
+void launch_on_m_major_a(const SgemmArgs& p, StreamView stream, SgemmWarpTile tile,
+                         void* workspace) {
+  auto* copy = static_cast<float*>(workspace);
+  const std::int64_t ld = m_major_ld(p.m);
+  loom::detail::launch_on_stream(stream, sgemm_copy_a_m_major,
+                                 dim3(tiles(p.k, kTransposeTile), tiles(p.m, kTransposeTile)),
+                                 dim3(kTransposeTile, kTransposeRows), 0, p.a.data, p.a.row_stride,
+                                 copy, ld, static_cast<int>(p.m), static_cast<int>(p.k));
+  LOOM_KERNEL_CHECK_LAUNCH("sgemm: the copy of A M-major");
+  SgemmArgs q = p;
+  q.a = {copy, 1, ld};
+  sgemm_detail::sgemm_warp_tiled(q, stream, tile);
+}
+
 }  // namespace
 
 // Below this K, choose_sgemm_variant picks the one-thread-an-element kernel.
@@ -126,7 +147,11 @@ std::size_t sgemm_workspace_bytes(const SgemmArgs& args, SgemmVariant variant,
   if (variant == SgemmVariant::skinny && !skinny_shape(args)) variant = kSgemmDefault;
   if (variant == SgemmVariant::warp_tiled && unit_stride_operands(args) && args.k > 0) {
     const std::int64_t slice = warp_tiled_split(args, tile);
-    if (slice == 0) return 0;
+    if (slice == 0) {
+      return copies_a_m_major(args, wide_tile(tile), 0)
+                 ? static_cast<std::size_t>(m_major_ld(args.m) * args.k) * sizeof(float)
+                 : 0;
+    }
     return static_cast<std::size_t>((args.k + slice - 1) / slice * args.m * args.n) * sizeof(float);
   }
   if (variant != SgemmVariant::skinny || !skinny_shape(args)) return 0;
@@ -181,7 +206,11 @@ void sgemm(const SgemmArgs& args, StreamView stream, SgemmVariant variant, Sgemm
       check_grid_rows(args, tile == SgemmWarpTile::t64x64x8 ? 64 : 128, variant);
       const std::int64_t slice = workspace != nullptr ? warp_tiled_split(args, tile) : 0;
       if (slice == 0) {
-        sgemm_detail::sgemm_warp_tiled(args, stream, tile);
+        if (workspace != nullptr && copies_a_m_major(args, wide_tile(tile), 0)) {
+          launch_on_m_major_a(args, stream, tile, workspace);
+        } else {
+          sgemm_detail::sgemm_warp_tiled(args, stream, tile);
+        }
         return;
       }
       SgemmArgs split = args;

@@ -136,8 +136,11 @@ SgemmVariant choose_sgemm_variant(const SgemmArgs& args) noexcept;
 
 /// Device scratch sgemm() can use for this shape and variant: partial sums
 /// over slices of K, for skinny, and for warp_tiled where K dominates (too
-/// few output tiles to fill the GPU, a long K: split-K). Without it, K runs
-/// in one slice: correct, with fewer blocks.
+/// few output tiles to fill the GPU, a long K: split-K); for warp_tiled at
+/// 128 x 128 tiles with both operands K-major (A row-major, B column-major)
+/// and N of 1024 or more, an M-major copy of A that the product then reads
+/// (sgemm_transpose.cuh). Without it, K runs in one slice and the operands
+/// are read as they are: correct, slower.
 std::size_t sgemm_workspace_bytes(const SgemmArgs& args, SgemmVariant variant,
                                   SgemmWarpTile tile = SgemmWarpTile::t128x128x8) noexcept;
 

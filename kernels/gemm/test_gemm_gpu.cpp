@@ -342,6 +342,49 @@ TEST(SgemmGpuLarge, DefaultVariantAt1024) {
              SgemmVariant::warp_tiled, SgemmWarpTile::t128x128x8);
 }
 
+// Both operands K-major (A row-major, B column-major) with N of 1024 or more:
+// at 128 x 128 tiles, given a workspace, warp_tiled copies A M-major into it
+// and runs on the copy (a poisoned workspace, so a copy that missed an
+// element shows). Edge tiles in M and K, an M that is not a whole vector (the
+// copy's padded leading dimension), padded and misaligned operands, and the
+// general kernel's epilogue beside the plain one.
+TEST(SgemmGpuLarge, BothOperandsKMajorThroughAnMMajorCopyOfA) {
+  LOOM_REQUIRE_GPU();
+  const auto workspace_of = [](Shape3 s, SgemmWarpTile tile) {
+    SgemmArgs p;
+    p.m = s.m;
+    p.n = s.n;
+    p.k = s.k;
+    p.a = {nullptr, s.k, 1};
+    p.b = {nullptr, 1, s.k};
+    return loom::kernels::sgemm_workspace_bytes(p, SgemmVariant::warp_tiled, tile);
+  };
+  using loom::kernels::SgemmActivation;
+  for (SgemmWarpTile tile : {SgemmWarpTile::t128x128x8, SgemmWarpTile::t128x128x16}) {
+    // K under 128 does not split; neither do 100 tiles or more (the first).
+    for (Shape3 s : {Shape3{1300, 1300, 263}, Shape3{301, 1100, 97}, Shape3{130, 1024, 72},
+                     Shape3{2, 1030, 9}}) {
+      ASSERT_GT(workspace_of(s, tile), 0U) << s.m << "x" << s.n << "x" << s.k;
+      check_case(
+          {.shape = s, .a = Order::row_major, .b = Order::col_major, .alpha = 1.5F, .beta = -0.75F},
+          SgemmVariant::warp_tiled, tile);
+      check_case({.shape = s, .a = Order::row_major, .b = Order::col_major, .pad = 3, .offset = 1},
+                 SgemmVariant::warp_tiled, tile);
+      check_case({.shape = s,
+                  .a = Order::row_major,
+                  .b = Order::col_major,
+                  .c = Order::col_major,
+                  .alpha = 0.5F,
+                  .bias = 2,
+                  .activation = SgemmActivation::relu},
+                 SgemmVariant::warp_tiled, tile);
+    }
+  }
+  // Below N = 1024, and at the smaller tiles, the operands are read as they are.
+  EXPECT_EQ(workspace_of({301, 1023, 97}, SgemmWarpTile::t128x128x16), 0U);
+  EXPECT_EQ(workspace_of({301, 1100, 97}, SgemmWarpTile::t64x64x8), 0U);
+}
+
 // ---------------------------------------------------------------- the op, CUDA backend
 
 // Host data of a rows x cols tensor's elements, through its strides.

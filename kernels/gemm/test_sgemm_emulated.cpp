@@ -304,6 +304,71 @@ TEST(SgemmEmulated, WarpTiledSplitAlongK) {
   }
 }
 
+// Both operands K-major at N >= 1024: the copy of A M-major (every element
+// lands, into a NaN-poisoned copy with a padded leading dimension, from a
+// padded A) and the 128 x 128 kernels on the copy, plain and with an epilogue.
+TEST(SgemmEmulated, BothOperandsKMajorThroughAnMMajorCopyOfA) {
+  auto rng = std::mt19937_64(loom::test::fresh_seed());
+  const std::int64_t m = 37, n = 1030, k = 45, pad = 3;
+  HostMatrix a(m, k, Order::row_major, pad), b(k, n, Order::col_major),
+      want(m, n, Order::row_major);
+  a.randomize(rng);
+  b.randomize(rng);
+  want.randomize(rng);
+  SgemmArgs p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.alpha = 1.5F;
+  p.beta = -0.5F;
+  p.a = a.ref<const float>(a.data.data());
+  p.b = b.ref<const float>(b.data.data());
+  ASSERT_TRUE(emu::copies_a_m_major(p, true, 0));
+  EXPECT_FALSE(emu::copies_a_m_major(p, false, 0));  // a smaller tile
+  EXPECT_FALSE(emu::copies_a_m_major(p, true, 64));  // split along K
+  SgemmArgs narrow = p;
+  narrow.n = 1023;
+  EXPECT_FALSE(emu::copies_a_m_major(narrow, true, 0));
+  SgemmArgs b_n_major = p;
+  b_n_major.b = {b.data.data(), n, 1};
+  EXPECT_FALSE(emu::copies_a_m_major(b_n_major, true, 0));
+
+  const std::int64_t ld = emu::m_major_ld(m);
+  ASSERT_EQ(ld, 40);
+  std::vector<float> copy(static_cast<std::size_t>(ld * k), std::nanf(""));
+  run_grid(dim3(tiles(k, emu::kTransposeTile), tiles(m, emu::kTransposeTile)),
+           dim3(emu::kTransposeTile, emu::kTransposeRows), [&] {
+             emu::sgemm_copy_a_m_major(p.a.data, p.a.row_stride, copy.data(), ld,
+                                       static_cast<int>(m), static_cast<int>(k));
+           });
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t kk = 0; kk < k; ++kk) {
+      ASSERT_EQ(copy[static_cast<std::size_t>(kk * ld + i)], a.at(i, kk)) << i << ", " << kk;
+    }
+  }
+  std::vector<float> bias(static_cast<std::size_t>(n));
+  for (std::size_t j = 0; j < bias.size(); ++j) bias[j] = 0.25F * static_cast<float>(j % 7) - 0.75F;
+  for (bool epilogue : {false, true}) {
+    for (SgemmWarpTile tile : {SgemmWarpTile::t128x128x8, SgemmWarpTile::t128x128x16}) {
+      HostMatrix got = want, expected = want;
+      SgemmArgs q = p;
+      if (epilogue) {
+        q.bias = {bias.data(), 0, 1};
+        q.activation = loom::kernels::SgemmActivation::relu;
+      }
+      q.c = expected.ref<float>(expected.data.data());
+      loom::kernels::sgemm_reference(q);
+      q.a = {copy.data(), 1, ld};
+      q.c = got.ref<float>(got.data.data());
+      loom::test::sgemm_emulated::run_warp_tiled_wide(q, tile);
+      for (std::size_t i = 0; i < got.data.size(); ++i) {
+        ASSERT_NEAR(got.data[i], expected.data[i], 1e-3)
+            << i << " tile " << to_string(tile) << (epilogue ? " bias, relu" : "");
+      }
+    }
+  }
+}
+
 TEST(SgemmEmulated, WarpTiled64x64x8) {
   check_layouts(SgemmVariant::warp_tiled, SgemmWarpTile::t64x64x8, 100, 70, 27);
 }

@@ -18,6 +18,7 @@ using namespace loom::emulated;  // NOLINT: the kernel's code reads CUDA's names
 
 #include "gemm/sgemm_kernels.cuh"
 #include "gemm/sgemm_skinny.cuh"
+#include "gemm/sgemm_transpose.cuh"
 #include "gemm/sgemm_warp_tiled.cuh"
 
 namespace loom::test::sgemm_emulated {
