@@ -23,6 +23,7 @@
 #include <cstring>
 #include <limits>
 #include <ostream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -444,6 +445,70 @@ TEST(MatmulGpu, ThroughAGraphWithATransposedOperand) {
   const HostMatrix mag = loom::test::gemm::magnitudes(ha, hb, hc, 0.5F, 2.0F);
   std::string first;
   EXPECT_EQ(loom::test::gemm::count_mismatches(got, expected, mag, k, &first), 0) << first;
+}
+
+// Both operands K-major at a size where the op's workspace takes an M-major
+// copy of A (a wave of 128 x 128 tiles, N >= 1024), eager and replayed from a
+// compiled graph, whose workspace is given once and kept.
+TEST(MatmulGpu, BothOperandsKMajorEagerAndCompiled) {
+  LOOM_REQUIRE_GPU();
+  loom::Runtime rt;
+  ASSERT_TRUE(rt.has_gpu());
+  auto rng = loom::test::random_engine();
+  const std::int64_t m = 1536, n = 1536, k = 96;
+  auto host_a = rt.tensor<float>({m, k}, loom::Memory::pageable);
+  auto host_bt = rt.tensor<float>({n, k}, loom::Memory::pageable);
+  for (auto* t : {&host_a, &host_bt}) {
+    const auto values = loom::test::random_floats(static_cast<std::size_t>(t->numel()), rng);
+    std::copy(values.begin(), values.end(), t->data_as<float>());
+  }
+  auto a = rt.tensor<float>({m, k});
+  auto bt = rt.tensor<float>({n, k});
+  auto c = rt.tensor<float>({m, n});
+  loom::Graph load;
+  load.copy(host_a, a);
+  load.copy(host_bt, bt);
+  rt.submit(load).wait();
+
+  HostMatrix ha(m, k, Order::row_major), hb(k, n, Order::col_major), hc(m, n, Order::row_major);
+  ha.data = std::vector<float>(host_a.data_as<float>(), host_a.data_as<float>() + m * k);
+  hb.data = std::vector<float>(host_bt.data_as<float>(), host_bt.data_as<float>() + n * k);
+  HostMatrix expected = hc;
+  SgemmArgs p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = ha.ref<const float>(ha.data.data());
+  p.b = hb.ref<const float>(hb.data.data());
+  p.c = expected.ref<float>(expected.data.data());
+  ASSERT_GT(
+      loom::kernels::sgemm_workspace_bytes(p, SgemmVariant::warp_tiled, SgemmWarpTile::t128x128x16),
+      0U);
+  loom::kernels::sgemm_reference(p);
+  const HostMatrix mag = loom::test::gemm::magnitudes(ha, hb, hc, 1.0F, 0.0F);
+
+  // C poisoned before each run: beta = 0 never reads it, so every element
+  // must be written again.
+  const std::vector<float> nans(static_cast<std::size_t>(m * n), std::nanf(""));
+  const auto poison_c = [&] { rt.upload_into(c, std::span<const float>(nans)).wait(); };
+  const auto check = [&](const char* how) {
+    HostMatrix got(m, n, Order::row_major);
+    got.data = rt.download<float>(c);
+    std::string first;
+    EXPECT_EQ(loom::test::gemm::count_mismatches(got, expected, mag, k, &first), 0)
+        << how << ": " << first;
+    poison_c();
+  };
+  loom::Graph g;
+  g.add(loom::ops::matmul(a, bt.transpose(0, 1), c));
+  poison_c();
+  rt.submit(g).wait();
+  check("eager");
+  auto exe = rt.compile(g);
+  exe.run().wait();
+  check("compiled, first replay");
+  exe.run().wait();
+  check("compiled, second replay");
 }
 
 // The README: split-K slices are summed in a fixed order, the same bits
