@@ -32,19 +32,6 @@ using loom::test::gemm::Order;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-SgemmArgs host_args(HostMatrix& a, HostMatrix& b, HostMatrix& c, float alpha, float beta) {
-  SgemmArgs p;
-  p.m = a.rows;
-  p.n = b.cols;
-  p.k = a.cols;
-  p.alpha = alpha;
-  p.beta = beta;
-  p.a = a.ref<const float>(a.data.data());
-  p.b = b.ref<const float>(b.data.data());
-  p.c = c.ref<float>(c.data.data());
-  return p;
-}
-
 // The definition, one element at a time, in double.
 HostMatrix triple_loop(const HostMatrix& a, const HostMatrix& b, const HostMatrix& c0, float alpha,
                        float beta) {
@@ -66,7 +53,7 @@ TEST(SgemmReference, HandCheckedProduct) {
   a.data = {1, 2, 3, 4, 5, 6};
   b.data = {7, 9, 11, 8, 10, 12};  // column-major
   c.data = {1, 1, 1, 1};
-  loom::kernels::sgemm_reference(host_args(a, b, c, 2.0F, -1.0F));
+  loom::kernels::sgemm_reference(loom::test::gemm::product_args(a, b, c, 2.0F, -1.0F));
   EXPECT_EQ(c.data, (std::vector<float>{115, 127, 277, 307}));
 }
 
@@ -76,14 +63,14 @@ TEST(SgemmReference, BetaZeroIgnoresNaNInC) {
   a.randomize(rng);
   b.randomize(rng);
   for (auto& x : c.data) x = kNaN;
-  loom::kernels::sgemm_reference(host_args(a, b, c, 1.0F, 0.0F));
+  loom::kernels::sgemm_reference(loom::test::gemm::product_args(a, b, c, 1.0F, 0.0F));
   for (float x : c.data) EXPECT_FALSE(std::isnan(x));
 }
 
 TEST(SgemmReference, EmptyKScalesCByBeta) {
   HostMatrix a(3, 0, Order::row_major), b(0, 2, Order::row_major), c(3, 2, Order::row_major);
   c.data = {1, 2, 3, 4, 5, 6};
-  loom::kernels::sgemm_reference(host_args(a, b, c, 1.0F, 0.5F));
+  loom::kernels::sgemm_reference(loom::test::gemm::product_args(a, b, c, 1.0F, 0.5F));
   EXPECT_EQ(c.data, (std::vector<float>{0.5F, 1, 1.5F, 2, 2.5F, 3}));
 }
 
@@ -98,7 +85,7 @@ TEST(SgemmReference, MatchesTheTripleLoopInEveryLayout) {
         b.randomize(rng);
         c.randomize(rng);
         const HostMatrix expected = triple_loop(a, b, c, 0.75F, -1.5F);
-        loom::kernels::sgemm_reference(host_args(a, b, c, 0.75F, -1.5F));
+        loom::kernels::sgemm_reference(loom::test::gemm::product_args(a, b, c, 0.75F, -1.5F));
         std::string first;
         // Both accumulate in double: only the final rounding may differ.
         HostMatrix mag = loom::test::gemm::magnitudes(a, b, expected, 0.75F, 1.5F);

@@ -456,31 +456,15 @@ TEST(MatmulGpu, BothOperandsKMajorEagerAndCompiled) {
   ASSERT_TRUE(rt.has_gpu());
   auto rng = loom::test::random_engine();
   const std::int64_t m = 1536, n = 1536, k = 96;
-  auto host_a = rt.tensor<float>({m, k}, loom::Memory::pageable);
-  auto host_bt = rt.tensor<float>({n, k}, loom::Memory::pageable);
-  for (auto* t : {&host_a, &host_bt}) {
-    const auto values = loom::test::random_floats(static_cast<std::size_t>(t->numel()), rng);
-    std::copy(values.begin(), values.end(), t->data_as<float>());
-  }
-  auto a = rt.tensor<float>({m, k});
-  auto bt = rt.tensor<float>({n, k});
-  auto c = rt.tensor<float>({m, n});
-  loom::Graph load;
-  load.copy(host_a, a);
-  load.copy(host_bt, bt);
-  rt.submit(load).wait();
-
   HostMatrix ha(m, k, Order::row_major), hb(k, n, Order::col_major), hc(m, n, Order::row_major);
-  ha.data = std::vector<float>(host_a.data_as<float>(), host_a.data_as<float>() + m * k);
-  hb.data = std::vector<float>(host_bt.data_as<float>(), host_bt.data_as<float>() + n * k);
+  ha.randomize(rng);
+  hb.randomize(rng);
+  // B column-major: the transposed view of an N x K tensor.
+  auto a = rt.upload(std::span<const float>(ha.data), {m, k});
+  auto bt = rt.upload(std::span<const float>(hb.data), {n, k});
+  auto c = rt.tensor<float>({m, n});
   HostMatrix expected = hc;
-  SgemmArgs p;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.a = ha.ref<const float>(ha.data.data());
-  p.b = hb.ref<const float>(hb.data.data());
-  p.c = expected.ref<float>(expected.data.data());
+  const SgemmArgs p = loom::test::gemm::product_args(ha, hb, expected);
   ASSERT_GT(
       loom::kernels::sgemm_workspace_bytes(p, SgemmVariant::warp_tiled, SgemmWarpTile::t128x128x16),
       0U);

@@ -315,14 +315,8 @@ TEST(SgemmEmulated, BothOperandsKMajorThroughAnMMajorCopyOfA) {
   a.randomize(rng);
   b.randomize(rng);
   want.randomize(rng);
-  SgemmArgs p;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.alpha = 1.5F;
-  p.beta = -0.5F;
-  p.a = a.ref<const float>(a.data.data());
-  p.b = b.ref<const float>(b.data.data());
+  HostMatrix unused(m, n, Order::row_major);
+  SgemmArgs p = loom::test::gemm::product_args(a, b, unused, 1.5F, -0.5F);
   ASSERT_TRUE(emu::copies_a_m_major(p, true, 0));
   EXPECT_FALSE(emu::copies_a_m_major(p, false, 0));  // a smaller tile
   EXPECT_FALSE(emu::copies_a_m_major(p, true, 64));  // split along K

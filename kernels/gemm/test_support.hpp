@@ -49,6 +49,21 @@ struct HostMatrix {
   }
 };
 
+/// C = alpha A B + beta C over host matrices (the product's extents theirs).
+inline kernels::SgemmArgs product_args(const HostMatrix& a, const HostMatrix& b, HostMatrix& c,
+                                       float alpha = 1.0F, float beta = 0.0F) {
+  kernels::SgemmArgs p;
+  p.m = a.rows;
+  p.n = b.cols;
+  p.k = a.cols;
+  p.alpha = alpha;
+  p.beta = beta;
+  p.a = a.ref<const float>(a.data.data());
+  p.b = b.ref<const float>(b.data.data());
+  p.c = c.ref<float>(c.data.data());
+  return p;
+}
+
 /// Checks C (m x n, in `got`) against `expected`, elementwise within
 /// `1e-5 * sqrt(k) * magnitude + 1e-6`, where magnitude is the matching
 /// element of |alpha| |A| |B| + |beta| |C0|. Returns the number of bad elements.
@@ -82,16 +97,7 @@ inline HostMatrix magnitudes(const HostMatrix& a, const HostMatrix& b, const Hos
   for (auto* m : {&aa, &bb, &cc}) {
     for (auto& x : m->data) x = std::isnan(x) ? 0.0F : std::fabs(x);
   }
-  kernels::SgemmArgs p;
-  p.m = a.rows;
-  p.n = b.cols;
-  p.k = a.cols;
-  p.alpha = std::fabs(alpha);
-  p.beta = std::fabs(beta);
-  p.a = aa.ref<const float>(aa.data.data());
-  p.b = bb.ref<const float>(bb.data.data());
-  p.c = cc.ref<float>(cc.data.data());
-  kernels::sgemm_reference(p);
+  kernels::sgemm_reference(product_args(aa, bb, cc, std::fabs(alpha), std::fabs(beta)));
   return cc;
 }
 
