@@ -159,6 +159,29 @@ class Matmul final : public Op {
     }
     for (std::int64_t b = 0; b < batch_of(c_); ++b) kernels::sgemm_reference(sgemm_args(b));
   }
+  // One entry's kernel choice.
+  struct Plan {
+    kernels::SgemmArgs args;
+    kernels::SgemmVariant variant;
+    kernels::SgemmWarpTile tile;
+  };
+  Plan plan_of(const kernels::SgemmArgs& p, int sm_count) const {
+    const bool fused = p.bias.data != nullptr || p.activation != kernels::SgemmActivation::none;
+    return {p,
+            variant_ == MatmulVariant::automatic ? kernels::choose_sgemm_variant(p)
+                                                 : sgemm_variant(variant_),
+            kernels::default_warp_tile(p.m, p.n, sm_count, fused)};
+  }
+  // The workspace is scratch that makes products faster (split-K's partial
+  // sums, an M-major copy of A), never needed for a right result: where
+  // the pool cannot give it, the products run without it.
+  static void* workspace_or_null(const ExecutionContext& ctx, std::size_t bytes) {
+    try {
+      return ctx.workspace(bytes);
+    } catch (const OutOfMemory&) {
+      return nullptr;
+    }
+  }
   // Its kernels go through launch_on_stream, nothing else: a compiled graph describes them.
   bool launches_through_loom() const noexcept override { return true; }
   void run_cuda(const ExecutionContext& ctx) const override {
@@ -167,15 +190,19 @@ class Matmul final : public Op {
       kernels::hgemm(half_args(), stream, hgemm_variant(variant_));
       return;
     }
+    const int sm_count = ctx.properties().sm_count;
+    // Entries of a batch run in stream order, so they share one workspace,
+    // taken once for the largest (a compiled graph keeps every workspace
+    // it is given).
+    std::size_t most = 0;
     for (std::int64_t b = 0; b < batch_of(c_); ++b) {
-      const kernels::SgemmArgs p = sgemm_args(b);
-      const bool fused = p.bias.data != nullptr || p.activation != kernels::SgemmActivation::none;
-      const auto tile = kernels::default_warp_tile(p.m, p.n, ctx.properties().sm_count, fused);
-      const auto variant = variant_ == MatmulVariant::automatic ? kernels::choose_sgemm_variant(p)
-                                                                : sgemm_variant(variant_);
-      const std::size_t bytes = kernels::sgemm_workspace_bytes(p, variant, tile);
-      // Entries of a batch run in stream order, so they may share the workspace.
-      kernels::sgemm(p, stream, variant, tile, bytes > 0 ? ctx.workspace(bytes) : nullptr);
+      const Plan plan = plan_of(sgemm_args(b), sm_count);
+      most = std::max(most, kernels::sgemm_workspace_bytes(plan.args, plan.variant, plan.tile));
+    }
+    void* workspace = most > 0 ? workspace_or_null(ctx, most) : nullptr;
+    for (std::int64_t b = 0; b < batch_of(c_); ++b) {
+      const Plan plan = plan_of(sgemm_args(b), sm_count);
+      kernels::sgemm(plan.args, stream, plan.variant, plan.tile, workspace);
     }
   }
 

@@ -90,10 +90,9 @@ void launch_on_m_major_a(const SgemmArgs& p, StreamView stream, SgemmWarpTile ti
                          void* workspace) {
   auto* copy = static_cast<float*>(workspace);
   const std::int64_t ld = m_major_ld(p.m);
-  loom::detail::launch_on_stream(stream, sgemm_copy_a_m_major,
-                                 dim3(tiles(p.k, kTransposeTile), tiles(p.m, kTransposeTile)),
-                                 dim3(kTransposeTile, kTransposeRows), 0, p.a.data, p.a.row_stride,
-                                 copy, ld, static_cast<int>(p.m), static_cast<int>(p.k));
+  loom::detail::launch_on_stream(stream, sgemm_copy_a_m_major, copy_a_grid(p.m, p.k),
+                                 copy_a_block(), 0, p.a.data, p.a.row_stride, copy, ld,
+                                 static_cast<int>(p.m), static_cast<int>(p.k));
   LOOM_KERNEL_CHECK_LAUNCH("sgemm: the copy of A M-major");
   SgemmArgs q = p;
   q.a = {copy, 1, ld};

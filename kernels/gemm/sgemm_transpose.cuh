@@ -26,6 +26,14 @@ inline constexpr std::int64_t kTransposeMaxGrid = 65535;  // M's tiles on the gr
 /// that the kernel's vector loads take it.
 inline std::int64_t m_major_ld(std::int64_t m) { return (m + 3) / 4 * 4; }
 
+/// The copy's launch: a block a 32 x 32 tile of A, K's tiles on the grid's
+/// x and M's on its y.
+inline dim3 copy_a_grid(std::int64_t m, std::int64_t k) {
+  return dim3(static_cast<unsigned>((k + kTransposeTile - 1) / kTransposeTile),
+              static_cast<unsigned>((m + kTransposeTile - 1) / kTransposeTile));
+}
+inline dim3 copy_a_block() { return dim3(kTransposeTile, kTransposeRows); }
+
 /// Whether warp_tiled copies A M-major first: both operands K-major, a
 /// 128 x 128 tile (a wave or more of blocks), no split along K, and N large
 /// enough that the copy is a small part of the product.

@@ -5,7 +5,9 @@
 // backend, and its rejection of host memory there.
 #include "support/gpu.hpp"
 
+#include <loom/device.hpp>
 #include <loom/error.hpp>
+#include <loom/executable.hpp>
 #include <loom/graph.hpp>
 #include <loom/ops/elementwise.hpp>
 #include <loom/ops/gemm.hpp>
@@ -21,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <ostream>
 #include <span>
@@ -52,6 +55,9 @@ struct Case {
   float alpha = 1.0F, beta = 0.0F;
   int bias = 0;  // the epilogue's bias: 0 none, 1 a value a column (n), 2 a value a row (m)
   loom::kernels::SgemmActivation activation = loom::kernels::SgemmActivation::none;
+  // The workspace must hold A M-major afterwards (sgemm_transpose.cuh: column
+  // stride M rounded up to 4): the product took the copy's path.
+  bool m_major_copy = false;
 };
 
 std::string describe(const Case& c, SgemmVariant v, SgemmWarpTile tile) {
@@ -126,6 +132,18 @@ void check_case(const Case& t, SgemmVariant variant, SgemmWarpTile tile) {
                        workspace_bytes > 0 ? workspace.data() : nullptr);
   stream.synchronize();
   const auto raw = dc.download();
+  if (t.m_major_copy) {
+    ASSERT_GT(workspace_bytes, 0U) << describe(t, variant, tile);
+    const auto copy = workspace.download();
+    const std::int64_t ld = (m + 3) / 4 * 4;
+    std::int64_t wrong = 0;
+    for (std::int64_t i = 0; i < m; ++i) {
+      for (std::int64_t kk = 0; kk < k; ++kk) {
+        wrong += copy[static_cast<std::size_t>(kk * ld + i)] == a.at(i, kk) ? 0 : 1;
+      }
+    }
+    EXPECT_EQ(wrong, 0) << describe(t, variant, tile) << ": the workspace does not hold A M-major";
+  }
 
   HostMatrix got = c0;
   std::copy(raw.begin() + t.offset, raw.end(), got.data.begin());
@@ -365,20 +383,18 @@ TEST(SgemmGpuLarge, BothOperandsKMajorThroughAnMMajorCopyOfA) {
     // K under 128 does not split; neither do 100 tiles or more (the first).
     for (Shape3 s : {Shape3{1300, 1300, 263}, Shape3{301, 1100, 97}, Shape3{130, 1024, 72},
                      Shape3{2, 1030, 9}}) {
-      ASSERT_GT(workspace_of(s, tile), 0U) << s.m << "x" << s.n << "x" << s.k;
-      check_case(
-          {.shape = s, .a = Order::row_major, .b = Order::col_major, .alpha = 1.5F, .beta = -0.75F},
-          SgemmVariant::warp_tiled, tile);
-      check_case({.shape = s, .a = Order::row_major, .b = Order::col_major, .pad = 3, .offset = 1},
-                 SgemmVariant::warp_tiled, tile);
-      check_case({.shape = s,
-                  .a = Order::row_major,
-                  .b = Order::col_major,
-                  .c = Order::col_major,
-                  .alpha = 0.5F,
-                  .bias = 2,
-                  .activation = SgemmActivation::relu},
-                 SgemmVariant::warp_tiled, tile);
+      Case plain{.shape = s, .a = Order::row_major, .b = Order::col_major, .alpha = 1.5F};
+      plain.beta = -0.75F;
+      plain.m_major_copy = true;
+      Case padded = plain;
+      padded.pad = 3;
+      padded.offset = 1;
+      Case fused = plain;
+      fused.c = Order::col_major;
+      fused.beta = 0.0F;
+      fused.bias = 2;
+      fused.activation = SgemmActivation::relu;
+      for (const Case& c : {plain, padded, fused}) check_case(c, SgemmVariant::warp_tiled, tile);
     }
   }
   // Below N = 1024, and at the smaller tiles, the operands are read as they are.
@@ -448,38 +464,46 @@ TEST(MatmulGpu, ThroughAGraphWithATransposedOperand) {
 }
 
 // Both operands K-major at a size where the op's workspace takes an M-major
-// copy of A (a wave of 128 x 128 tiles, N >= 1024), eager and replayed from a
-// compiled graph, whose workspace is given once and kept.
-TEST(MatmulGpu, BothOperandsKMajorEagerAndCompiled) {
+// copy of A (a wave of 128 x 128 tiles on this GPU, N >= 1024), eager,
+// replayed from a compiled graph (whose workspace is given once and kept),
+// and replayed on another A, which re-points the copy kernel's A pointer.
+TEST(MatmulGpu, BothOperandsKMajorEagerCompiledAndRebound) {
   LOOM_REQUIRE_GPU();
   loom::Runtime rt;
   ASSERT_TRUE(rt.has_gpu());
   auto rng = loom::test::random_engine();
-  const std::int64_t m = 1536, n = 1536, k = 96;
-  HostMatrix ha(m, k, Order::row_major), hb(k, n, Order::col_major), hc(m, n, Order::row_major);
+  const std::int64_t m = 2048, n = 2048, k = 96;
+  const int sms = loom::device_properties(0).sm_count;
+  const SgemmWarpTile tile = loom::kernels::default_warp_tile(m, n, sms);
+  ASSERT_TRUE(tile == SgemmWarpTile::t128x128x16 || tile == SgemmWarpTile::t128x128x8)
+      << sms << " SMs: a larger shape is needed for 128 x 128 tiles";
+  HostMatrix ha(m, k, Order::row_major), ha2(m, k, Order::row_major), hb(k, n, Order::col_major),
+      zero(m, n, Order::row_major);
   ha.randomize(rng);
+  ha2.randomize(rng);
   hb.randomize(rng);
   // B column-major: the transposed view of an N x K tensor.
   auto a = rt.upload(std::span<const float>(ha.data), {m, k});
+  auto a2 = rt.upload(std::span<const float>(ha2.data), {m, k});
   auto bt = rt.upload(std::span<const float>(hb.data), {n, k});
   auto c = rt.tensor<float>({m, n});
-  HostMatrix expected = hc;
-  const SgemmArgs p = loom::test::gemm::product_args(ha, hb, expected);
-  ASSERT_GT(
-      loom::kernels::sgemm_workspace_bytes(p, SgemmVariant::warp_tiled, SgemmWarpTile::t128x128x16),
-      0U);
+  HostMatrix want = zero, want2 = zero;
+  const SgemmArgs p = loom::test::gemm::product_args(ha, hb, want);
+  ASSERT_GT(loom::kernels::sgemm_workspace_bytes(p, SgemmVariant::warp_tiled, tile), 0U);
   loom::kernels::sgemm_reference(p);
-  const HostMatrix mag = loom::test::gemm::magnitudes(ha, hb, hc, 1.0F, 0.0F);
+  loom::kernels::sgemm_reference(loom::test::gemm::product_args(ha2, hb, want2));
+  const HostMatrix mag = loom::test::gemm::magnitudes(ha, hb, zero, 1.0F, 0.0F);
+  const HostMatrix mag2 = loom::test::gemm::magnitudes(ha2, hb, zero, 1.0F, 0.0F);
 
   // C poisoned before each run: beta = 0 never reads it, so every element
   // must be written again.
   const std::vector<float> nans(static_cast<std::size_t>(m * n), std::nanf(""));
   const auto poison_c = [&] { rt.upload_into(c, std::span<const float>(nans)).wait(); };
-  const auto check = [&](const char* how) {
+  const auto check = [&](const char* how, const HostMatrix& expected, const HostMatrix& scale) {
     HostMatrix got(m, n, Order::row_major);
     got.data = rt.download<float>(c);
     std::string first;
-    EXPECT_EQ(loom::test::gemm::count_mismatches(got, expected, mag, k, &first), 0)
+    EXPECT_EQ(loom::test::gemm::count_mismatches(got, expected, scale, k, &first), 0)
         << how << ": " << first;
     poison_c();
   };
@@ -487,12 +511,23 @@ TEST(MatmulGpu, BothOperandsKMajorEagerAndCompiled) {
   g.add(loom::ops::matmul(a, bt.transpose(0, 1), c));
   poison_c();
   rt.submit(g).wait();
-  check("eager");
+  check("eager", want, mag);
   auto exe = rt.compile(g);
   exe.run().wait();
-  check("compiled, first replay");
+  check("compiled, first replay", want, mag);
   exe.run().wait();
-  check("compiled, second replay");
+  check("compiled, second replay", want, mag);
+  // Re-pointed, where no other pointer of the launches lies just past A's
+  // storage (the pool may put the workspace there: then it is copied, as
+  // explain_bindings says); right either way.
+  const std::vector<loom::Binding> bindings = {{a, a2}};
+  const auto reasons = loom::detail::explain_bindings(exe, bindings);
+  ASSERT_EQ(reasons.size(), 1U);
+  if (reasons[0] != "re-pointed") std::cout << "A is bound by a copy: " << reasons[0] << "\n";
+  exe.run(bindings).wait();
+  check("rebound to another A", want2, mag2);
+  exe.run().wait();
+  check("compiled, back on A", want, mag);
 }
 
 // The README: split-K slices are summed in a fixed order, the same bits

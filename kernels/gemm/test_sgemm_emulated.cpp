@@ -304,12 +304,14 @@ TEST(SgemmEmulated, WarpTiledSplitAlongK) {
   }
 }
 
-// Both operands K-major at N >= 1024: the copy of A M-major (every element
-// lands, into a NaN-poisoned copy with a padded leading dimension, from a
-// padded A) and the 128 x 128 kernels on the copy, plain and with an epilogue.
+// Both operands K-major at N >= 1024: the copy of A M-major, launched as
+// sgemm() launches it (every element lands, into a NaN-poisoned copy with a
+// padded leading dimension, from a padded A), and the 128 x 128 kernels on
+// the copy, plain and with an epilogue: a whole tile in M (the copy read as
+// 16-byte vectors) and an edge tile.
 TEST(SgemmEmulated, BothOperandsKMajorThroughAnMMajorCopyOfA) {
   auto rng = std::mt19937_64(loom::test::fresh_seed());
-  const std::int64_t m = 37, n = 1030, k = 45, pad = 3;
+  const std::int64_t m = 130, n = 1030, k = 45, pad = 3;
   HostMatrix a(m, k, Order::row_major, pad), b(k, n, Order::col_major),
       want(m, n, Order::row_major);
   a.randomize(rng);
@@ -328,13 +330,12 @@ TEST(SgemmEmulated, BothOperandsKMajorThroughAnMMajorCopyOfA) {
   EXPECT_FALSE(emu::copies_a_m_major(b_n_major, true, 0));
 
   const std::int64_t ld = emu::m_major_ld(m);
-  ASSERT_EQ(ld, 40);
+  ASSERT_EQ(ld, 132);
   std::vector<float> copy(static_cast<std::size_t>(ld * k), std::nanf(""));
-  run_grid(dim3(tiles(k, emu::kTransposeTile), tiles(m, emu::kTransposeTile)),
-           dim3(emu::kTransposeTile, emu::kTransposeRows), [&] {
-             emu::sgemm_copy_a_m_major(p.a.data, p.a.row_stride, copy.data(), ld,
-                                       static_cast<int>(m), static_cast<int>(k));
-           });
+  run_grid(emu::copy_a_grid(m, k), emu::copy_a_block(), [&] {
+    emu::sgemm_copy_a_m_major(p.a.data, p.a.row_stride, copy.data(), ld, static_cast<int>(m),
+                              static_cast<int>(k));
+  });
   for (std::int64_t i = 0; i < m; ++i) {
     for (std::int64_t kk = 0; kk < k; ++kk) {
       ASSERT_EQ(copy[static_cast<std::size_t>(kk * ld + i)], a.at(i, kk)) << i << ", " << kk;
