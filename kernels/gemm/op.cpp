@@ -191,17 +191,17 @@ class Matmul final : public Op {
       return;
     }
     const int sm_count = ctx.properties().sm_count;
-    // Entries of a batch run in stream order, so they share one workspace,
-    // taken once for the largest (a compiled graph keeps every workspace
-    // it is given).
-    std::size_t most = 0;
+    // Entries of a batch differ only in their pointers: one plan sizes the
+    // workspace, and as they run in stream order they share it, taken once
+    // (a compiled graph keeps every workspace it is given).
+    void* workspace = nullptr;
     for (std::int64_t b = 0; b < batch_of(c_); ++b) {
       const Plan plan = plan_of(sgemm_args(b), sm_count);
-      most = std::max(most, kernels::sgemm_workspace_bytes(plan.args, plan.variant, plan.tile));
-    }
-    void* workspace = most > 0 ? workspace_or_null(ctx, most) : nullptr;
-    for (std::int64_t b = 0; b < batch_of(c_); ++b) {
-      const Plan plan = plan_of(sgemm_args(b), sm_count);
+      if (b == 0) {
+        const std::size_t bytes =
+            kernels::sgemm_workspace_bytes(plan.args, plan.variant, plan.tile);
+        if (bytes > 0) workspace = workspace_or_null(ctx, bytes);
+      }
       kernels::sgemm(plan.args, stream, plan.variant, plan.tile, workspace);
     }
   }

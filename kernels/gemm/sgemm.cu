@@ -134,7 +134,7 @@ SgemmVariant choose_sgemm_variant(const SgemmArgs& args) noexcept {
 // warp_tiled's output tiles (the tile it will run) and its K slice, if split.
 std::int64_t warp_tiled_split(const SgemmArgs& args, SgemmWarpTile tile) {
   const int bm = tile == SgemmWarpTile::t64x64x8 ? 64 : 128;
-  const int bn = tile == SgemmWarpTile::t128x128x8 || tile == SgemmWarpTile::t128x128x16 ? 128 : 64;
+  const int bn = wide_tile(tile) ? 128 : 64;
   return split_k_slice(args, static_cast<std::int64_t>(tiles(args.m, bm)) * tiles(args.n, bn));
 }
 
